@@ -1,0 +1,1 @@
+"""A Crossplane composition function that deploys Flower federations."""

@@ -1,0 +1,70 @@
+"""The composition function: a thin gRPC shell around function.compose."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from crossplane.function import logging, resource, response
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+
+from function import compose
+from function.validation import SpecError
+
+
+def integral(value: Any) -> Any:
+    """protobuf Structs carry every number as a double; give whole numbers back as ints."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [integral(v) for v in value]
+    return value
+
+
+def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
+    """Answer one request; every failure is a fatal result with no desired resources."""
+    rsp = response.to(req)
+    xr = integral(resource.struct_to_dict(req.observed.composite.resource))
+    observed = {
+        name: integral(resource.struct_to_dict(r.resource)) for name, r in req.observed.resources.items()
+    }
+    try:
+        fed = compose.federation(xr)
+        desired = compose.desired(fed)
+        status = compose.status(fed, observed, (xr.get("metadata") or {}).get("generation"))
+    except SpecError as err:
+        return _fatal(rsp, f"invalid Federation: {err}")
+    except Exception as err:  # noqa: BLE001 - a bug must not crash the server or drop resources
+        logging.get_logger().exception("cannot compose Federation")
+        return _fatal(rsp, f"cannot compose Federation: {type(err).__name__}: {err}")
+    for name, obj in desired.items():
+        resource.update(rsp.desired.resources[name], obj)
+    resource.update(rsp.desired.composite, {"status": status})
+    return rsp
+
+
+def _fatal(rsp: fnv1.RunFunctionResponse, message: str) -> fnv1.RunFunctionResponse:
+    # A fatal result stops the pipeline before anything is applied or deleted,
+    # so returning no desired resources here never removes live ones.
+    rsp.desired.resources.clear()
+    rsp.desired.ClearField("composite")
+    response.fatal(rsp, message)
+    return rsp
+
+
+class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
+    """Serves RunFunction over gRPC."""
+
+    def __init__(self) -> None:
+        self.log = logging.get_logger()
+
+    async def RunFunction(  # noqa: N802 - the gRPC method name
+        self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext
+    ) -> fnv1.RunFunctionResponse:
+        log = self.log.bind(tag=req.meta.tag)
+        rsp = run(req)
+        log.debug("ran function", resources=len(rsp.desired.resources), results=len(rsp.results))
+        return rsp

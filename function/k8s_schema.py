@@ -1,0 +1,65 @@
+"""Check Kubernetes-typed parts of a spec against the official schema.
+
+The definitions come from function/k8s_definitions.json, a trimmed copy of
+the official OpenAPI definitions made by hack/gen_k8s_schemas.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import pathlib
+from typing import Any
+
+import jsonschema
+import referencing
+
+DEFINITIONS_FILE = pathlib.Path(__file__).with_name("k8s_definitions.json")
+
+
+@functools.cache
+def _definitions() -> dict[str, Any]:
+    return json.loads(DEFINITIONS_FILE.read_text())
+
+
+def kubernetes_version() -> str:
+    return _definitions()["kubernetesVersion"]
+
+
+@functools.cache
+def _validator(type_name: str) -> jsonschema.protocols.Validator:
+    defs = _definitions()
+    if type_name not in defs["$defs"]:
+        raise KeyError(f"no Kubernetes definition {type_name} in {DEFINITIONS_FILE.name}")
+    root = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$defs": defs["$defs"]}
+    resource = referencing.Resource.from_contents(root)
+    registry = referencing.Registry().with_resource("urn:k8s", resource)
+    schema = {"$ref": f"urn:k8s#/$defs/{type_name}"}
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def _path(prefix: str, parts: Any) -> str:
+    out = prefix
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    # oneOf/anyOf failures say little; the innermost error names the field.
+    while error.context:
+        error = min(error.context, key=lambda e: (-len(e.absolute_path), e.message))
+    if error.validator == "additionalProperties":
+        return error.message.replace("Additional properties are not allowed", "unknown field")
+    return error.message
+
+
+def check(type_name: str, value: Any, field: str) -> list[tuple[str, str]]:
+    """Return (field path, message) for each way value breaks the definition."""
+    errors = []
+    for error in sorted(_validator(type_name).iter_errors(value), key=lambda e: list(map(str, e.absolute_path))):
+        inner = error
+        while inner.context:
+            inner = min(inner.context, key=lambda e: (-len(e.absolute_path), e.message))
+        errors.append((_path(field, inner.absolute_path), _describe(error)))
+    return errors

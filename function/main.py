@@ -1,0 +1,94 @@
+"""The function's command line: serve gRPC (the default) or render a file."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from crossplane.function import logging, runtime
+
+from function import fn
+
+SERVE_OPTIONS = [
+    click.option("--debug", "-d", is_flag=True, help="Emit debug logs."),
+    click.option(
+        "--address",
+        default="0.0.0.0:9443",
+        show_default=True,
+        help="Address at which to listen for gRPC connections.",
+    ),
+    click.option(
+        "--tls-certs-dir",
+        envvar="TLS_SERVER_CERTS_DIR",
+        help="Serve using mTLS certificates (tls.crt, tls.key, ca.crt) from this directory.",
+    ),
+    click.option(
+        "--insecure",
+        is_flag=True,
+        help="Run without mTLS credentials; --tls-certs-dir is then ignored.",
+    ),
+]
+
+
+def serve_options(command):
+    for option in reversed(SERVE_OPTIONS):
+        command = option(command)
+    return command
+
+
+def _serve(debug: bool, address: str, tls_certs_dir: str | None, insecure: bool) -> None:
+    logging.configure(level=logging.Level.DEBUG if debug else logging.Level.INFO)
+    try:
+        runtime.serve(
+            fn.FunctionRunner(),
+            address,
+            creds=runtime.load_credentials(tls_certs_dir),
+            insecure=insecure,
+        )
+    except Exception as err:  # noqa: BLE001 - report, then fail the process
+        click.echo(f"cannot run function: {err}", err=True)
+        sys.exit(1)
+
+
+@click.group(invoke_without_command=True)
+@serve_options
+@click.pass_context
+def cli(ctx: click.Context, debug: bool, address: str, tls_certs_dir: str | None, insecure: bool) -> None:
+    """A Crossplane composition function that deploys Flower federations.
+
+    With no command it serves gRPC, as Crossplane runs it.
+    """
+    if ctx.invoked_subcommand is None:
+        _serve(debug, address, tls_certs_dir, insecure)
+
+
+@cli.command()
+@serve_options
+def serve(debug: bool, address: str, tls_certs_dir: str | None, insecure: bool) -> None:
+    """Serve gRPC for Crossplane (the same as no command)."""
+    _serve(debug, address, tls_certs_dir, insecure)
+
+
+@cli.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--observed",
+    type=click.Path(exists=True),
+    help="YAML file or directory of observed composed resources (as `crossplane render -o`).",
+)
+def render(file: str, observed: str | None) -> None:
+    """Render FILE (an XR, a claim or a flower-operator Federation) to a YAML stream."""
+    from function import render as renderer
+
+    try:
+        text, warnings = renderer.render_file(file, observed)
+    except renderer.RenderError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(1)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
+    click.echo(text, nl=False)
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,161 @@
+"""Build the `--node-config` argument of a pool's SuperNodes, with no shell.
+
+Flower (flwr.common.config.parse_config_args) finds `key=value` pairs with the
+regex below, joins them as `key = value` lines and parses that as TOML. So we
+write each value as a TOML literal (tomli-w), check that it survives Flower's
+regex, and leave per-pod values to the kubelet: `{index}` and `{node}` become
+`$(FLOWER_INDEX)` and `$(FLOWER_NODE_NAME)`, fed by the downward API. Every
+`$` of user text is doubled so the kubelet passes it through unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from typing import Any
+
+import tomli_w
+
+from function.spec import NodeConfigValue
+
+INDEX_ENV = "FLOWER_INDEX"
+NODE_ENV = "FLOWER_NODE_NAME"
+# The StatefulSet controller labels each pod with its ordinal (Kubernetes 1.28+).
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+
+RUNTIME = {"{index}": f"$({INDEX_ENV})", "{node}": f"$({NODE_ENV})"}
+STATEFULSET_ONLY = ("{index}", "{replicas}")
+
+# Flower's own pattern, from parse_config_args.
+FLOWER_PAIR = re.compile(r"(\S+?)=('[^']*'|\"[^\"]*\"|\S+)")
+KEY = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+INT = re.compile(r"^[+-]?[0-9]+$")
+FLOAT = re.compile(r"^[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?$")
+
+
+class NodeConfigError(ValueError):
+    pass
+
+
+def _typed(text: str) -> NodeConfigValue:
+    """Numeric-looking and boolean strings become typed values, as in the operator."""
+    if INT.match(text):
+        return int(text)
+    if FLOAT.match(text):
+        return float(text)
+    if text in ("true", "false"):
+        return text == "true"
+    return text
+
+
+def _literal(value: Any) -> str:
+    """The TOML literal of one value, in a form Flower's regex keeps whole."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise NodeConfigError("must be a finite number")
+    text = tomli_w.dumps({"v": value})[len("v = ") :].rstrip("\n")
+    if not isinstance(value, str) or '"' not in value:
+        return text
+    # A basic string cannot hold its own quote for Flower's regex; a TOML
+    # literal string can, if it needs no escapes.
+    if "'" in value:
+        raise NodeConfigError("cannot hold both ' and \" (Flower's parser splits on them)")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value if c != "\t"):
+        raise NodeConfigError("cannot hold \" together with control characters")
+    return f"'{value}'"
+
+
+def _flower_parse(key: str, token: str) -> Any:
+    """What Flower's parser makes of `key=token`."""
+    pairs = FLOWER_PAIR.findall(f"{key}={token}")
+    if len(pairs) != 1 or pairs[0] != (key, token):
+        raise NodeConfigError("does not survive Flower's key=value splitting")
+    try:
+        parsed = tomllib.loads(f"{key} = {token}")
+    except tomllib.TOMLDecodeError as err:
+        raise NodeConfigError(f"is not valid TOML for Flower: {err}") from None
+    for part in key.split("."):
+        parsed = parsed[part]
+    return parsed
+
+
+def value_token(value: NodeConfigValue, key: str, pool: str, replicas: int | None) -> str:
+    """The argument text of one value, before kubelet expansion."""
+    if isinstance(value, str):
+        text = value.replace("{pool}", pool)
+        if replicas is not None:
+            text = text.replace("{replicas}", str(replicas))
+        if text == "{index}":
+            # Expands to the pod ordinal: an integer, so unquoted.
+            return RUNTIME["{index}"]
+        if not any(p in text for p in RUNTIME):
+            value = _typed(text)
+        else:
+            value = text
+    token = _literal(value)
+    # Check with a sample expansion that Flower reads back what was meant.
+    sample = token
+    expected: Any = value
+    for placeholder, sample_value in (("{index}", "7"), ("{node}", "node-a")):
+        sample = sample.replace(placeholder, sample_value)
+        if isinstance(expected, str):
+            expected = expected.replace(placeholder, sample_value)
+    if _flower_parse(key, sample) != expected:
+        raise NodeConfigError("does not read back unchanged through Flower's parser")
+    token = token.replace("$", "$$")
+    for placeholder, reference in RUNTIME.items():
+        token = token.replace(placeholder, reference)
+    return token
+
+
+def check(node_config: dict[str, NodeConfigValue], mode: str, field: str) -> list[tuple[str, str]]:
+    errors = []
+    keys = sorted(node_config)
+    for key in keys:
+        path = f"{field}.{key}"
+        if not KEY.match(key):
+            errors.append(
+                (path, "keys are letters, digits, '_' and '-', dot-separated (Flower reads them as TOML keys)")
+            )
+            continue
+        value = node_config[key]
+        if mode == "DaemonSet" and isinstance(value, str) and any(p in value for p in STATEFULSET_ONLY):
+            errors.append(
+                (
+                    path,
+                    "spec.supernodes.pools[*].nodeConfig must not use {index} or {replicas} "
+                    "when mode is DaemonSet",
+                )
+            )
+            continue
+        try:
+            value_token(value, key, "pool", 1)
+        except NodeConfigError as err:
+            errors.append((path, f"value {value!r} {err}"))
+    for key in keys:
+        for other in keys:
+            if other.startswith(key + "."):
+                errors.append(
+                    (f"{field}.{other}", f"clashes with key {key!r}: a key cannot be both a value and a table")
+                )
+    return errors
+
+
+def build(node_config: dict[str, NodeConfigValue], pool: str, replicas: int | None) -> tuple[str, list[str]]:
+    """The --node-config argument and the env vars it references, in a stable order."""
+    parts = [f"{key}={value_token(node_config[key], key, pool, replicas)}" for key in sorted(node_config)]
+    strings = [v for v in node_config.values() if isinstance(v, str)]
+    needs = [env for placeholder, env in (("{index}", INDEX_ENV), ("{node}", NODE_ENV)) if any(placeholder in v for v in strings)]
+    return " ".join(parts), needs
+
+
+def env_vars(needs: list[str]) -> list[dict[str, Any]]:
+    """Downward-API env vars for the per-pod placeholders."""
+    sources = {
+        INDEX_ENV: f"metadata.labels['{POD_INDEX_LABEL}']",
+        NODE_ENV: "spec.nodeName",
+    }
+    return [
+        {"name": env, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": sources[env]}}}
+        for env in needs
+    ]

@@ -1,0 +1,109 @@
+"""`function render`: run RunFunction in-process on a file, print what it composes.
+
+The output is shaped like `crossplane render`: the XR with its status, then
+each composed resource, annotated with its composition resource name so the
+stream can be fed back as observed state.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import yaml
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function import compose, fn
+
+GROUP_VERSION = "flower.crossplane.io/v1alpha1"
+COMPOSITION_RESOURCE_NAME = "crossplane.io/composition-resource-name"
+
+
+class RenderError(Exception):
+    pass
+
+
+def _load(path: str) -> list[dict[str, Any]]:
+    p = pathlib.Path(path)
+    files = sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml")) if p.is_dir() else [p]
+    docs: list[dict[str, Any]] = []
+    for f in files:
+        try:
+            docs += [d for d in yaml.safe_load_all(f.read_text()) if d]
+        except yaml.YAMLError as err:
+            raise RenderError(f"{f}: not YAML: {err}") from None
+    for d in docs:
+        if not isinstance(d, dict):
+            raise RenderError(f"{path}: every document must be a mapping")
+    return docs
+
+
+def composite(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The XR Crossplane would pass for an XR, a claim or an operator Federation."""
+    metadata = manifest.get("metadata") or {}
+    if not isinstance(metadata, dict) or not metadata.get("name"):
+        raise RenderError("metadata.name is required")
+    spec = manifest.get("spec")
+    if manifest.get("kind") == "XFederation":
+        return {"apiVersion": GROUP_VERSION, "kind": "XFederation", "metadata": metadata, "spec": spec}
+    # A claim, or a flower-operator Federation: Crossplane's XR for it carries
+    # the claim's name and namespace as labels.
+    name, namespace = metadata["name"], metadata.get("namespace") or "default"
+    return {
+        "apiVersion": GROUP_VERSION,
+        "kind": "XFederation",
+        "metadata": {
+            "name": name,
+            "labels": {compose.CLAIM_NAME: name, compose.CLAIM_NAMESPACE: namespace},
+            **({"generation": metadata["generation"]} if "generation" in metadata else {}),
+        },
+        "spec": spec,
+    }
+
+
+def request(xr: dict[str, Any], observed: list[dict[str, Any]]) -> fnv1.RunFunctionRequest:
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.update(xr)
+    for obj in observed:
+        name = ((obj.get("metadata") or {}).get("annotations") or {}).get(COMPOSITION_RESOURCE_NAME)
+        if name:
+            req.observed.resources[name].resource.update(obj)
+    return req
+
+
+def render(manifest: dict[str, Any], observed: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The rendered documents and any warnings; RenderError for a fatal result."""
+    xr = composite(manifest)
+    rsp = fn.run(request(xr, observed))
+    fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    if fatal:
+        raise RenderError("; ".join(fatal))
+    warnings = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_WARNING]
+    xr_name = xr["metadata"]["name"]
+    out_xr = {
+        "apiVersion": xr["apiVersion"],
+        "kind": xr["kind"],
+        "metadata": {"name": xr_name},
+        "status": fn.integral(resource.struct_to_dict(rsp.desired.composite.resource)).get("status", {}),
+    }
+    docs = [out_xr]
+    for name in sorted(rsp.desired.resources):
+        obj = fn.integral(resource.struct_to_dict(rsp.desired.resources[name].resource))
+        obj["metadata"] = {
+            "annotations": {COMPOSITION_RESOURCE_NAME: name},
+            "generateName": f"{xr_name}-",
+            "labels": {"crossplane.io/composite": xr_name},
+        }
+        docs.append(obj)
+    return docs, warnings
+
+
+def render_file(path: str, observed_path: str | None = None) -> tuple[str, list[str]]:
+    docs = _load(path)
+    if not docs:
+        raise RenderError(f"{path}: no document")
+    observed = _load(observed_path) if observed_path else []
+    rendered, warnings = render(docs[0], observed)
+    text = "".join("---\n" + yaml.safe_dump(d, sort_keys=True) for d in rendered)
+    return text, warnings

@@ -1,0 +1,308 @@
+"""The Federation spec: the one source of truth for the API.
+
+The XRD in apis/ is generated from these models (hack/gen_xrd.py), so the
+schema users see at admission and the model the function parses never drift.
+Field names are the flower-operator's, camelCase on the wire and in Python.
+
+Kubernetes-typed sub-objects (resources, env, volumes, podTemplate...) are
+kept open here and in the XRD, then checked against the official Kubernetes
+schema by function/k8s_schema.py; that keeps the XRD small.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Markers read by hack/gen_xrd.py: the sub-object is open in the XRD and
+# validated against this Kubernetes definition by the function.
+K8S_TYPE = "x-flower-k8s-type"
+NODE_CONFIG = "x-flower-node-config"
+
+MAX_POOLS = 16
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+FLEET_PORT = 9092
+SERVERAPPIO_PORT = 9091
+CONTROL_PORT = 9093
+CLIENTAPPIO_PORT = 9094
+
+# An object field defaulted to {} in the XRD, so its own field defaults apply.
+OBJECT_DEFAULT = {"default": {}}
+
+
+def k8s(type_name: str, description: str) -> Any:
+    """A field holding a Kubernetes object of the named definition."""
+    return Field(default=None, description=description, json_schema_extra={K8S_TYPE: type_name})
+
+
+def k8s_list(type_name: str, description: str) -> Any:
+    """A field holding a list of Kubernetes objects of the named definition."""
+    return Field(
+        default_factory=list, description=description, json_schema_extra={K8S_TYPE: type_name}
+    )
+
+
+class Model(BaseModel):
+    # Unknown fields are an error, not silently dropped: a typo must not
+    # quietly change what gets deployed.
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+K8sObject = dict[str, Any] | None
+K8sList = list[dict[str, Any]]
+Port = Annotated[int, Field(ge=1, le=65535)]
+NodeConfigValue = str | bool | int | float
+
+
+class ProviderConfigRef(Model):
+    name: str = Field(
+        default="default",
+        min_length=1,
+        description="Name of the provider-kubernetes ProviderConfig that picks the target cluster.",
+    )
+
+
+class ServicePorts(Model):
+    grpc: Port = Field(default=FLEET_PORT, description="Fleet API port SuperNodes dial.")
+    serverAppIO: Port = Field(
+        default=SERVERAPPIO_PORT, description="ServerAppIO API port (process mode)."
+    )
+    extra: Port = Field(
+        default=CONTROL_PORT, description="Control API port, the one `flwr run` talks to."
+    )
+
+
+class ServiceSpec(Model):
+    type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(
+        default="ClusterIP", description="Service type of the SuperLink Service."
+    )
+    ports: ServicePorts = Field(
+        default_factory=ServicePorts, description="Service ports.", json_schema_extra=OBJECT_DEFAULT
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra Service labels; the managed labels take precedence.",
+    )
+    annotations: dict[str, str] = Field(
+        default_factory=dict, description="Service annotations."
+    )
+
+
+class ClaimTemplateMeta(Model):
+    name: str = Field(min_length=1, description="Name of the claim, also the volume name to mount.")
+    labels: dict[str, str] = Field(default_factory=dict, description="Labels of the claim.")
+    annotations: dict[str, str] = Field(
+        default_factory=dict, description="Annotations of the claim."
+    )
+
+
+class VolumeClaimTemplate(Model):
+    metadata: ClaimTemplateMeta
+    spec: dict[str, Any] = Field(
+        description="PersistentVolumeClaimSpec of the claim.",
+        json_schema_extra={K8S_TYPE: "io.k8s.api.core.v1.PersistentVolumeClaimSpec"},
+    )
+
+
+class SuperLinkSpec(Model):
+    image: str = Field(min_length=1, description="SuperLink container image.")
+    superexecImage: str | None = Field(
+        default=None, description="SuperExec ServerApp sidecar image; process mode only."
+    )
+    resources: K8sObject = k8s(
+        "io.k8s.api.core.v1.ResourceRequirements", "Resources of the superlink container."
+    )
+    superexecResources: K8sObject = k8s(
+        "io.k8s.api.core.v1.ResourceRequirements", "Resources of the SuperExec sidecar."
+    )
+    env: K8sList = k8s_list(
+        "io.k8s.api.core.v1.EnvVar", "Environment of the superlink and its SuperExec sidecar."
+    )
+    extraArgs: list[str] = Field(
+        default_factory=list, description="Arguments appended to the superlink command line."
+    )
+    podTemplate: K8sObject = k8s(
+        "io.k8s.api.core.v1.PodTemplateSpec",
+        "Pod-level settings merged into the SuperLink pod; containers are the function's.",
+    )
+    service: ServiceSpec = Field(
+        default_factory=ServiceSpec, description="SuperLink Service.", json_schema_extra=OBJECT_DEFAULT
+    )
+    volumes: K8sList = k8s_list("io.k8s.api.core.v1.Volume", "Pod volumes.")
+    volumeMounts: K8sList = k8s_list(
+        "io.k8s.api.core.v1.VolumeMount", "Mounts of the superlink container."
+    )
+    superexecVolumeMounts: K8sList = k8s_list(
+        "io.k8s.api.core.v1.VolumeMount",
+        "Mounts of the SuperExec sidecar; defaults to volumeMounts.",
+    )
+    volumeClaimTemplates: list[VolumeClaimTemplate] = Field(
+        default_factory=list, description="Claim templates of the SuperLink StatefulSet."
+    )
+
+
+class PoolImages(Model):
+    supernode: str | None = Field(default=None, description="SuperNode image of this pool.")
+    superexecClientApp: str | None = Field(
+        default=None, description="SuperExec ClientApp sidecar image; process mode only."
+    )
+
+
+class GPUConfig(Model):
+    enabled: bool = Field(default=False, description="Request GPUs for this pool.")
+    vendor: Literal["nvidia", "amd"] | None = Field(default=None, description="GPU vendor.")
+    resourceName: str | None = Field(
+        default=None,
+        description="Extended resource name; defaults from the vendor (nvidia.com/gpu, amd.com/gpu).",
+    )
+    count: int = Field(default=1, ge=1, description="GPUs per pod.")
+    mountAll: bool = Field(
+        default=False, description="Expose every GPU of the node; needs the vendor."
+    )
+
+
+class PoolSpec(Model):
+    name: str = Field(
+        min_length=1,
+        max_length=63,
+        pattern=DNS_LABEL_PATTERN,
+        description="Pool name, unique in the Federation; part of generated names.",
+    )
+    replicas: int | None = Field(
+        default=None, ge=1, description="SuperNodes in the pool; StatefulSet mode only."
+    )
+    images: PoolImages = Field(default_factory=PoolImages, description="Images of this pool.")
+    gpu: GPUConfig | None = Field(default=None, description="GPU settings.")
+    supernodeResources: K8sObject = k8s(
+        "io.k8s.api.core.v1.ResourceRequirements", "Resources of the supernode container."
+    )
+    superexecResources: K8sObject = k8s(
+        "io.k8s.api.core.v1.ResourceRequirements", "Resources of the SuperExec sidecar."
+    )
+    podTemplate: K8sObject = k8s(
+        "io.k8s.api.core.v1.PodTemplateSpec",
+        "Pod-level settings merged into the pool's pods; containers are the function's.",
+    )
+    extraArgs: list[str] = Field(
+        default_factory=list, description="Arguments appended to the supernode command line."
+    )
+    env: K8sList = k8s_list(
+        "io.k8s.api.core.v1.EnvVar", "Environment; merged over spec.supernodes.env."
+    )
+    volumes: K8sList = k8s_list("io.k8s.api.core.v1.Volume", "Pod volumes.")
+    volumeMounts: K8sList = k8s_list(
+        "io.k8s.api.core.v1.VolumeMount", "Mounts of the supernode container."
+    )
+    superexecVolumeMounts: K8sList = k8s_list(
+        "io.k8s.api.core.v1.VolumeMount",
+        "Mounts of the SuperExec sidecar; defaults to volumeMounts.",
+    )
+    volumeClaimTemplates: list[VolumeClaimTemplate] = Field(
+        default_factory=list, description="Claim templates; StatefulSet mode only."
+    )
+    nodeConfig: dict[str, NodeConfigValue] = Field(
+        default_factory=dict,
+        description=(
+            "Passed to --node-config. Values keep their YAML type; strings may use the "
+            "placeholders {index}, {replicas} (StatefulSet), {pool} and {node}."
+        ),
+        json_schema_extra={NODE_CONFIG: True},
+    )
+
+
+class SuperNodesSpec(Model):
+    image: str = Field(min_length=1, description="Default SuperNode image.")
+    env: K8sList = k8s_list("io.k8s.api.core.v1.EnvVar", "Environment of every pool.")
+    pools: list[PoolSpec] = Field(
+        min_length=1, max_length=MAX_POOLS, description="SuperNode pools, one workload each."
+    )
+
+
+# The operator's admission rules, with its messages, plus our own. Each is
+# also enforced by the function (function/validation.py) so a render without
+# the XRD gets the same answer.
+CEL_RULES = [
+    {
+        "rule": "size(self.supernodes.pools) > 0",
+        "message": "spec.supernodes.pools must contain at least one pool",
+    },
+    {
+        "rule": "self.mode == 'DaemonSet' ? self.supernodes.pools.all(p, !has(p.replicas)) : true",
+        "message": "replicas must not be set for pools when mode is DaemonSet",
+    },
+    {
+        "rule": "self.mode == 'StatefulSet' ? "
+        "self.supernodes.pools.all(p, has(p.replicas) && p.replicas >= 1) : true",
+        "message": "replicas must be set (>=1) for every pool when mode is StatefulSet",
+    },
+    {
+        "rule": "self.isolationMode != 'process' || "
+        "(has(self.superlink.superexecImage) && size(self.superlink.superexecImage) > 0)",
+        "message": "spec.superlink.superexecImage is required when isolationMode=process",
+    },
+    {
+        "rule": "self.isolationMode != 'process' || self.supernodes.pools.all(p, "
+        "has(p.images) && has(p.images.superexecClientApp) && size(p.images.superexecClientApp) > 0)",
+        "message": "spec.supernodes.pools[*].images.superexecClientApp is required when isolationMode=process",
+    },
+    {
+        "rule": "self.isolationMode != 'subprocess' || !has(self.superlink.superexecImage) || "
+        "size(self.superlink.superexecImage) == 0",
+        "message": "spec.superlink.superexecImage must be empty when isolationMode=subprocess",
+    },
+    {
+        "rule": "self.isolationMode != 'subprocess' || self.supernodes.pools.all(p, "
+        "!has(p.images) || !has(p.images.superexecClientApp) || size(p.images.superexecClientApp) == 0)",
+        "message": "spec.supernodes.pools[*].images.superexecClientApp must be empty when isolationMode=subprocess",
+    },
+    {
+        "rule": "self.supernodes.pools.all(p, !has(p.gpu) || !has(p.gpu.mountAll) || "
+        "p.gpu.mountAll == false || (has(p.gpu.vendor) && size(p.gpu.vendor) > 0))",
+        "message": "spec.supernodes.pools[*].gpu.vendor is required when gpu.mountAll=true",
+    },
+    {
+        "rule": "self.supernodes.pools.all(p, "
+        "self.supernodes.pools.exists_one(q, q.name == p.name))",
+        "message": "spec.supernodes.pools[*].name must be unique",
+    },
+    {
+        "rule": "self.mode != 'DaemonSet' || self.supernodes.pools.all(p, !has(p.nodeConfig) || "
+        "p.nodeConfig.all(k, type(p.nodeConfig[k]) != string || "
+        "!(p.nodeConfig[k].contains('{index}') || p.nodeConfig[k].contains('{replicas}'))))",
+        "message": "spec.supernodes.pools[*].nodeConfig must not use {index} or {replicas} "
+        "when mode is DaemonSet",
+    },
+]
+
+
+class FederationSpec(Model):
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": CEL_RULES})
+
+    mode: Literal["DaemonSet", "StatefulSet"] = Field(
+        description="How SuperNode pools are deployed: one DaemonSet or StatefulSet per pool."
+    )
+    isolationMode: Literal["process", "subprocess"] = Field(
+        description="How ServerApps and ClientApps run: SuperExec sidecars (process) or in-process."
+    )
+    version: str | None = Field(
+        default=None, min_length=1, description="Flower version, for information."
+    )
+    insecure: bool = Field(default=True, description="Run Flower with --insecure.")
+    providerConfigRef: ProviderConfigRef = Field(
+        default_factory=ProviderConfigRef,
+        description="provider-kubernetes ProviderConfig of the target cluster.",
+        json_schema_extra=OBJECT_DEFAULT,
+    )
+    namespace: str | None = Field(
+        default=None,
+        max_length=63,
+        pattern=DNS_LABEL_PATTERN,
+        description=(
+            "Namespace of the workloads for a bare XR; a claim always deploys into "
+            "its own namespace. Defaults to 'default'."
+        ),
+    )
+    superlink: SuperLinkSpec
+    supernodes: SuperNodesSpec

@@ -1,0 +1,119 @@
+"""The SuperLink: a one-replica StatefulSet and its Service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from function import merge, names
+from function.spec import CONTROL_PORT, FLEET_PORT, SERVERAPPIO_PORT, FederationSpec
+
+
+def service_address(federation: str, namespace: str) -> str:
+    return f"{names.superlink(federation)}.{namespace}.svc"
+
+
+def _container(spec: FederationSpec) -> dict[str, Any]:
+    link = spec.superlink
+    args = [f"--isolation={spec.isolationMode}"]
+    if spec.insecure:
+        args.append("--insecure")
+    args += link.extraArgs
+    ports = [
+        {"containerPort": FLEET_PORT, "name": "fleet", "protocol": "TCP"},
+        {"containerPort": CONTROL_PORT, "name": "control", "protocol": "TCP"},
+    ]
+    if spec.isolationMode == "process":
+        ports.append({"containerPort": SERVERAPPIO_PORT, "name": "serverappio", "protocol": "TCP"})
+    container: dict[str, Any] = {"name": "superlink", "image": link.image, "args": args, "ports": ports}
+    if link.resources:
+        container["resources"] = link.resources
+    env = merge.by_name(link.env)
+    if env:
+        container["env"] = env
+    if link.volumeMounts:
+        container["volumeMounts"] = merge.by_name(link.volumeMounts)
+    return container
+
+
+def _superexec(spec: FederationSpec) -> dict[str, Any]:
+    link = spec.superlink
+    # The AppIO API is plain gRPC inside the pod, whatever the Fleet API uses.
+    args = [
+        "--plugin-type=serverapp",
+        f"--appio-api-address=localhost:{SERVERAPPIO_PORT}",
+        "--insecure",
+    ]
+    container: dict[str, Any] = {"name": "superexec-serverapp", "image": link.superexecImage, "args": args}
+    if link.superexecResources:
+        container["resources"] = link.superexecResources
+    env = merge.by_name(link.env)
+    if env:
+        container["env"] = env
+    mounts = link.superexecVolumeMounts or link.volumeMounts
+    if mounts:
+        container["volumeMounts"] = merge.by_name(mounts)
+    return container
+
+
+def statefulset(federation: str, namespace: str, spec: FederationSpec) -> dict[str, Any]:
+    name = names.superlink(federation)
+    labels = names.superlink_labels(federation)
+    containers = [_container(spec)]
+    if spec.isolationMode == "process":
+        containers.append(_superexec(spec))
+    pod_spec: dict[str, Any] = {"containers": containers}
+    if spec.superlink.volumes:
+        pod_spec["volumes"] = merge.by_name(spec.superlink.volumes)
+    workload: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "serviceName": name,
+            "template": merge.pod_template(labels, pod_spec, spec.superlink.podTemplate),
+        },
+    }
+    claims = claim_templates(spec.superlink.volumeClaimTemplates)
+    if claims:
+        workload["spec"]["volumeClaimTemplates"] = claims
+    return workload
+
+
+def claim_templates(templates: list[Any]) -> list[dict[str, Any]]:
+    out = []
+    for template in templates:
+        meta: dict[str, Any] = {"name": template.metadata.name}
+        if template.metadata.labels:
+            meta["labels"] = dict(template.metadata.labels)
+        if template.metadata.annotations:
+            meta["annotations"] = dict(template.metadata.annotations)
+        out.append({"metadata": meta, "spec": template.spec})
+    return out
+
+
+def service(federation: str, namespace: str, spec: FederationSpec) -> dict[str, Any]:
+    svc = spec.superlink.service
+    managed = names.superlink_labels(federation)
+    ports = [
+        {"name": "fleet", "port": svc.ports.grpc, "protocol": "TCP", "targetPort": FLEET_PORT},
+        {"name": "control", "port": svc.ports.extra, "protocol": "TCP", "targetPort": CONTROL_PORT},
+    ]
+    if spec.isolationMode == "process":
+        ports.append(
+            {"name": "serverappio", "port": svc.ports.serverAppIO, "protocol": "TCP", "targetPort": SERVERAPPIO_PORT}
+        )
+    metadata: dict[str, Any] = {
+        "name": names.superlink(federation),
+        "namespace": namespace,
+        "labels": {**svc.labels, **managed},
+    }
+    if svc.annotations:
+        metadata["annotations"] = dict(svc.annotations)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata,
+        "spec": {"type": svc.type, "selector": managed, "ports": ports},
+    }

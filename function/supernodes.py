@@ -1,0 +1,93 @@
+"""SuperNode pools: one DaemonSet or StatefulSet per pool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from function import gpu, merge, names, nodeconfig, superlink
+from function.spec import CLIENTAPPIO_PORT, FederationSpec, PoolSpec
+
+
+def _supernode(federation: str, namespace: str, spec: FederationSpec, pool: PoolSpec) -> dict[str, Any]:
+    fleet = f"{superlink.service_address(federation, namespace)}:{spec.superlink.service.ports.grpc}"
+    args = [f"--superlink={fleet}", f"--isolation={spec.isolationMode}"]
+    if spec.insecure:
+        args.append("--insecure")
+    process = spec.isolationMode == "process"
+    if process:
+        args.append(f"--clientappio-api-address=0.0.0.0:{CLIENTAPPIO_PORT}")
+    args += pool.extraArgs
+    env = merge.by_name(spec.supernodes.env, pool.env, gpu.env(pool.gpu))
+    if pool.nodeConfig:
+        text, needs = nodeconfig.build(pool.nodeConfig, pool.name, pool.replicas)
+        args += ["--node-config", text]
+        # Ours win over user variables of the same name: the args depend on them.
+        env = merge.by_name(env, nodeconfig.env_vars(needs))
+    container: dict[str, Any] = {
+        "name": "supernode",
+        "image": pool.images.supernode or spec.supernodes.image,
+        "args": args,
+        "ports": [{"containerPort": CLIENTAPPIO_PORT, "name": "clientappio", "protocol": "TCP"}],
+    }
+    # In process mode the ClientApp, and so the GPU, lives in the sidecar.
+    resources = pool.supernodeResources if process else gpu.with_gpus(pool.supernodeResources, pool.gpu)
+    if resources:
+        container["resources"] = resources
+    if env:
+        container["env"] = env
+    mounts = merge.by_name(gpu.volume_mounts(pool.gpu), pool.volumeMounts)
+    if mounts:
+        container["volumeMounts"] = mounts
+    security = gpu.security_context(pool.gpu)
+    if security:
+        container["securityContext"] = security
+    return container
+
+
+def _superexec(spec: FederationSpec, pool: PoolSpec) -> dict[str, Any]:
+    # The AppIO API is plain gRPC inside the pod, whatever the Fleet API uses.
+    args = ["--plugin-type=clientapp", f"--appio-api-address=localhost:{CLIENTAPPIO_PORT}", "--insecure"]
+    container: dict[str, Any] = {"name": "superexec-clientapp", "image": pool.images.superexecClientApp, "args": args}
+    resources = gpu.with_gpus(pool.superexecResources, pool.gpu)
+    if resources:
+        container["resources"] = resources
+    env = merge.by_name(spec.supernodes.env, pool.env, gpu.env(pool.gpu))
+    if env:
+        container["env"] = env
+    mounts = merge.by_name(gpu.volume_mounts(pool.gpu), pool.superexecVolumeMounts or pool.volumeMounts)
+    if mounts:
+        container["volumeMounts"] = mounts
+    security = gpu.security_context(pool.gpu)
+    if security:
+        container["securityContext"] = security
+    return container
+
+
+def workload(federation: str, namespace: str, spec: FederationSpec, pool: PoolSpec) -> dict[str, Any]:
+    name = names.pool(federation, pool.name)
+    labels = names.pool_labels(federation, pool.name)
+    containers = [_supernode(federation, namespace, spec, pool)]
+    if spec.isolationMode == "process":
+        containers.append(_superexec(spec, pool))
+    pod_spec: dict[str, Any] = {"containers": containers}
+    volumes = merge.add_missing(merge.by_name(pool.volumes), gpu.volumes(pool.gpu))
+    if volumes:
+        pod_spec["volumes"] = volumes
+    runtime_class = gpu.runtime_class(pool.gpu)
+    if runtime_class:
+        pod_spec["runtimeClassName"] = runtime_class
+    workload_spec: dict[str, Any] = {
+        "selector": {"matchLabels": labels},
+        "template": merge.pod_template(labels, pod_spec, pool.podTemplate),
+    }
+    if spec.mode == "StatefulSet":
+        workload_spec = {"replicas": pool.replicas, **workload_spec, "serviceName": name}
+        claims = superlink.claim_templates(pool.volumeClaimTemplates)
+        if claims:
+            workload_spec["volumeClaimTemplates"] = claims
+    return {
+        "apiVersion": "apps/v1",
+        "kind": spec.mode,
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": workload_spec,
+    }

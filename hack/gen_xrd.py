@@ -1,0 +1,216 @@
+"""Generate apis/definition.yaml from the pydantic spec (function/spec.py).
+
+The model is the one source of truth; this turns its JSON schema into a
+structural OpenAPI v3 schema as Kubernetes wants it. Run with --check to fail
+when the committed XRD differs from what the model says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import pathlib
+import sys
+from typing import Any
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from function.spec import K8S_TYPE, NODE_CONFIG, FederationSpec  # noqa: E402
+
+OUT = ROOT / "apis" / "definition.yaml"
+GROUP = "flower.crossplane.io"
+
+KEEP = (
+    "type",
+    "description",
+    "enum",
+    "pattern",
+    "minLength",
+    "maxLength",
+    "minimum",
+    "maximum",
+    "minItems",
+    "maxItems",
+    "x-kubernetes-validations",
+)
+
+STATUS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Observed state of the Federation, written by the function.",
+    "properties": {
+        "observedGeneration": {"type": "integer", "description": "Generation last processed."},
+        "supernodes": {"type": "string", "description": "Ready/desired SuperNodes, e.g. 2/3."},
+        "readySupernodes": {"type": "integer", "description": "Ready SuperNodes in all pools."},
+        "desiredSupernodes": {"type": "integer", "description": "Desired SuperNodes in all pools."},
+        "endpoints": {
+            "type": "object",
+            "description": "Where to reach the SuperLink.",
+            "properties": {
+                "superlinkService": {
+                    "type": "string",
+                    "description": "Control API address for `flwr run`.",
+                },
+                "fleet": {"type": "string", "description": "Fleet API address SuperNodes dial."},
+            },
+        },
+        "pools": {
+            "type": "array",
+            "description": "Per-pool status.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "kind": {"type": "string"},
+                    "desired": {"type": "integer"},
+                    "ready": {"type": "integer"},
+                },
+            },
+        },
+    },
+}
+
+
+def _resolve(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        if "$ref" in node:
+            target = defs[node["$ref"].split("/")[-1]]
+            merged = {**_resolve(target, defs), **{k: v for k, v in node.items() if k != "$ref"}}
+            return _resolve(merged, defs)
+        return {k: _resolve(v, defs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_resolve(v, defs) for v in node]
+    return node
+
+
+def _structural(node: dict[str, Any]) -> dict[str, Any]:
+    """Turn one resolved pydantic JSON-schema node into a structural schema."""
+    node = dict(node)
+    # Optional[X] is anyOf[X, null]; Kubernetes has no null type, unset is enough.
+    if "anyOf" in node:
+        options = [o for o in node.pop("anyOf") if o.get("type") != "null"]
+        if len(options) != 1:
+            raise ValueError(f"no structural form for a union: {options}")
+        node = {**options[0], **node}
+    out: dict[str, Any] = {}
+    if node.get(NODE_CONFIG):
+        # Kubernetes CEL cannot see values of no type, and the DaemonSet
+        # placeholder rule must read them: values are int-or-string at
+        # admission ("true", "0.5" still become typed values in the function).
+        return {
+            "type": "object",
+            "description": node["description"],
+            "additionalProperties": {"x-kubernetes-int-or-string": True},
+        }
+    if node.get(K8S_TYPE):
+        out["description"] = f"{node.get('description', '')} ({node[K8S_TYPE]})".strip()
+        if node.get("type") == "array":
+            out["type"] = "array"
+            out["items"] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        else:
+            out["type"] = "object"
+            out["x-kubernetes-preserve-unknown-fields"] = True
+        return out
+    if "const" in node:
+        node["enum"] = [node.pop("const")]
+    for key in KEEP:
+        if key in node:
+            out[key] = node[key]
+    if "default" in node and node["default"] is not None:
+        default = node["default"]
+        if isinstance(default, dict):
+            # Nested defaults fill in once the object exists.
+            out["default"] = {}
+        elif not isinstance(default, list):
+            out["default"] = default
+    if node.get("x-kubernetes-preserve-unknown-fields"):
+        out["x-kubernetes-preserve-unknown-fields"] = True
+    if node.get("type") == "object" or "properties" in node:
+        out["type"] = "object"
+        if "properties" in node:
+            out["properties"] = {k: _structural(v) for k, v in node["properties"].items()}
+            if node.get("required"):
+                out["required"] = list(node["required"])
+        extra = node.get("additionalProperties")
+        if isinstance(extra, dict):
+            out["additionalProperties"] = _structural(extra)
+    if node.get("type") == "array":
+        out["items"] = _structural(node["items"])
+    return out
+
+
+def spec_schema() -> dict[str, Any]:
+    raw = FederationSpec.model_json_schema(mode="validation")
+    resolved = _resolve(raw, copy.deepcopy(raw.get("$defs", {})))
+    resolved.pop("$defs", None)
+    schema = _structural(resolved)
+    schema["description"] = "Desired state of a Flower federation."
+    return schema
+
+
+def definition() -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.crossplane.io/v1",
+        "kind": "CompositeResourceDefinition",
+        "metadata": {"name": f"xfederations.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": "XFederation",
+                "plural": "xfederations",
+                "categories": ["crossplane", "composite", "flower"],
+            },
+            "claimNames": {
+                "kind": "Federation",
+                "plural": "federations",
+                "shortNames": ["fedf"],
+                "categories": ["flower"],
+            },
+            "defaultCompositionRef": {"name": "xfederations.flower.crossplane.io"},
+            "versions": [
+                {
+                    "name": "v1alpha1",
+                    "served": True,
+                    "referenceable": True,
+                    # Crossplane appends its own SYNCED, READY and AGE columns.
+                    "additionalPrinterColumns": [
+                        {"name": "MODE", "type": "string", "jsonPath": ".spec.mode"},
+                        {"name": "ISOLATION", "type": "string", "jsonPath": ".spec.isolationMode"},
+                        {"name": "SUPERNODES", "type": "string", "jsonPath": ".status.supernodes"},
+                    ],
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "required": ["spec"],
+                            "properties": {"spec": spec_schema(), "status": STATUS_SCHEMA},
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def render() -> str:
+    header = "# Generated by hack/gen_xrd.py from function/spec.py. Do not edit.\n"
+    return header + yaml.safe_dump(definition(), sort_keys=False, width=100)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--check", action="store_true", help="fail if the file is stale")
+    args = parser.parse_args()
+    text = render()
+    if args.check:
+        if not OUT.exists() or OUT.read_text() != text:
+            print(f"{OUT.relative_to(ROOT)} is stale: run python hack/gen_xrd.py", file=sys.stderr)
+            return 1
+        return 0
+    OUT.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
