@@ -1,0 +1,47 @@
+# Every target bootstraps what it needs on a fresh machine (Python 3.11, Go).
+PYTHON ?= python3
+VENV := .venv
+FLWR_VENV := .venv-flwr
+CRANK := .cache/bin/crank
+EXAMPLE ?= examples/claims/statefulset-subprocess.yaml
+
+.PHONY: render test serve crank generate bench image-check clean
+
+$(VENV)/.installed: pyproject.toml requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -c requirements.lock -e '.[dev]'
+	touch $@
+
+# Flower pins protobuf below 7, the function SDK above: Flower gets its own venv.
+$(FLWR_VENV)/.installed: tests/flwr-requirements.txt
+	$(PYTHON) -m venv $(FLWR_VENV)
+	$(FLWR_VENV)/bin/pip install --quiet -r tests/flwr-requirements.txt
+	touch $@
+
+# The Crossplane CLI, built from the Go module proxy at the version tools/crank pins.
+$(CRANK): tools/crank/go.mod tools/crank/go.sum
+	mkdir -p $(dir $(CRANK))
+	cd tools/crank && go build -o $(abspath $(CRANK)) github.com/crossplane/crossplane/v2/cmd/crank
+
+crank: $(CRANK)
+
+render: $(VENV)/.installed
+	$(VENV)/bin/function render $(EXAMPLE)
+
+serve: $(VENV)/.installed
+	$(VENV)/bin/function serve --insecure --debug
+
+generate: $(VENV)/.installed
+	$(VENV)/bin/python hack/gen_xrd.py
+	$(VENV)/bin/python hack/gen_k8s_schemas.py
+
+test: $(VENV)/.installed $(FLWR_VENV)/.installed $(CRANK)
+	CRANK=$(abspath $(CRANK)) FLWR_PYTHON=$(abspath $(FLWR_VENV))/bin/python \
+		$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+bench: $(VENV)/.installed
+	$(VENV)/bin/python benchmarks/bench.py
+
+clean:
+	rm -rf $(VENV) $(FLWR_VENV) .cache build dist

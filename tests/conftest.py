@@ -1,0 +1,113 @@
+"""Shared fixtures: the real peers (crank, Flower, a served function)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SHARED_CRDS = ROOT.parent / "shared" / "crds"
+EXAMPLES = ROOT / "examples"
+CLAIMS = sorted((EXAMPLES / "claims").glob("*.yaml"))
+INVALID = sorted((EXAMPLES / "invalid").glob("*.yaml"))
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def need(condition: bool, what: str) -> None:
+    """Skip a real-peer test locally when the peer is missing; in CI that is a failure."""
+    if condition:
+        return
+    if IN_CI:
+        pytest.fail(f"{what} is required in CI (CI=true), and missing")
+    pytest.skip(f"{what} is missing")
+
+
+def load_all(path: pathlib.Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+@pytest.fixture(scope="session")
+def crank() -> str:
+    path = os.environ.get("CRANK") or shutil.which("crank") or ""
+    need(bool(path) and os.access(path, os.X_OK), "the Crossplane CLI (crank; `make crank`)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def flwr_python() -> str:
+    path = os.environ.get("FLWR_PYTHON", "")
+    need(bool(path) and os.access(path, os.X_OK), "a Python with Flower 1.25 (FLWR_PYTHON; `make test`)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def shared_crds() -> pathlib.Path:
+    need(SHARED_CRDS.is_dir(), f"the provider and Crossplane CRDs ({SHARED_CRDS})")
+    return SHARED_CRDS
+
+
+@pytest.fixture(scope="session")
+def validate_cache(tmp_path_factory, shared_crds) -> list[str]:
+    """crank beta validate flags that keep it offline.
+
+    Validate loads Crossplane's own CRDs from a package cache; seeding that
+    cache with the CRDs on disk means nothing is downloaded.
+    """
+    cache = tmp_path_factory.mktemp("crank-cache")
+    image_dir = cache / "local" / "crossplane@offline"
+    image_dir.mkdir(parents=True)
+    docs = [p.read_text() for p in sorted((shared_crds / "crossplane").glob("*.yaml"))]
+    (image_dir / "package.yaml").write_text("\n---\n".join(docs) + "\n---\n")
+    return [f"--cache-dir={cache}", "--crossplane-image=local/crossplane:offline"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def function_address():
+    """The function served over real gRPC, as `crossplane render` dials it."""
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "function.main", "serve", "--insecure", "--address", address],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"function exited: {proc.stdout.read().decode()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        raise RuntimeError("function did not start listening within 30s")
+    yield address
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def functions_file(tmp_path_factory, function_address) -> pathlib.Path:
+    """examples/functions.yaml, pointed at the served function's port."""
+    fn = yaml.safe_load((EXAMPLES / "functions.yaml").read_text())
+    fn["metadata"]["annotations"]["render.crossplane.io/runtime-development-target"] = function_address
+    path = tmp_path_factory.mktemp("functions") / "functions.yaml"
+    path.write_text(yaml.safe_dump(fn))
+    return path

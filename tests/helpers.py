@@ -1,0 +1,73 @@
+"""Spec builders shared by the unit tests."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from function import compose
+
+BASE: dict[str, Any] = {
+    "mode": "StatefulSet",
+    "isolationMode": "subprocess",
+    "superlink": {"image": "flwr/superlink:1.25.0"},
+    "supernodes": {"image": "flwr/supernode:1.25.0", "pools": [{"name": "default", "replicas": 2}]},
+}
+
+PROCESS: dict[str, Any] = {
+    "mode": "StatefulSet",
+    "isolationMode": "process",
+    "superlink": {"image": "flwr/superlink:1.25.0", "superexecImage": "flwr/superexec:1.25.0"},
+    "supernodes": {
+        "image": "flwr/supernode:1.25.0",
+        "pools": [
+            {"name": "default", "replicas": 2, "images": {"superexecClientApp": "flwr/superexec:1.25.0"}}
+        ],
+    },
+}
+
+
+def spec(base: dict[str, Any] = BASE, **changes: Any) -> dict[str, Any]:
+    """A copy of base with dotted-path changes, e.g. {"superlink.image": "x"}."""
+    out = copy.deepcopy(base)
+    for dotted, value in changes.items():
+        node = out
+        parts = dotted.split("__")
+        for part in parts[:-1]:
+            node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
+        if isinstance(node, list):
+            node[int(parts[-1])] = value
+        else:
+            node[parts[-1]] = value
+    return out
+
+
+def pool(s: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """s with its first pool updated."""
+    out = copy.deepcopy(s)
+    out["supernodes"]["pools"][0].update(fields)
+    return out
+
+
+def xr(s: dict[str, Any], name: str = "fed", namespace: str = "team-a") -> dict[str, Any]:
+    return {
+        "apiVersion": "flower.crossplane.io/v1alpha1",
+        "kind": "XFederation",
+        "metadata": {
+            "name": f"{name}-x7k2p",
+            "labels": {compose.CLAIM_NAME: name, compose.CLAIM_NAMESPACE: namespace},
+        },
+        "spec": s,
+    }
+
+
+def manifests(s: dict[str, Any], name: str = "fed", namespace: str = "team-a") -> dict[str, dict[str, Any]]:
+    return compose.manifests(compose.federation(xr(s, name, namespace)))
+
+
+def pod(s: dict[str, Any], resource: str = "pool-default") -> dict[str, Any]:
+    return manifests(s)[resource]["spec"]["template"]["spec"]
+
+
+def container(s: dict[str, Any], name: str = "supernode", resource: str = "pool-default") -> dict[str, Any]:
+    return next(c for c in pod(s, resource)["containers"] if c["name"] == name)

@@ -1,0 +1,133 @@
+"""The SuperLink StatefulSet and Service builders."""
+
+import pytest
+
+from helpers import BASE, PROCESS, container, manifests, pod, spec
+
+MANAGED = {
+    "app.kubernetes.io/component": "superlink",
+    "app.kubernetes.io/instance": "fed",
+    "app.kubernetes.io/managed-by": "flower-operator",
+    "app.kubernetes.io/name": "superlink",
+}
+
+
+def test_statefulset_shape_names_and_labels():
+    sts = manifests(BASE)["superlink"]
+    assert sts["kind"] == "StatefulSet"
+    assert sts["metadata"] == {"name": "fed-superlink", "namespace": "team-a", "labels": MANAGED}
+    assert sts["spec"]["replicas"] == 1
+    assert sts["spec"]["selector"] == {"matchLabels": MANAGED}
+    assert sts["spec"]["template"]["metadata"]["labels"] == MANAGED
+
+
+@pytest.mark.parametrize(
+    ("base", "insecure", "args", "ports", "containers"),
+    [
+        (BASE, True, ["--isolation=subprocess", "--insecure"], [9092, 9093], ["superlink"]),
+        (BASE, False, ["--isolation=subprocess"], [9092, 9093], ["superlink"]),
+        (PROCESS, True, ["--isolation=process", "--insecure"], [9092, 9093, 9091], ["superlink", "superexec-serverapp"]),
+    ],
+)
+def test_superlink_args_ports_and_sidecar(base, insecure, args, ports, containers):
+    s = spec(base, insecure=insecure)
+    c = container(s, "superlink", "superlink")
+    assert c["args"] == args
+    assert [p["containerPort"] for p in c["ports"]] == ports
+    assert [c["name"] for c in pod(s, "superlink")["containers"]] == containers
+
+
+def test_superexec_serverapp_sidecar():
+    s = spec(
+        PROCESS,
+        insecure=False,
+        superlink__superexecResources={"limits": {"cpu": "1"}},
+        superlink__env=[{"name": "A", "value": "1"}],
+        superlink__volumeMounts=[{"name": "data", "mountPath": "/data"}],
+    )
+    c = container(s, "superexec-serverapp", "superlink")
+    assert c["image"] == "flwr/superexec:1.25.0"
+    # The AppIO link stays plain gRPC inside the pod, even with insecure false.
+    assert c["args"] == ["--plugin-type=serverapp", "--appio-api-address=localhost:9091", "--insecure"]
+    assert c["resources"] == {"limits": {"cpu": "1"}}
+    assert c["env"] == [{"name": "A", "value": "1"}]
+    assert c["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
+
+
+def test_superexec_volume_mounts_override_main_mounts():
+    s = spec(
+        PROCESS,
+        superlink__volumeMounts=[{"name": "data", "mountPath": "/data"}],
+        superlink__superexecVolumeMounts=[{"name": "data", "mountPath": "/app/data"}],
+    )
+    assert container(s, "superexec-serverapp", "superlink")["volumeMounts"] == [{"name": "data", "mountPath": "/app/data"}]
+    assert container(s, "superlink", "superlink")["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
+
+
+def test_superlink_resources_env_extra_args_volumes_and_claims():
+    s = spec(
+        BASE,
+        superlink__resources={"requests": {"cpu": "100m"}},
+        superlink__env=[{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+        superlink__extraArgs=["--database", "/state/db.sqlite"],
+        superlink__volumes=[{"name": "cfg", "configMap": {"name": "c"}}],
+        superlink__volumeClaimTemplates=[
+            {"metadata": {"name": "state", "labels": {"a": "b"}}, "spec": {"accessModes": ["ReadWriteOnce"]}}
+        ],
+    )
+    sts = manifests(s)["superlink"]
+    c = container(s, "superlink", "superlink")
+    assert c["resources"] == {"requests": {"cpu": "100m"}}
+    assert [e["name"] for e in c["env"]] == ["A", "B"]
+    assert c["args"][-2:] == ["--database", "/state/db.sqlite"]
+    assert sts["spec"]["template"]["spec"]["volumes"] == [{"name": "cfg", "configMap": {"name": "c"}}]
+    assert sts["spec"]["volumeClaimTemplates"] == [
+        {"metadata": {"name": "state", "labels": {"a": "b"}}, "spec": {"accessModes": ["ReadWriteOnce"]}}
+    ]
+
+
+def test_superlink_pod_template_merge():
+    s = spec(
+        BASE,
+        superlink__podTemplate={
+            "metadata": {"labels": {"team": "ml", "app.kubernetes.io/name": "hijack"}, "annotations": {"x": "y"}},
+            "spec": {"nodeSelector": {"role": "control"}, "priorityClassName": "high"},
+        },
+    )
+    template = manifests(s)["superlink"]["spec"]["template"]
+    assert template["metadata"]["labels"] == {**MANAGED, "team": "ml"}
+    assert template["metadata"]["annotations"] == {"x": "y"}
+    assert template["spec"]["nodeSelector"] == {"role": "control"}
+    assert template["spec"]["priorityClassName"] == "high"
+
+
+@pytest.mark.parametrize(
+    ("base", "ports", "expected"),
+    [
+        (BASE, {}, [("fleet", 9092, 9092), ("control", 9093, 9093)]),
+        (BASE, {"grpc": 30092, "extra": 30093}, [("fleet", 30092, 9092), ("control", 30093, 9093)]),
+        (PROCESS, {"serverAppIO": 19091}, [("fleet", 9092, 9092), ("control", 9093, 9093), ("serverappio", 19091, 9091)]),
+    ],
+)
+def test_service_ports_map_to_flower_ports(base, ports, expected):
+    svc = manifests(spec(base, superlink__service={"ports": ports}))["superlink-service"]
+    assert [(p["name"], p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == expected
+
+
+@pytest.mark.parametrize("service_type", ["ClusterIP", "NodePort", "LoadBalancer"])
+def test_service_type_labels_annotations_and_selector(service_type):
+    s = spec(
+        BASE,
+        superlink__service={
+            "type": service_type,
+            "labels": {"team": "ml", "app.kubernetes.io/instance": "hijack"},
+            "annotations": {"a": "b"},
+        },
+    )
+    svc = manifests(s)["superlink-service"]
+    assert svc["metadata"]["name"] == "fed-superlink"
+    assert svc["spec"]["type"] == service_type
+    # Managed labels win over user labels; the selector has managed labels only.
+    assert svc["metadata"]["labels"] == {**MANAGED, "team": "ml"}
+    assert svc["metadata"]["annotations"] == {"a": "b"}
+    assert svc["spec"]["selector"] == MANAGED

@@ -1,0 +1,7 @@
+//go:build tools
+
+// Package tools pins the Crossplane CLI the tests drive (crank render,
+// crank beta validate); `make crank` builds it from the Go module proxy.
+package tools
+
+import _ "github.com/crossplane/crossplane/v2/cmd/crank"
