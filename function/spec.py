@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 # Markers read by hack/gen_xrd.py: the sub-object is open in the XRD and
 # validated against this Kubernetes definition by the function.
@@ -54,6 +54,15 @@ K8sObject = dict[str, Any] | None
 K8sList = list[dict[str, Any]]
 Port = Annotated[int, Field(ge=1, le=65535)]
 NodeConfigValue = str | bool | int | float
+
+
+def _scalar(value: Any) -> NodeConfigValue:
+    if not isinstance(value, (str, bool, int, float)):
+        raise ValueError(f"must be a string, integer, number or boolean, not {type(value).__name__}")
+    return value
+
+
+NodeConfigField = Annotated[Any, BeforeValidator(_scalar)]
 
 
 class ProviderConfigRef(Model):
@@ -202,7 +211,7 @@ class PoolSpec(Model):
     volumeClaimTemplates: list[VolumeClaimTemplate] = Field(
         default_factory=list, description="Claim templates; StatefulSet mode only."
     )
-    nodeConfig: dict[str, NodeConfigValue] = Field(
+    nodeConfig: dict[str, NodeConfigField] = Field(
         default_factory=dict,
         description=(
             "Passed to --node-config. Values keep their YAML type; strings may use the "

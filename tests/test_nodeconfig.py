@@ -1,0 +1,134 @@
+"""--node-config: built without a shell, read back by Flower's own parser."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import subprocess
+
+import pytest
+
+from function import nodeconfig
+
+from helpers import BASE, container, pod, pool, spec
+
+HERE = pathlib.Path(__file__).parent
+POD_ENV = {"FLOWER_INDEX": "2", "FLOWER_NODE_NAME": "gpu-node-1"}
+
+
+def kubelet_expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes' documented $(VAR) expansion of container args: $$ is a literal $,
+    $(NAME) is the variable when defined, anything else is left as it is."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("$$", i):
+            out.append("$")
+            i += 2
+        elif text.startswith("$(", i) and ")" in text[i:]:
+            end = text.index(")", i)
+            name = text[i + 2 : end]
+            out.append(env.get(name, text[i : end + 1]))
+            i = end + 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+# (nodeConfig, pool, replicas, what Flower must read in pod index 2 on node gpu-node-1)
+CASES = [
+    (
+        {"partition-id": "{index}", "num-partitions": "{replicas}", "name": "client_{pool}_{index}"},
+        "default",
+        4,
+        {"partition-id": 2, "num-partitions": 4, "name": "client_default_2"},
+    ),
+    ({"name": "client_{node}", "node-id": "{node}", "pool": "{pool}"}, "edge", None,
+     {"name": "client_gpu-node-1", "node-id": "gpu-node-1", "pool": "edge"}),
+    # Numeric-looking and boolean strings become typed values, as in the operator.
+    ({"dataset": "cifar10", "batch-size": "32", "learning-rate": "0.01", "augment": "true", "neg": "-3"}, "p", 1,
+     {"dataset": "cifar10", "batch-size": 32, "learning-rate": 0.01, "augment": True, "neg": -3}),
+    # Typed YAML values keep their type, as in the Helm chart.
+    ({"bool": False, "int": 1, "negative_int": -1, "float": 21.23, "negative_float": -1.34, "string": "value 1"}, "p", 1,
+     {"bool": False, "int": 1, "negative_int": -1, "float": 21.23, "negative_float": -1.34, "string": "value 1"}),
+    # Text that a shell or the kubelet would have mangled reaches Flower unchanged.
+    ({"cmd": "$(rm -rf /); echo `id` && $HOME", "dollars": "$$(FLOWER_INDEX) $(FLOWER_INDEX)"}, "p", 1,
+     {"cmd": "$(rm -rf /); echo `id` && $HOME", "dollars": "$$(FLOWER_INDEX) $(FLOWER_INDEX)"}),
+    ({"quoted": 'say "hi"', "single": "it's", "spaces": "a  b\tc", "eq": "k=v x=y", "braces": "{other}"}, "p", 1,
+     {"quoted": 'say "hi"', "single": "it's", "spaces": "a  b\tc", "eq": "k=v x=y", "braces": "{other}"}),
+    ({"newline": "line1\nline2", "backslash": "C:\\data\\x", "unicode": "données ✓"}, "p", 1,
+     {"newline": "line1\nline2", "backslash": "C:\\data\\x", "unicode": "données ✓"}),
+    ({"model.lr": 0.1, "model.layers": 3, "leading-zero": "007", "exp": "1e3"}, "p", 1,
+     {"model.lr": 0.1, "model.layers": 3, "leading-zero": 7, "exp": 1000.0}),
+    ({"idx-suffix": "{index}0", "quoted-index": "'{index}'"}, "p", 3, {"idx-suffix": "20", "quoted-index": "'2'"}),
+]
+
+
+@pytest.fixture(scope="module")
+def flower_results(flwr_python):
+    texts = []
+    for config, pool_name, replicas, _ in CASES:
+        text, _needs = nodeconfig.build(config, pool_name, replicas)
+        texts.append(kubelet_expand(text, POD_ENV))
+    proc = subprocess.run(
+        [flwr_python, str(HERE / "flower_parse.py")], input=json.dumps(texts), capture_output=True, text=True, check=True
+    )
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_flower_reads_what_was_meant(case, flower_results):
+    expected = CASES[case][3]
+    assert flower_results[case] == {"ok": expected}
+    # Types matter (1 vs 1.0 vs True), not just equality.
+    assert {k: type(v).__name__ for k, v in flower_results[case]["ok"].items()} == {
+        k: type(v).__name__ for k, v in expected.items()
+    }
+
+
+def test_flower_rejects_what_our_check_rejects(flwr_python):
+    # The reason for the quote rule: a value with both quotes breaks Flower's split.
+    broken = "q='it's \"x\"'"
+    proc = subprocess.run(
+        [flwr_python, str(HERE / "flower_parse.py")], input=json.dumps([broken]), capture_output=True, text=True, check=True
+    )
+    assert json.loads(proc.stdout)[0] != {"ok": {"q": "it's \"x\""}}
+    assert nodeconfig.check({"q": "it's \"x\""}, "StatefulSet", "f")
+
+
+def test_keys_are_sorted_and_only_needed_env_is_added():
+    text, needs = nodeconfig.build({"b": "{node}", "a": "x"}, "p", None)
+    assert text == 'a="x" b="$(FLOWER_NODE_NAME)"'
+    assert needs == ["FLOWER_NODE_NAME"]
+    assert nodeconfig.build({"a": "{pool}"}, "p", 1) == ('a="p"', [])
+
+
+def test_supernode_container_gets_downward_api_env():
+    s = pool(BASE, nodeConfig={"partition-id": "{index}", "host": "{node}"}, env=[{"name": "FLOWER_INDEX", "value": "x"}])
+    c = container(s)
+    assert c["args"][-2:] == ["--node-config", "host=\"$(FLOWER_NODE_NAME)\" partition-id=$(FLOWER_INDEX)"]
+    env = {e["name"]: e for e in c["env"]}
+    # Ours replace a user variable of the same name: the args depend on it.
+    assert env["FLOWER_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['apps.kubernetes.io/pod-index']"
+    assert env["FLOWER_NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert [e["name"] for e in c["env"]] == ["FLOWER_INDEX", "FLOWER_NODE_NAME"]
+
+
+def test_no_node_config_no_flag():
+    assert "--node-config" not in container(BASE)["args"]
+    assert "env" not in container(BASE)
+
+
+def test_user_dollar_text_is_escaped_for_the_kubelet():
+    text, needs = nodeconfig.build({"a": "$(HOME)"}, "p", 1)
+    assert text == 'a="$$(HOME)"'
+    assert needs == []
+    assert kubelet_expand(text, {"HOME": "/root"}) == 'a="$(HOME)"'
+
+
+def test_every_value_token_matches_flowers_pattern():
+    for config, pool_name, replicas, _ in CASES:
+        text, _ = nodeconfig.build(config, pool_name, replicas)
+        pairs = re.findall(r"(\S+?)=('[^']*'|\"[^\"]*\"|\S+)", kubelet_expand(text, POD_ENV))
+        assert sorted(k for k, _ in pairs) == sorted(config)
