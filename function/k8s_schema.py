@@ -56,10 +56,18 @@ def _describe(error: jsonschema.ValidationError) -> str:
 
 def check(type_name: str, value: Any, field: str) -> list[tuple[str, str]]:
     """Return (field path, message) for each way value breaks the definition."""
-    errors = []
-    for error in sorted(_validator(type_name).iter_errors(value), key=lambda e: list(map(str, e.absolute_path))):
+    # Crossplane sends the same spec on every reconcile: cache by content.
+    problems = _problems(type_name, json.dumps(value, sort_keys=True))
+    return [(_path(field, parts), message) for parts, message in problems]
+
+
+@functools.lru_cache(maxsize=4096)
+def _problems(type_name: str, value_json: str) -> tuple[tuple[tuple[Any, ...], str], ...]:
+    errors = sorted(_validator(type_name).iter_errors(json.loads(value_json)), key=lambda e: list(map(str, e.absolute_path)))
+    out = []
+    for error in errors:
         inner = error
         while inner.context:
             inner = min(inner.context, key=lambda e: (-len(e.absolute_path), e.message))
-        errors.append((_path(field, inner.absolute_path), _describe(error)))
-    return errors
+        out.append((tuple(inner.absolute_path), _describe(error)))
+    return tuple(out)

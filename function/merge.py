@@ -3,11 +3,13 @@
 The operator merged env and mounts through a Go map, so their order changed
 from one reconcile to the next and pods rolled for nothing. Here the first
 occurrence of a name keeps its place and later lists win its value.
+
+Builders share the parsed spec's objects instead of copying them: nothing
+mutates a manifest after it is built, and serialising it copies anyway.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 # Pod-level fields a podTemplate may set; a set field replaces ours, except
@@ -23,13 +25,13 @@ def by_name(*lists: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
     for items in lists:
         for item in items or []:
             merged[item["name"]] = item
-    return [copy.deepcopy(v) for v in merged.values()]
+    return list(merged.values())
 
 
 def add_missing(base: list[dict[str, Any]], extra: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
     """Append the items of extra whose name base lacks (base wins)."""
     names = {item["name"] for item in base}
-    return base + [copy.deepcopy(item) for item in extra or [] if item["name"] not in names]
+    return base + [item for item in extra or [] if item["name"] not in names]
 
 
 def pod_template(
@@ -44,12 +46,9 @@ def pod_template(
     meta: dict[str, Any] = {"labels": {**(user_meta.get("labels") or {}), **labels}}
     if user_meta.get("annotations"):
         meta["annotations"] = dict(user_meta["annotations"])
-    spec = copy.deepcopy(pod_spec)
+    spec = dict(pod_spec)
     for key, value in (template.get("spec") or {}).items():
         if key in _OWNED or value is None:
             continue
-        if key in _BY_NAME:
-            spec[key] = add_missing(spec.get(key, []), value)
-        else:
-            spec[key] = copy.deepcopy(value)
+        spec[key] = add_missing(spec.get(key, []), value) if key in _BY_NAME else value
     return {"metadata": meta, "spec": spec}

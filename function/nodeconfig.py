@@ -10,6 +10,7 @@ regex, and leave per-pod values to the kubelet: `{index}` and `{node}` become
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import tomllib
@@ -79,8 +80,13 @@ def _flower_parse(key: str, token: str) -> Any:
     return parsed
 
 
+# typed: True, 1 and 1.0 are equal keys to a plain cache, but not to Flower.
+@functools.lru_cache(maxsize=4096, typed=True)
 def value_token(value: NodeConfigValue, key: str, pool: str, replicas: int | None) -> str:
-    """The argument text of one value, before kubelet expansion."""
+    """The argument text of one value, before kubelet expansion.
+
+    Pure, and called for the same values on every reconcile: cached.
+    """
     if isinstance(value, str):
         text = value.replace("{pool}", pool)
         if replicas is not None:

@@ -11,7 +11,7 @@ import pytest
 
 from function import nodeconfig
 
-from helpers import BASE, container, pod, pool, spec
+from helpers import BASE, container, pool
 
 HERE = pathlib.Path(__file__).parent
 POD_ENV = {"FLOWER_INDEX": "2", "FLOWER_NODE_NAME": "gpu-node-1"}
@@ -132,3 +132,10 @@ def test_every_value_token_matches_flowers_pattern():
         text, _ = nodeconfig.build(config, pool_name, replicas)
         pairs = re.findall(r"(\S+?)=('[^']*'|\"[^\"]*\"|\S+)", kubelet_expand(text, POD_ENV))
         assert sorted(k for k, _ in pairs) == sorted(config)
+
+
+def test_equal_values_of_other_types_are_not_confused():
+    # 1, 1.0 and True are equal in Python; Flower must still see three types.
+    assert nodeconfig.build({"a": 1}, "p", 1)[0] == "a=1"
+    assert nodeconfig.build({"a": True}, "p", 1)[0] == "a=true"
+    assert nodeconfig.build({"a": 1.0}, "p", 1)[0] == "a=1.0"

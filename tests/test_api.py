@@ -1,0 +1,111 @@
+"""The API files: generated from the model, in agreement with it, wired together."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pydantic
+import pytest
+import yaml
+
+from function.spec import FederationSpec
+
+from conftest import EXAMPLES, ROOT
+
+XRD = yaml.safe_load((ROOT / "apis" / "definition.yaml").read_text())
+SPEC_SCHEMA = XRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+
+
+@pytest.mark.parametrize("script", ["hack/gen_xrd.py", "hack/gen_k8s_schemas.py"])
+def test_generated_files_are_fresh(script):
+    proc = subprocess.run([sys.executable, script, "--check"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def _model_paths(model: type[pydantic.BaseModel], prefix: str = "") -> set[str]:
+    paths = set()
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{name}"
+        paths.add(path)
+        for arg in _types(info.annotation):
+            if isinstance(arg, type) and issubclass(arg, pydantic.BaseModel):
+                paths |= _model_paths(arg, f"{path}.")
+    return paths
+
+
+def _types(annotation: Any):
+    yield annotation
+    for arg in getattr(annotation, "__args__", ()):
+        yield from _types(arg)
+
+
+def _schema_paths(schema: dict[str, Any], prefix: str = "") -> set[str]:
+    paths = set()
+    node = schema.get("items", schema) if schema.get("type") == "array" else schema
+    for name, sub in (node.get("properties") or {}).items():
+        path = f"{prefix}{name}"
+        paths.add(path)
+        paths |= _schema_paths(sub, f"{path}.")
+    return paths
+
+
+def test_xrd_and_model_have_the_same_fields():
+    assert _schema_paths(SPEC_SCHEMA) == _model_paths(FederationSpec)
+
+
+def _apply_defaults(schema: dict[str, Any], value: Any) -> Any:
+    """Structural-schema defaulting, as the API server does it."""
+    if schema.get("type") == "object" and isinstance(value, dict):
+        for name, sub in (schema.get("properties") or {}).items():
+            if name not in value and "default" in sub:
+                value[name] = sub["default"]
+            if name in value:
+                value[name] = _apply_defaults(sub, value[name])
+    if schema.get("type") == "array" and isinstance(value, list):
+        return [_apply_defaults(schema["items"], v) for v in value]
+    return value
+
+
+def test_xrd_defaults_are_the_model_defaults():
+    minimal = {
+        "mode": "StatefulSet",
+        "isolationMode": "subprocess",
+        "superlink": {"image": "l"},
+        "supernodes": {"image": "n", "pools": [{"name": "p", "replicas": 1, "gpu": {"enabled": True}}]},
+    }
+    defaulted = _apply_defaults(SPEC_SCHEMA, yaml.safe_load(yaml.safe_dump(minimal)))
+    # The operator's defaults: insecure, ClusterIP, 9092/9091/9093, one GPU.
+    assert defaulted["insecure"] is True
+    assert defaulted["superlink"]["service"] == {
+        "type": "ClusterIP",
+        "ports": {"grpc": 9092, "serverAppIO": 9091, "extra": 9093},
+    }
+    assert defaulted["supernodes"]["pools"][0]["gpu"] == {"enabled": True, "count": 1, "mountAll": False}
+    assert defaulted["providerConfigRef"] == {"name": "default"}
+    assert FederationSpec.model_validate(defaulted) == FederationSpec.model_validate(minimal)
+
+
+def test_xrd_names_and_columns():
+    spec = XRD["spec"]
+    assert (spec["group"], spec["names"]["kind"], spec["claimNames"]["kind"]) == (
+        "flower.crossplane.io",
+        "XFederation",
+        "Federation",
+    )
+    assert spec["claimNames"]["shortNames"] == ["fedf"]
+    columns = [c["name"] for c in spec["versions"][0]["additionalPrinterColumns"]]
+    assert columns == ["MODE", "ISOLATION", "SUPERNODES"]
+    assert SPEC_SCHEMA["properties"]["supernodes"]["properties"]["pools"]["maxItems"] == 16
+
+
+def test_composition_runs_this_function():
+    composition = yaml.safe_load((ROOT / "apis" / "composition.yaml").read_text())
+    functions = yaml.safe_load((EXAMPLES / "functions.yaml").read_text())
+    package = yaml.safe_load((ROOT / "package" / "crossplane.yaml").read_text())
+    assert composition["spec"]["mode"] == "Pipeline"
+    assert composition["spec"]["compositeTypeRef"] == {"apiVersion": "flower.crossplane.io/v1alpha1", "kind": "XFederation"}
+    names = {step["functionRef"]["name"] for step in composition["spec"]["pipeline"]}
+    assert names == {functions["metadata"]["name"]} == {package["metadata"]["name"]}
+    assert XRD["spec"]["defaultCompositionRef"]["name"] == composition["metadata"]["name"]

@@ -1,0 +1,166 @@
+"""Every example: golden output, official Kubernetes schemas, and the real Crossplane CLI."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from function import render
+
+from conftest import CLAIMS, EXAMPLES, INVALID, ROOT, load_all
+
+GOLDEN = pathlib.Path(__file__).parent / "golden"
+KUBERNETES_VERSIONS = ["1.28", "1.33"]  # 1.28: the first with the pod-index label
+EXAMPLE_FILES = CLAIMS + [EXAMPLES / "xr.yaml"]
+
+
+def ids(paths):
+    return [p.stem for p in paths]
+
+
+def expected_message(path: pathlib.Path) -> str:
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("# expect: "), f"{path} must start with '# expect: <message>'"
+    return first[len("# expect: ") :]
+
+
+@pytest.mark.parametrize("example", EXAMPLE_FILES, ids=ids(EXAMPLE_FILES))
+def test_golden_output(example):
+    text, warnings = render.render_file(str(example))
+    golden = GOLDEN / f"{example.stem}.yaml"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        golden.write_text(text)
+    assert warnings == []
+    assert text == golden.read_text(), f"run UPDATE_GOLDEN=1 pytest {__file__} and review the diff"
+
+
+@pytest.mark.parametrize("example", EXAMPLE_FILES, ids=ids(EXAMPLE_FILES))
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_manifests_pass_the_official_kubernetes_schema(example, version):
+    docs, _ = render.render(load_all(example)[0], [])
+    manifests = [d["spec"]["forProvider"]["manifest"] for d in docs[1:]]
+    assert {m["kind"] for m in manifests} >= {"Service"}
+    for manifest in manifests:
+        kubernetes_validate.validate(manifest, version, strict=True)
+
+
+@pytest.mark.parametrize("bad", INVALID, ids=ids(INVALID))
+def test_function_rejects_invalid_examples(bad):
+    with pytest.raises(render.RenderError) as err:
+        render.render_file(str(bad))
+    assert expected_message(bad) in str(err.value)
+
+
+def test_render_cli_exit_status_and_stderr():
+    ok = subprocess.run(
+        ["function", "render", str(CLAIMS[0])], cwd=ROOT, capture_output=True, text=True, env=_venv_env()
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert [d["kind"] for d in yaml.safe_load_all(ok.stdout)][0] == "XFederation"
+    bad = subprocess.run(
+        ["function", "render", str(INVALID[0])], cwd=ROOT, capture_output=True, text=True, env=_venv_env()
+    )
+    assert bad.returncode == 1
+    assert bad.stdout == ""
+    assert expected_message(INVALID[0]) in bad.stderr
+
+
+def test_render_reads_observed_state(tmp_path):
+    observed = {
+        "apiVersion": "kubernetes.crossplane.io/v1alpha2",
+        "kind": "Object",
+        "metadata": {"annotations": {render.COMPOSITION_RESOURCE_NAME: "pool-default"}},
+        "status": {"atProvider": {"manifest": {"status": {"readyReplicas": 2}}}},
+    }
+    (tmp_path / "observed.yaml").write_text(yaml.safe_dump(observed))
+    text, _ = render.render_file(str(EXAMPLES / "claims" / "quickstart.yaml"), str(tmp_path))
+    xr = next(yaml.safe_load_all(text))
+    assert xr["status"]["supernodes"] == "2/2"
+
+
+def _venv_env():
+    import sys
+
+    env = dict(os.environ)
+    env["PATH"] = f"{pathlib.Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+# --- the real Crossplane CLI ---------------------------------------------------
+
+
+def _xr_file(tmp_path, example):
+    xr = render.composite(load_all(example)[0])
+    path = tmp_path / f"{example.stem}-xr.yaml"
+    path.write_text(yaml.safe_dump(xr))
+    return path
+
+
+@pytest.mark.parametrize("example", EXAMPLE_FILES, ids=ids(EXAMPLE_FILES))
+def test_crank_render_matches_function_render(example, crank, functions_file, tmp_path):
+    proc = subprocess.run(
+        [crank, "render", str(_xr_file(tmp_path, example)), str(ROOT / "apis" / "composition.yaml"), str(functions_file)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    crank_docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    ours, _ = render.render(load_all(example)[0], [])
+    by_name = lambda docs: {  # noqa: E731
+        d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d["spec"] for d in docs[1:]
+    }
+    assert by_name(crank_docs) == by_name(ours)
+    xr_status = {k: v for k, v in crank_docs[0]["status"].items() if k != "conditions"}
+    assert xr_status == ours[0]["status"]
+    (tmp_path / "rendered.yaml").write_text(proc.stdout)
+
+
+def test_crank_validate_accepts_examples(crank, validate_cache, shared_crds):
+    proc = subprocess.run(
+        [
+            crank, "beta", "validate", *validate_cache, "--error-on-missing-schemas",
+            f"{ROOT / 'apis' / 'definition.yaml'},{shared_crds / 'crossplane'}",
+            ",".join(str(p) for p in [*EXAMPLE_FILES, ROOT / "apis" / "composition.yaml", EXAMPLES / "functions.yaml"]),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{len(EXAMPLE_FILES) + 2} success cases, 0 failure cases" in proc.stdout
+
+
+@pytest.mark.parametrize("bad", INVALID, ids=ids(INVALID))
+def test_crank_validate_rejects_invalid_examples(bad, crank, validate_cache):
+    proc = subprocess.run(
+        [crank, "beta", "validate", *validate_cache, str(ROOT / "apis" / "definition.yaml"), str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    assert expected_message(bad) in proc.stdout, proc.stdout
+
+
+def test_rendered_objects_pass_provider_kubernetes_crds(crank, validate_cache, shared_crds, tmp_path):
+    rendered = tmp_path / "objects"
+    rendered.mkdir()
+    for example in EXAMPLE_FILES:
+        docs, _ = render.render(load_all(example)[0], [])
+        (rendered / f"{example.stem}.yaml").write_text(yaml.safe_dump_all(docs[1:]))
+    proc = subprocess.run(
+        [crank, "beta", "validate", *validate_cache, "--error-on-missing-schemas",
+         str(shared_crds / "provider-kubernetes"), str(rendered)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 failure cases" in proc.stdout
+    assert "0 missing schemas" in proc.stdout

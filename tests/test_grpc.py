@@ -1,0 +1,77 @@
+"""RunFunction over real gRPC, as Crossplane calls it (v1 and v1beta1)."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
+from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
+
+from helpers import BASE, pool, xr
+
+
+def request(spec, module=fnv1, observed=None):
+    req = module.RunFunctionRequest(meta=module.RequestMeta(tag="t1"))
+    req.observed.composite.resource.update(xr(spec))
+    for name, obj in (observed or {}).items():
+        req.observed.resources[name].resource.update(obj)
+    return req
+
+
+@pytest.fixture(scope="module")
+def channel(function_address):
+    with grpc.insecure_channel(function_address) as ch:
+        yield ch
+
+
+def test_v1_composes_objects(channel):
+    rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(request(BASE), timeout=10)
+    assert rsp.meta.tag == "t1"
+    assert [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL] == []
+    assert sorted(rsp.desired.resources) == ["pool-default", "superlink", "superlink-service"]
+    obj = resource.struct_to_dict(rsp.desired.resources["pool-default"].resource)
+    assert obj["apiVersion"] == "kubernetes.crossplane.io/v1alpha2"
+    assert obj["kind"] == "Object"
+    assert obj["spec"]["providerConfigRef"] == {"name": "default"}
+    assert obj["spec"]["forProvider"]["manifest"]["metadata"]["name"] == "fed-supernode-default"
+    status = resource.struct_to_dict(rsp.desired.composite.resource)["status"]
+    assert status["endpoints"]["superlinkService"] == "fed-superlink.team-a.svc:9093"
+
+
+def test_v1beta1_is_served_too(channel):
+    rsp = grpcv1beta1.FunctionRunnerServiceStub(channel).RunFunction(request(BASE, fnv1beta1), timeout=10)
+    assert sorted(rsp.desired.resources) == ["pool-default", "superlink", "superlink-service"]
+
+
+def test_provider_config_from_spec(channel):
+    s = dict(BASE, providerConfigRef={"name": "gpu-cluster"})
+    rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(request(s), timeout=10)
+    for name in rsp.desired.resources:
+        obj = resource.struct_to_dict(rsp.desired.resources[name].resource)
+        assert obj["spec"]["providerConfigRef"] == {"name": "gpu-cluster"}
+
+
+def test_bad_spec_is_fatal_and_composes_nothing(channel):
+    rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(request(pool(BASE, replicas=None)), timeout=10)
+    fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert len(fatal) == 1
+    assert "spec.supernodes.pools[0].replicas" in fatal[0]
+    assert "replicas must be set (>=1)" in fatal[0]
+    assert len(rsp.desired.resources) == 0
+
+
+def test_observed_counts_reach_status(channel):
+    observed = {
+        "pool-default": {
+            "apiVersion": "kubernetes.crossplane.io/v1alpha2",
+            "kind": "Object",
+            "status": {"atProvider": {"manifest": {"status": {"readyReplicas": 1, "replicas": 2}}}},
+        }
+    }
+    rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(request(BASE, observed=observed), timeout=10)
+    status = resource.struct_to_dict(rsp.desired.composite.resource)["status"]
+    assert status["supernodes"] == "1/2"
+    assert status["pools"] == [{"name": "default", "kind": "StatefulSet", "desired": 2.0, "ready": 1.0}]
