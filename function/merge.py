@@ -52,3 +52,16 @@ def pod_template(
             continue
         spec[key] = add_missing(spec.get(key, []), value) if key in _BY_NAME else value
     return {"metadata": meta, "spec": spec}
+
+
+def claim_templates(templates: list[Any]) -> list[dict[str, Any]]:
+    """StatefulSet volumeClaimTemplates from the spec's claim templates."""
+    out = []
+    for template in templates:
+        meta: dict[str, Any] = {"name": template.metadata.name}
+        if template.metadata.labels:
+            meta["labels"] = dict(template.metadata.labels)
+        if template.metadata.annotations:
+            meta["annotations"] = dict(template.metadata.annotations)
+        out.append({"metadata": meta, "spec": template.spec})
+    return out

@@ -115,7 +115,23 @@ class VolumeClaimTemplate(Model):
     )
 
 
-class SuperLinkSpec(Model):
+class Storage(Model):
+    """Volumes of a SuperLink or pool pod, shared by both."""
+
+    volumes: K8sList = k8s_list("io.k8s.api.core.v1.Volume", "Pod volumes.")
+    volumeMounts: K8sList = k8s_list(
+        "io.k8s.api.core.v1.VolumeMount", "Mounts of the superlink or supernode container."
+    )
+    superexecVolumeMounts: K8sList = k8s_list(
+        "io.k8s.api.core.v1.VolumeMount",
+        "Mounts of the SuperExec sidecar; defaults to volumeMounts.",
+    )
+    volumeClaimTemplates: list[VolumeClaimTemplate] = Field(
+        default_factory=list, description="Claim templates of the StatefulSet (StatefulSet workloads only)."
+    )
+
+
+class SuperLinkSpec(Storage):
     image: str = Field(min_length=1, description="SuperLink container image.")
     superexecImage: str | None = Field(
         default=None, description="SuperExec ServerApp sidecar image; process mode only."
@@ -139,17 +155,6 @@ class SuperLinkSpec(Model):
     service: ServiceSpec = Field(
         default_factory=ServiceSpec, description="SuperLink Service.", json_schema_extra=OBJECT_DEFAULT
     )
-    volumes: K8sList = k8s_list("io.k8s.api.core.v1.Volume", "Pod volumes.")
-    volumeMounts: K8sList = k8s_list(
-        "io.k8s.api.core.v1.VolumeMount", "Mounts of the superlink container."
-    )
-    superexecVolumeMounts: K8sList = k8s_list(
-        "io.k8s.api.core.v1.VolumeMount",
-        "Mounts of the SuperExec sidecar; defaults to volumeMounts.",
-    )
-    volumeClaimTemplates: list[VolumeClaimTemplate] = Field(
-        default_factory=list, description="Claim templates of the SuperLink StatefulSet."
-    )
 
 
 class PoolImages(Model):
@@ -172,7 +177,7 @@ class GPUConfig(Model):
     )
 
 
-class PoolSpec(Model):
+class PoolSpec(Storage):
     name: str = Field(
         min_length=1,
         max_length=63,
@@ -199,17 +204,6 @@ class PoolSpec(Model):
     )
     env: K8sList = k8s_list(
         "io.k8s.api.core.v1.EnvVar", "Environment; merged over spec.supernodes.env."
-    )
-    volumes: K8sList = k8s_list("io.k8s.api.core.v1.Volume", "Pod volumes.")
-    volumeMounts: K8sList = k8s_list(
-        "io.k8s.api.core.v1.VolumeMount", "Mounts of the supernode container."
-    )
-    superexecVolumeMounts: K8sList = k8s_list(
-        "io.k8s.api.core.v1.VolumeMount",
-        "Mounts of the SuperExec sidecar; defaults to volumeMounts.",
-    )
-    volumeClaimTemplates: list[VolumeClaimTemplate] = Field(
-        default_factory=list, description="Claim templates; StatefulSet mode only."
     )
     nodeConfig: dict[str, NodeConfigField] = Field(
         default_factory=dict,

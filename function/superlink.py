@@ -75,22 +75,10 @@ def statefulset(federation: str, namespace: str, spec: FederationSpec) -> dict[s
             "template": merge.pod_template(labels, pod_spec, spec.superlink.podTemplate),
         },
     }
-    claims = claim_templates(spec.superlink.volumeClaimTemplates)
+    claims = merge.claim_templates(spec.superlink.volumeClaimTemplates)
     if claims:
         workload["spec"]["volumeClaimTemplates"] = claims
     return workload
-
-
-def claim_templates(templates: list[Any]) -> list[dict[str, Any]]:
-    out = []
-    for template in templates:
-        meta: dict[str, Any] = {"name": template.metadata.name}
-        if template.metadata.labels:
-            meta["labels"] = dict(template.metadata.labels)
-        if template.metadata.annotations:
-            meta["annotations"] = dict(template.metadata.annotations)
-        out.append({"metadata": meta, "spec": template.spec})
-    return out
 
 
 def service(federation: str, namespace: str, spec: FederationSpec) -> dict[str, Any]:

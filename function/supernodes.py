@@ -31,30 +31,31 @@ def _supernode(federation: str, namespace: str, spec: FederationSpec, pool: Pool
     }
     # In process mode the ClientApp, and so the GPU, lives in the sidecar.
     resources = pool.supernodeResources if process else gpu.with_gpus(pool.supernodeResources, pool.gpu)
-    if resources:
-        container["resources"] = resources
-    if env:
-        container["env"] = env
-    mounts = merge.by_name(gpu.volume_mounts(pool.gpu), pool.volumeMounts)
-    if mounts:
-        container["volumeMounts"] = mounts
-    security = gpu.security_context(pool.gpu)
-    if security:
-        container["securityContext"] = security
-    return container
+    return _with_settings(container, pool, resources, env, pool.volumeMounts)
 
 
 def _superexec(spec: FederationSpec, pool: PoolSpec) -> dict[str, Any]:
     # The AppIO API is plain gRPC inside the pod, whatever the Fleet API uses.
     args = ["--plugin-type=clientapp", f"--appio-api-address=localhost:{CLIENTAPPIO_PORT}", "--insecure"]
     container: dict[str, Any] = {"name": "superexec-clientapp", "image": pool.images.superexecClientApp, "args": args}
+    env = merge.by_name(spec.supernodes.env, pool.env, gpu.env(pool.gpu))
     resources = gpu.with_gpus(pool.superexecResources, pool.gpu)
+    return _with_settings(container, pool, resources, env, pool.superexecVolumeMounts or pool.volumeMounts)
+
+
+def _with_settings(
+    container: dict[str, Any],
+    pool: PoolSpec,
+    resources: dict[str, Any] | None,
+    env: list[dict[str, Any]],
+    mounts: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Add what both pool containers take: resources, env, mounts (GPU ones first), security."""
     if resources:
         container["resources"] = resources
-    env = merge.by_name(spec.supernodes.env, pool.env, gpu.env(pool.gpu))
     if env:
         container["env"] = env
-    mounts = merge.by_name(gpu.volume_mounts(pool.gpu), pool.superexecVolumeMounts or pool.volumeMounts)
+    mounts = merge.by_name(gpu.volume_mounts(pool.gpu), mounts)
     if mounts:
         container["volumeMounts"] = mounts
     security = gpu.security_context(pool.gpu)
@@ -82,7 +83,7 @@ def workload(federation: str, namespace: str, spec: FederationSpec, pool: PoolSp
     }
     if spec.mode == "StatefulSet":
         workload_spec = {"replicas": pool.replicas, **workload_spec, "serviceName": name}
-        claims = superlink.claim_templates(pool.volumeClaimTemplates)
+        claims = merge.claim_templates(pool.volumeClaimTemplates)
         if claims:
             workload_spec["volumeClaimTemplates"] = claims
     return {

@@ -9,7 +9,6 @@ without descriptions. Run with --check to fail when the file is stale.
 
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import sys
@@ -19,7 +18,9 @@ import kubernetes_validate
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "hack"))
 
+import generated  # noqa: E402
 from function.spec import K8S_TYPE, FederationSpec  # noqa: E402
 
 KUBERNETES_VERSION = "1.33.0"
@@ -74,19 +75,5 @@ def render() -> str:
     return json.dumps(extract(), sort_keys=True, separators=(",", ":")) + "\n"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--check", action="store_true", help="fail if the file is stale")
-    args = parser.parse_args()
-    text = render()
-    if args.check:
-        if not OUT.exists() or OUT.read_text() != text:
-            print(f"{OUT.relative_to(ROOT)} is stale: run python hack/gen_k8s_schemas.py", file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(generated.main(OUT, render, __doc__, "hack/gen_k8s_schemas.py"))

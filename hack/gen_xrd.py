@@ -7,7 +7,6 @@ when the committed XRD differs from what the model says.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import pathlib
 import sys
@@ -17,7 +16,9 @@ import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "hack"))
 
+import generated  # noqa: E402
 from function.spec import K8S_TYPE, NODE_CONFIG, FederationSpec  # noqa: E402
 
 OUT = ROOT / "apis" / "definition.yaml"
@@ -198,19 +199,5 @@ def render() -> str:
     return header + yaml.safe_dump(definition(), sort_keys=False, width=100)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--check", action="store_true", help="fail if the file is stale")
-    args = parser.parse_args()
-    text = render()
-    if args.check:
-        if not OUT.exists() or OUT.read_text() != text:
-            print(f"{OUT.relative_to(ROOT)} is stale: run python hack/gen_xrd.py", file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(generated.main(OUT, render, __doc__, "hack/gen_xrd.py"))
