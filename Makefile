@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 FLWR_VENV := .venv-flwr
 CRANK := .cache/bin/crank
+CELCHECK := .cache/bin/celcheck
 EXAMPLE ?= examples/claims/statefulset-subprocess.yaml
 
 .PHONY: render test serve crank generate bench image-check clean
@@ -24,6 +25,11 @@ $(CRANK): tools/crank/go.mod tools/crank/go.sum
 	mkdir -p $(dir $(CRANK))
 	cd tools/crank && go build -o $(abspath $(CRANK)) github.com/crossplane/crossplane/v2/cmd/crank
 
+# cel-go, as provider-kubernetes evaluates readiness queries, for the tests.
+$(CELCHECK): tools/crank/go.mod tools/crank/go.sum tools/crank/celcheck/main.go
+	mkdir -p $(dir $(CELCHECK))
+	cd tools/crank && go build -o $(abspath $(CELCHECK)) ./celcheck
+
 crank: $(CRANK)
 
 render: $(VENV)/.installed
@@ -36,8 +42,8 @@ generate: $(VENV)/.installed
 	$(VENV)/bin/python hack/gen_xrd.py
 	$(VENV)/bin/python hack/gen_k8s_schemas.py
 
-test: $(VENV)/.installed $(FLWR_VENV)/.installed $(CRANK)
-	CRANK=$(abspath $(CRANK)) FLWR_PYTHON=$(abspath $(FLWR_VENV))/bin/python \
+test: $(VENV)/.installed $(FLWR_VENV)/.installed $(CRANK) $(CELCHECK)
+	CRANK=$(abspath $(CRANK)) CELCHECK=$(abspath $(CELCHECK)) FLWR_PYTHON=$(abspath $(FLWR_VENV))/bin/python \
 		$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from function import superlink, supernodes, validation
+from function import readiness, superlink, supernodes, validation
 from function.spec import FederationSpec
 from function.validation import SpecError
 
@@ -89,48 +89,12 @@ def wrap(manifest: dict[str, Any], provider_config: str) -> dict[str, Any]:
         "spec": {
             "forProvider": {"manifest": manifest},
             "providerConfigRef": {"name": provider_config},
+            "readiness": readiness.policy(manifest),
         },
     }
 
 
-def desired(fed: Federation) -> dict[str, dict[str, Any]]:
+def desired(fed: Federation, built: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The Objects for the manifests built for fed."""
     provider_config = fed.spec.providerConfigRef.name
-    return {name: wrap(m, provider_config) for name, m in manifests(fed).items()}
-
-
-def _observed_manifest(observed: dict[str, Any], name: str) -> dict[str, Any]:
-    obj = observed.get(name) or {}
-    manifest = ((obj.get("status") or {}).get("atProvider") or {}).get("manifest")
-    return manifest if isinstance(manifest, dict) else {}
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
-def status(fed: Federation, observed: dict[str, dict[str, Any]], generation: Any) -> dict[str, Any]:
-    """XR status: endpoints, and SuperNode counts from what Crossplane observed."""
-    ports = fed.spec.superlink.service.ports
-    address = superlink.service_address(fed.name, fed.namespace)
-    pools = []
-    for pool in fed.spec.supernodes.pools:
-        live = _observed_manifest(observed, pool_resource(pool.name)).get("status") or {}
-        if fed.spec.mode == "StatefulSet":
-            desired_count, ready = pool.replicas or 0, _count(live.get("readyReplicas"))
-        else:
-            desired_count, ready = _count(live.get("desiredNumberScheduled")), _count(live.get("numberReady"))
-        pools.append({"name": pool.name, "kind": fed.spec.mode, "desired": desired_count, "ready": ready})
-    ready_total = sum(p["ready"] for p in pools)
-    desired_total = sum(p["desired"] for p in pools)
-    out: dict[str, Any] = {
-        "supernodes": f"{ready_total}/{desired_total}",
-        "readySupernodes": ready_total,
-        "desiredSupernodes": desired_total,
-        "endpoints": {"superlinkService": f"{address}:{ports.extra}", "fleet": f"{address}:{ports.grpc}"},
-        "pools": pools,
-    }
-    if isinstance(generation, int):
-        out["observedGeneration"] = generation
-    return out
-
-
+    return {name: wrap(m, provider_config) for name, m in built.items()}

@@ -9,7 +9,7 @@ from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from function import compose
+from function import compose, status
 from function.validation import SpecError
 
 
@@ -33,8 +33,9 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     }
     try:
         fed = compose.federation(xr)
-        desired = compose.desired(fed)
-        status = compose.status(fed, observed, (xr.get("metadata") or {}).get("generation"))
+        manifests = compose.manifests(fed)
+        desired = compose.desired(fed, manifests)
+        report = status.report(fed, manifests, observed, (xr.get("metadata") or {}).get("generation"))
     except SpecError as err:
         return _fatal(rsp, f"invalid Federation: {err}")
     except Exception as err:  # noqa: BLE001 - a bug must not crash the server or drop resources
@@ -42,7 +43,13 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
         return _fatal(rsp, f"cannot compose Federation: {type(err).__name__}: {err}")
     for name, obj in desired.items():
         resource.update(rsp.desired.resources[name], obj)
-    resource.update(rsp.desired.composite, {"status": status})
+        rsp.desired.resources[name].ready = fnv1.READY_TRUE if report.ready[name] else fnv1.READY_FALSE
+    resource.update(rsp.desired.composite, {"status": report.status})
+    response.set_conditions(
+        rsp, *(resource.Condition(typ=c.type, status=c.status, reason=c.reason, message=c.message) for c in report.conditions)
+    )
+    for warning in report.warnings:
+        response.warning(rsp, warning)
     return rsp
 
 

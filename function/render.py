@@ -81,12 +81,9 @@ def render(manifest: dict[str, Any], observed: list[dict[str, Any]]) -> tuple[li
         raise RenderError("; ".join(fatal))
     warnings = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_WARNING]
     xr_name = xr["metadata"]["name"]
-    out_xr = {
-        "apiVersion": xr["apiVersion"],
-        "kind": xr["kind"],
-        "metadata": {"name": xr_name},
-        "status": fn.integral(resource.struct_to_dict(rsp.desired.composite.resource)).get("status", {}),
-    }
+    status = fn.integral(resource.struct_to_dict(rsp.desired.composite.resource)).get("status", {})
+    status["conditions"] = conditions(rsp)
+    out_xr = {"apiVersion": xr["apiVersion"], "kind": xr["kind"], "metadata": {"name": xr_name}, "status": status}
     docs = [out_xr]
     for name in sorted(rsp.desired.resources):
         obj = fn.integral(resource.struct_to_dict(rsp.desired.resources[name].resource))
@@ -97,6 +94,42 @@ def render(manifest: dict[str, Any], observed: list[dict[str, Any]]) -> tuple[li
         }
         docs.append(obj)
     return docs, warnings
+
+
+# crossplane render stamps every condition with this time, so outputs compare.
+CONDITION_TIME = "2024-01-01T00:00:00Z"
+_STATUS = {fnv1.STATUS_CONDITION_TRUE: "True", fnv1.STATUS_CONDITION_FALSE: "False"}
+
+
+def _names(names: list[str], first: int = 3) -> str:
+    """Crossplane's list of names: sorted, the first three, then a count."""
+    names = sorted(names)
+    if len(names) > first:
+        return f"{', '.join(names[:first])}, and {len(names) - first} more"
+    if len(names) == first:
+        return f"{', '.join(names[:-1])}, and {names[-1]}"
+    return ", ".join(names)
+
+
+def conditions(rsp: fnv1.RunFunctionResponse) -> list[dict[str, str]]:
+    """The XR's conditions as Crossplane sets them: Ready from the composed
+    resources' readiness, then the function's own."""
+    unready = [name for name, r in rsp.desired.resources.items() if r.ready != fnv1.READY_TRUE]
+    ready = {"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": CONDITION_TIME}
+    if unready:
+        ready.update(status="False", reason="Creating", message=f"Unready resources: {_names(unready)}")
+    out = [ready]
+    for c in rsp.conditions:
+        out.append(
+            {
+                "type": c.type,
+                "status": _STATUS.get(c.status, "Unknown"),
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": CONDITION_TIME,
+            }
+        )
+    return out
 
 
 def render_file(path: str, observed_path: str | None = None) -> tuple[str, list[str]]:

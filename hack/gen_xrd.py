@@ -67,6 +67,11 @@ STATUS_SCHEMA: dict[str, Any] = {
                     "kind": {"type": "string"},
                     "desired": {"type": "integer"},
                     "ready": {"type": "integer"},
+                    "namespace": {"type": "string", "description": "Namespace the pool runs in."},
+                    "providerConfig": {
+                        "type": "string",
+                        "description": "ProviderConfig of the cluster the pool runs in.",
+                    },
                 },
             },
         },

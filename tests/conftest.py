@@ -42,6 +42,13 @@ def crank() -> str:
 
 
 @pytest.fixture(scope="session")
+def celcheck() -> str:
+    path = os.environ.get("CELCHECK", "")
+    need(bool(path) and os.access(path, os.X_OK), "cel-go's evaluator (CELCHECK; `make test`)")
+    return path
+
+
+@pytest.fixture(scope="session")
 def flwr_python() -> str:
     path = os.environ.get("FLWR_PYTHON", "")
     need(bool(path) and os.access(path, os.X_OK), "a Python with Flower 1.25 (FLWR_PYTHON; `make test`)")

@@ -74,4 +74,10 @@ def test_observed_counts_reach_status(channel):
     rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(request(BASE, observed=observed), timeout=10)
     status = resource.struct_to_dict(rsp.desired.composite.resource)["status"]
     assert status["supernodes"] == "1/2"
-    assert status["pools"] == [{"name": "default", "kind": "StatefulSet", "desired": 2.0, "ready": 1.0}]
+    assert status["pools"] == [
+        {"name": "default", "kind": "StatefulSet", "desired": 2, "ready": 1, "namespace": "team-a", "providerConfig": "default"}
+    ]
+    assert rsp.desired.resources["pool-default"].ready == fnv1.READY_FALSE
+    conditions = {c.type: c for c in rsp.conditions}
+    assert conditions["SuperNodesReady"].status == fnv1.STATUS_CONDITION_FALSE
+    assert conditions["SuperNodesReady"].message.startswith("Pool default not fully ready (1/2)")

@@ -2,7 +2,10 @@ module function-flower/tools/crank
 
 go 1.25.9
 
-require github.com/crossplane/crossplane/v2 v2.2.1
+require (
+	github.com/crossplane/crossplane/v2 v2.2.1
+	github.com/google/cel-go v0.26.1
+)
 
 require (
 	cel.dev/expr v0.25.1 // indirect
@@ -120,7 +123,6 @@ require (
 	github.com/golang/groupcache v0.0.0-20241129210726-2c02b8208cf8 // indirect
 	github.com/golang/snappy v0.0.4 // indirect
 	github.com/google/btree v1.1.3 // indirect
-	github.com/google/cel-go v0.26.1 // indirect
 	github.com/google/certificate-transparency-go v1.3.2 // indirect
 	github.com/google/gnostic-models v0.7.1 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect

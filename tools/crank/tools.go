@@ -4,4 +4,7 @@
 // crank beta validate); `make crank` builds it from the Go module proxy.
 package tools
 
-import _ "github.com/crossplane/crossplane/v2/cmd/crank"
+import (
+	_ "github.com/crossplane/crossplane/v2/cmd/crank"
+	_ "github.com/google/cel-go/cel"
+)

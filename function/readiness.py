@@ -1,0 +1,113 @@
+"""When a composed workload counts as ready, said twice: as a CEL query that
+provider-kubernetes evaluates on the live object (so `kubectl get objects`
+agrees), and as the same rule in Python, which the function applies to what
+Crossplane observed (so the XR's Ready condition means what the operator's
+meant). tests/test_readiness.py holds the two to each other through cel-go.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+def _field(path: str) -> str:
+    """A status counter, 0 when absent (Kubernetes omits zero counters)."""
+    return f"(has(object.status.{path}) ? object.status.{path} : 0)"
+
+
+_CURRENT = (
+    "has(object.status) && has(object.status.observedGeneration) && "
+    "object.status.observedGeneration == object.metadata.generation"
+)
+
+CEL = {
+    "StatefulSet": " && ".join(
+        [
+            _CURRENT,
+            f"{_field('readyReplicas')} == object.spec.replicas",
+            f"{_field('updatedReplicas')} == object.spec.replicas",
+        ]
+    ),
+    "DaemonSet": " && ".join(
+        [
+            _CURRENT,
+            f"{_field('numberReady')} == {_field('desiredNumberScheduled')}",
+            f"{_field('updatedNumberScheduled')} == {_field('desiredNumberScheduled')}",
+        ]
+    ),
+    "LoadBalancer": "has(object.status) && has(object.status.loadBalancer) && "
+    "has(object.status.loadBalancer.ingress) && size(object.status.loadBalancer.ingress) > 0",
+}
+
+
+def policy(manifest: dict[str, Any]) -> dict[str, str]:
+    """The Object's spec.readiness for a manifest the function composes."""
+    kind = manifest["kind"]
+    if kind == "Service":
+        kind = manifest["spec"]["type"] if manifest["spec"]["type"] == "LoadBalancer" else "Service"
+    if kind in CEL:
+        return {"policy": "DeriveFromCelQuery", "celQuery": CEL[kind]}
+    # A ClusterIP or NodePort Service is usable once it exists.
+    return {"policy": "SuccessfulCreate"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Observed:
+    """What the live object says: ready or not, counts, and why, if not."""
+
+    ready: bool
+    desired: int | None = None  # replicas or scheduled pods; None when not observed
+    ready_count: int = 0
+    detail: str = ""
+    unknown: bool = False
+    settled: bool = False  # the controller has seen the latest spec
+
+
+def _count(status: dict[str, Any], key: str) -> int:
+    value = status.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"status.{key} is {value!r}, not a count")
+    return value
+
+
+def observe(manifest: dict[str, Any], live: Any) -> Observed:
+    """Judge the observed object live (status.atProvider.manifest) for manifest."""
+    if not isinstance(live, dict) or not live:
+        return Observed(False, detail="not created yet")
+    try:
+        return _observe(manifest, live)
+    except (ValueError, TypeError, AttributeError) as err:
+        return Observed(False, detail=f"status unknown: {err}", unknown=True)
+
+
+def _observe(manifest: dict[str, Any], live: dict[str, Any]) -> Observed:
+    kind = manifest["kind"]
+    status = live.get("status") or {}
+    metadata = live.get("metadata") or {}
+    if not isinstance(status, dict) or not isinstance(metadata, dict):
+        raise ValueError("status or metadata is not an object")
+    if kind == "Service":
+        if manifest["spec"]["type"] != "LoadBalancer":
+            return Observed(True)
+        ingress = (status.get("loadBalancer") or {}).get("ingress") or []
+        return Observed(bool(ingress), detail="" if ingress else "no load-balancer address yet")
+    generation = metadata.get("generation")
+    observed_generation = status.get("observedGeneration")
+    current = generation is not None and observed_generation == generation
+    if kind == "StatefulSet":
+        desired = (live.get("spec") or {}).get("replicas", manifest["spec"].get("replicas", 1))
+        if isinstance(desired, bool) or not isinstance(desired, int):
+            raise ValueError(f"spec.replicas is {desired!r}")
+        ready, updated = _count(status, "readyReplicas"), _count(status, "updatedReplicas")
+    else:
+        desired = _count(status, "desiredNumberScheduled")
+        ready, updated = _count(status, "numberReady"), _count(status, "updatedNumberScheduled")
+    ok = current and ready == desired and updated == desired
+    if ok or ready != desired:
+        detail = ""
+    elif not current:
+        detail = "the latest spec is not rolled out yet"
+    else:
+        detail = f"rolling update in progress ({updated}/{desired} updated)"
+    return Observed(ok, desired, ready, detail, settled=current)

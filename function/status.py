@@ -1,0 +1,106 @@
+"""XR status, per-resource readiness, conditions and warnings, from what
+Crossplane observed. The desired resources never depend on any of this."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from function import compose, readiness, superlink
+
+
+@dataclasses.dataclass(frozen=True)
+class Condition:
+    type: str
+    status: str  # "True", "False" or "Unknown"
+    reason: str
+    message: str
+
+
+@dataclasses.dataclass
+class Report:
+    status: dict[str, Any]
+    ready: dict[str, bool]
+    conditions: list[Condition]
+    warnings: list[str]
+
+
+def _live(observed: dict[str, Any], name: str) -> Any:
+    """status.atProvider.manifest of an observed Object: the live object."""
+    node: Any = observed.get(name)
+    for key in ("status", "atProvider", "manifest"):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+def _why(what: str, o: readiness.Observed) -> str:
+    if o.desired is not None and o.ready_count != o.desired:
+        message = f"{what} not fully ready ({o.ready_count}/{o.desired})"
+    else:
+        message = f"{what} not ready"
+    return f"{message}: {o.detail}" if o.detail else message
+
+
+def _condition(kind: str, judged: list[tuple[str, readiness.Observed]], ok_message: str) -> Condition:
+    unknown = [f"{what}: {o.detail}" for what, o in judged if o.unknown]
+    if unknown:
+        return Condition(kind, "Unknown", "StatusUnknown", "; ".join(unknown))
+    waiting = [_why(what, o) for what, o in judged if not o.ready]
+    if waiting:
+        return Condition(kind, "False", "Creating", "; ".join(waiting))
+    return Condition(kind, "True", "Available", ok_message)
+
+
+def _pool_entry(fed: compose.Federation, pool: Any, o: readiness.Observed) -> dict[str, Any]:
+    if o.desired is not None:
+        desired, ready = o.desired, o.ready_count
+    else:
+        # Not observed yet: what the spec asks for (unknowable for a DaemonSet).
+        desired, ready = (pool.replicas or 0) if fed.spec.mode == "StatefulSet" else 0, 0
+    return {
+        "name": pool.name,
+        "kind": fed.spec.mode,
+        "desired": desired,
+        "ready": ready,
+        "namespace": fed.namespace,
+        "providerConfig": fed.spec.providerConfigRef.name,
+    }
+
+
+def report(
+    fed: compose.Federation, manifests: dict[str, dict[str, Any]], observed: dict[str, Any], generation: Any
+) -> Report:
+    judged = {name: readiness.observe(m, _live(observed, name)) for name, m in manifests.items()}
+    pools, pool_judged, warnings = [], [], []
+    for pool in fed.spec.supernodes.pools:
+        name = compose.pool_resource(pool.name)
+        o = judged[name]
+        pools.append(_pool_entry(fed, pool, o))
+        pool_judged.append((f"Pool {pool.name}", o))
+        if fed.spec.mode == "DaemonSet" and o.settled and o.desired == 0:
+            warnings.append(
+                f"Pool {pool.name}: DaemonSet {manifests[name]['metadata']['name']} is scheduled on no node; "
+                "check the pool's nodeSelector, affinity and tolerations"
+            )
+    ready_total = sum(p["ready"] for p in pools)
+    desired_total = sum(p["desired"] for p in pools)
+    address = superlink.service_address(fed.name, fed.namespace)
+    ports = fed.spec.superlink.service.ports
+    status: dict[str, Any] = {
+        "supernodes": f"{ready_total}/{desired_total}",
+        "readySupernodes": ready_total,
+        "desiredSupernodes": desired_total,
+        "endpoints": {"superlinkService": f"{address}:{ports.extra}", "fleet": f"{address}:{ports.grpc}"},
+        "pools": pools,
+    }
+    if isinstance(generation, int):
+        status["observedGeneration"] = generation
+    conditions = [
+        _condition(
+            "SuperLinkReady",
+            [("SuperLink", judged[compose.SUPERLINK]), ("SuperLink Service", judged[compose.SERVICE])],
+            "SuperLink is ready",
+        ),
+        _condition("SuperNodesReady", pool_judged, f"{ready_total}/{desired_total} SuperNodes ready"),
+    ]
+    return Report(status, {name: o.ready for name, o in judged.items()}, conditions, warnings)

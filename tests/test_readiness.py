@@ -1,0 +1,89 @@
+"""Readiness: the CEL queries on the Objects and the function's own rule agree,
+with cel-go (as provider-kubernetes runs it) as the judge."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from function import readiness
+
+STS = {"kind": "StatefulSet", "spec": {"replicas": 2}}
+DS = {"kind": "DaemonSet", "spec": {}}
+LB = {"kind": "Service", "spec": {"type": "LoadBalancer"}}
+CLUSTER_IP = {"kind": "Service", "spec": {"type": "ClusterIP"}}
+
+
+def sts(generation=1, observed=1, replicas=2, **status):
+    return {"metadata": {"generation": generation}, "spec": {"replicas": replicas}, "status": {"observedGeneration": observed, **status}}
+
+
+def ds(generation=1, observed=1, **status):
+    return {"metadata": {"generation": generation}, "spec": {}, "status": {"observedGeneration": observed, **status}}
+
+
+# (desired manifest, live object, ready?)
+CASES = [
+    (STS, sts(readyReplicas=2, updatedReplicas=2), True),
+    (STS, sts(readyReplicas=1, updatedReplicas=2), False),
+    (STS, sts(readyReplicas=2, updatedReplicas=1), False),  # rolling update
+    (STS, sts(generation=2, observed=1, readyReplicas=2, updatedReplicas=2), False),  # new spec not seen
+    (STS, sts(), False),  # zero counters are omitted by Kubernetes
+    (STS, {"metadata": {"generation": 1}, "spec": {"replicas": 2}}, False),  # no status at all
+    (STS, sts(replicas=0), True),
+    (DS, ds(desiredNumberScheduled=3, numberReady=3, updatedNumberScheduled=3), True),
+    (DS, ds(desiredNumberScheduled=3, numberReady=2, updatedNumberScheduled=3), False),
+    (DS, ds(desiredNumberScheduled=3, numberReady=3, updatedNumberScheduled=1), False),
+    (DS, ds(desiredNumberScheduled=0, numberReady=0), True),  # on no node: ready, and warned about
+    (DS, ds(generation=3, observed=2, desiredNumberScheduled=1, numberReady=1, updatedNumberScheduled=1), False),
+    (LB, {"status": {"loadBalancer": {}}}, False),
+    (LB, {"status": {"loadBalancer": {"ingress": []}}}, False),
+    (LB, {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}, True),
+    (LB, {"spec": {"type": "LoadBalancer"}}, False),
+]
+
+
+def test_cel_and_python_agree(celcheck):
+    checks = [{"query": readiness.policy(m)["celQuery"], "object": live} for m, live, _ in CASES]
+    proc = subprocess.run([celcheck], input=json.dumps(checks), capture_output=True, text=True, check=True)
+    results = json.loads(proc.stdout)
+    for (manifest, live, expected), result in zip(CASES, results, strict=True):
+        assert result == {"result": expected}, (manifest["kind"], live, result)
+        assert readiness.observe(manifest, live).ready is expected, (manifest["kind"], live)
+
+
+@pytest.mark.parametrize(
+    ("manifest", "expected"),
+    [
+        (STS, "DeriveFromCelQuery"),
+        (DS, "DeriveFromCelQuery"),
+        (LB, "DeriveFromCelQuery"),
+        (CLUSTER_IP, "SuccessfulCreate"),
+        ({"kind": "Service", "spec": {"type": "NodePort"}}, "SuccessfulCreate"),
+    ],
+)
+def test_policy_per_kind(manifest, expected):
+    assert readiness.policy(manifest)["policy"] == expected
+
+
+def test_cluster_ip_service_is_ready_once_created():
+    assert readiness.observe(CLUSTER_IP, {"spec": {"type": "ClusterIP"}}).ready
+    assert not readiness.observe(CLUSTER_IP, None).ready
+
+
+@pytest.mark.parametrize(
+    "live",
+    [
+        {"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "readyReplicas": "two"}},
+        {"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "readyReplicas": -1}},
+        {"metadata": "garbage", "status": {}},
+        {"metadata": {"generation": 1}, "spec": {"replicas": "x"}, "status": {"observedGeneration": 1}},
+        {"status": ["not", "an", "object"]},
+    ],
+)
+def test_garbled_status_is_unknown_not_a_crash(live):
+    o = readiness.observe(STS, live)
+    assert (o.ready, o.unknown) == (False, True)
+    assert o.detail.startswith("status unknown")
