@@ -1,0 +1,235 @@
+"""Status from observed state: each scenario through `function render --observed`
+and `crank render --observed-resources`, asserting the XR status, conditions and
+every resource's readiness."""
+
+from __future__ import annotations
+
+import copy
+import pathlib
+import subprocess
+
+import pytest
+import yaml
+
+from function import render
+
+from conftest import EXAMPLES, ROOT, load_all
+
+STS_EXAMPLE = EXAMPLES / "claims" / "gpu-nvidia.yaml"  # pools cpu-only (4) and nvidia-gpus (2)
+DS_EXAMPLE = EXAMPLES / "claims" / "multipools.yaml"  # DaemonSet pools pool-a and pool-b
+
+
+def sts_status(replicas, ready, updated=None, generation=1, observed=1):
+    status = {"observedGeneration": observed, "replicas": replicas}
+    if ready:
+        status["readyReplicas"] = ready
+    if (updated if updated is not None else replicas):
+        status["updatedReplicas"] = updated if updated is not None else replicas
+    return generation, status
+
+
+def ds_status(scheduled, ready, updated=None):
+    status = {"observedGeneration": 1, "desiredNumberScheduled": scheduled, "numberReady": ready,
+              "currentNumberScheduled": scheduled, "numberMisscheduled": 0}
+    if (updated if updated is not None else scheduled):
+        status["updatedNumberScheduled"] = updated if updated is not None else scheduled
+    return 1, status
+
+
+def observed_objects(example, live):
+    """Observed Objects for example: resource name -> (generation, status) of the live object."""
+    docs, _ = render.render(load_all(example)[0], [])
+    out = []
+    for doc in docs[1:]:
+        name = doc["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]
+        if name not in live:
+            continue
+        generation, status = live[name]
+        manifest = copy.deepcopy(doc["spec"]["forProvider"]["manifest"])
+        manifest["metadata"]["generation"] = generation
+        manifest["status"] = status
+        out.append(
+            {
+                "apiVersion": doc["apiVersion"],
+                "kind": "Object",
+                "metadata": {"name": f"{doc['metadata']['generateName']}{name}", "annotations": doc["metadata"]["annotations"]},
+                "spec": doc["spec"],
+                "status": {"atProvider": {"manifest": manifest}},
+            }
+        )
+    return out
+
+
+SERVICE = (1, {"loadBalancer": {}})
+
+# name -> (example, live objects, expected pools (name, desired, ready), supernodes,
+#          {condition type: (status, message)}, unready resources, warning substrings)
+SCENARIOS = {
+    "nothing-created": (
+        STS_EXAMPLE,
+        {},
+        [("cpu-only", 4, 0), ("nvidia-gpus", 2, 0)],
+        "0/6",
+        {
+            "SuperLinkReady": ("False", "SuperLink not ready: not created yet; SuperLink Service not ready: not created yet"),
+            "SuperNodesReady": ("False", "Pool cpu-only not ready: not created yet; Pool nvidia-gpus not ready: not created yet"),
+        },
+        ["pool-cpu-only", "pool-nvidia-gpus", "superlink", "superlink-service"],
+        [],
+    ),
+    "superlink-ready-pool-partly-ready": (
+        STS_EXAMPLE,
+        {
+            "superlink": sts_status(1, 1),
+            "superlink-service": SERVICE,
+            "pool-cpu-only": sts_status(4, 4),
+            "pool-nvidia-gpus": sts_status(2, 1),
+        },
+        [("cpu-only", 4, 4), ("nvidia-gpus", 2, 1)],
+        "5/6",
+        {
+            "SuperLinkReady": ("True", "SuperLink is ready"),
+            "SuperNodesReady": ("False", "Pool nvidia-gpus not fully ready (1/2)"),
+        },
+        ["pool-nvidia-gpus"],
+        [],
+    ),
+    "everything-ready": (
+        STS_EXAMPLE,
+        {
+            "superlink": sts_status(1, 1),
+            "superlink-service": SERVICE,
+            "pool-cpu-only": sts_status(4, 4),
+            "pool-nvidia-gpus": sts_status(2, 2),
+        },
+        [("cpu-only", 4, 4), ("nvidia-gpus", 2, 2)],
+        "6/6",
+        {"SuperLinkReady": ("True", "SuperLink is ready"), "SuperNodesReady": ("True", "6/6 SuperNodes ready")},
+        [],
+        [],
+    ),
+    "rolling-update": (
+        STS_EXAMPLE,
+        {
+            "superlink": sts_status(1, 1),
+            "superlink-service": SERVICE,
+            "pool-cpu-only": sts_status(4, 4, updated=1, generation=2, observed=2),
+            "pool-nvidia-gpus": sts_status(2, 2),
+        },
+        [("cpu-only", 4, 4), ("nvidia-gpus", 2, 2)],
+        "6/6",
+        {
+            "SuperLinkReady": ("True", "SuperLink is ready"),
+            "SuperNodesReady": ("False", "Pool cpu-only not ready: rolling update in progress (1/4 updated)"),
+        },
+        ["pool-cpu-only"],
+        [],
+    ),
+    "daemonset-on-no-node": (
+        DS_EXAMPLE,
+        {
+            "superlink": sts_status(1, 1),
+            "superlink-service": SERVICE,
+            "pool-pool-a": ds_status(3, 3),
+            "pool-pool-b": ds_status(0, 0),
+        },
+        [("pool-a", 3, 3), ("pool-b", 0, 0)],
+        "3/3",
+        {"SuperLinkReady": ("True", "SuperLink is ready"), "SuperNodesReady": ("True", "3/3 SuperNodes ready")},
+        [],
+        ["Pool pool-b: DaemonSet federation-multipools-supernode-pool-b is scheduled on no node"],
+    ),
+    "removed-pool-still-observed": (
+        STS_EXAMPLE,
+        {
+            "superlink": sts_status(1, 1),
+            "superlink-service": SERVICE,
+            "pool-cpu-only": sts_status(4, 4),
+            "pool-nvidia-gpus": sts_status(2, 2),
+        },
+        [("cpu-only", 4, 4), ("nvidia-gpus", 2, 2)],
+        "6/6",
+        {"SuperLinkReady": ("True", "SuperLink is ready"), "SuperNodesReady": ("True", "6/6 SuperNodes ready")},
+        [],
+        [],
+    ),
+}
+
+
+def _removed_pool_object():
+    """An Object of a pool the spec no longer has (renamed from old-pool)."""
+    return {
+        "apiVersion": "kubernetes.crossplane.io/v1alpha2",
+        "kind": "Object",
+        "metadata": {"name": "federation-nvidia-pool-old-pool", "annotations": {render.COMPOSITION_RESOURCE_NAME: "pool-old-pool"}},
+        "spec": {"forProvider": {"manifest": {"apiVersion": "apps/v1", "kind": "StatefulSet"}}},
+        "status": {"atProvider": {"manifest": {"status": {"readyReplicas": "garbage"}}}},
+    }
+
+
+def fixture_dir(tmp_path: pathlib.Path, name: str) -> pathlib.Path:
+    example, live, *_ = SCENARIOS[name]
+    objects = observed_objects(example, live)
+    if name == "removed-pool-still-observed":
+        objects.append(_removed_pool_object())
+    out = tmp_path / name
+    out.mkdir()
+    (out / "observed.yaml").write_text(yaml.safe_dump_all(objects))
+    return out
+
+
+def check_xr(name, xr, results_messages):
+    _, _, pools, supernodes, conditions, unready, warnings = SCENARIOS[name]
+    status = xr["status"]
+    assert [(p["name"], p["desired"], p["ready"]) for p in status["pools"]] == pools
+    assert status["supernodes"] == supernodes
+    assert status["readySupernodes"] == sum(p[2] for p in pools)
+    got = {c["type"]: (c["status"], c.get("message", "")) for c in status["conditions"]}
+    for kind, expected in conditions.items():
+        assert got[kind] == expected, kind
+    if unready:
+        assert got["Ready"] == ("False", f"Unready resources: {render._names(unready)}")
+    else:
+        assert got["Ready"] == ("True", "")
+    for warning in warnings:
+        assert any(warning in m for m in results_messages), results_messages
+    if not warnings:
+        assert results_messages == []
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_function_render_observed(name, tmp_path):
+    example = SCENARIOS[name][0]
+    text, warnings = render.render_file(str(example), str(fixture_dir(tmp_path, name)))
+    docs = list(yaml.safe_load_all(text))
+    check_xr(name, docs[0], warnings)
+    # The desired resources depend on the spec alone.
+    plain, _ = render.render_file(str(example))
+    assert [d for d in docs[1:]] == list(yaml.safe_load_all(plain))[1:]
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_crank_render_observed(name, tmp_path, crank, functions_file):
+    example = SCENARIOS[name][0]
+    xr_file = tmp_path / "xr.yaml"
+    xr_file.write_text(yaml.safe_dump(render.composite(load_all(example)[0])))
+    proc = subprocess.run(
+        [crank, "render", str(xr_file), str(ROOT / "apis" / "composition.yaml"), str(functions_file),
+         f"--observed-resources={fixture_dir(tmp_path, name) / 'observed.yaml'}", "--include-function-results"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    results = [d["message"] for d in docs if d.get("kind") == "Result"]
+    check_xr(name, docs[0], results)
+
+
+def test_readme_status_section_is_real_output():
+    example = EXAMPLES / "claims" / "gpu-nvidia.yaml"
+    observed = EXAMPLES / "observed" / "gpu-nvidia-partly-ready.yaml"
+    text, _ = render.render_file(str(example), str(observed))
+    xr_text = text.split("---\n")[1]
+    readme = (ROOT / "README.md").read_text()
+    assert f"```yaml\n{xr_text}...\n```" in readme
+    xr = yaml.safe_load(xr_text)
+    assert xr["status"]["supernodes"] == "5/6"
