@@ -156,6 +156,25 @@ SCENARIOS = {
 }
 
 
+SCENARIOS["garbled-status"] = (
+    STS_EXAMPLE,
+    {
+        "superlink": sts_status(1, 1),
+        "superlink-service": SERVICE,
+        "pool-cpu-only": (1, {"observedGeneration": 1, "readyReplicas": "lots"}),
+        "pool-nvidia-gpus": sts_status(2, 2),
+    },
+    [("cpu-only", 4, 0), ("nvidia-gpus", 2, 2)],
+    "2/6",
+    {
+        "SuperLinkReady": ("True", "SuperLink is ready"),
+        "SuperNodesReady": ("Unknown", "Pool cpu-only: status unknown: status.readyReplicas is 'lots', not a count"),
+    },
+    ["pool-cpu-only"],
+    [],
+)
+
+
 def _removed_pool_object():
     """An Object of a pool the spec no longer has (renamed from old-pool)."""
     return {
@@ -233,3 +252,15 @@ def test_readme_status_section_is_real_output():
     assert f"```yaml\n{xr_text}...\n```" in readme
     xr = yaml.safe_load(xr_text)
     assert xr["status"]["supernodes"] == "5/6"
+
+
+def test_render_output_feeds_back_as_observed(tmp_path):
+    example = EXAMPLES / "claims" / "quickstart.yaml"
+    text, _ = render.render_file(str(example))
+    (tmp_path / "observed.yaml").write_text(text)
+    again, _ = render.render_file(str(example), str(tmp_path))
+    assert again.split("---\n")[2:] == text.split("---\n")[2:]
+    xr = yaml.safe_load(again.split("---\n")[1])
+    conditions = {c["type"]: c for c in xr["status"]["conditions"]}
+    # Created but with no live state reported: still not ready, and said so.
+    assert conditions["SuperNodesReady"]["message"] == "Pool default not ready: not created yet"
