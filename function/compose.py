@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from function import readiness, superlink, supernodes, validation
+from function import placement, readiness, superlink, supernodes, validation
 from function.spec import FederationSpec
 from function.validation import SpecError
 
@@ -59,6 +59,14 @@ def federation(xr: dict[str, Any]) -> Federation:
                 [("spec.namespace", f"must be empty or {claim_namespace!r}: a claim deploys into its own namespace")]
             )
         name, namespace = claim_name, claim_namespace
+        hub = placement.superlink_cluster(spec)
+        stray = [
+            (f"spec.supernodes.pools[{i}].namespace", f"must be empty or {namespace!r}: a claim's pools in the SuperLink's cluster stay in its namespace")
+            for i, pool in enumerate(spec.supernodes.pools)
+            if pool.namespace and pool.namespace != namespace and placement.pool_cluster(spec, pool) == hub
+        ]
+        if stray:
+            raise SpecError(stray)
     else:
         name = metadata.get("name") or ""
         namespace = spec.namespace or "default"
@@ -70,15 +78,79 @@ def federation(xr: dict[str, Any]) -> Federation:
     return Federation(name, namespace, spec)
 
 
-def manifests(fed: Federation) -> dict[str, dict[str, Any]]:
-    """The Kubernetes objects of a Federation, keyed by composition resource name."""
-    out = {
-        SUPERLINK: superlink.statefulset(fed.name, fed.namespace, fed.spec),
-        SERVICE: superlink.service(fed.name, fed.namespace, fed.spec),
+def live(observed: dict[str, Any], name: str) -> Any:
+    """status.atProvider.manifest of an observed Object: the live object."""
+    node: Any = observed.get(name)
+    for key in ("status", "atProvider", "manifest"):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+@dataclasses.dataclass(frozen=True)
+class Composed:
+    manifest: dict[str, Any]
+    provider_config: str
+
+
+@dataclasses.dataclass
+class Plan:
+    """What to compose, and what had to wait."""
+
+    resources: dict[str, Composed]
+    # Observed Objects of held-back pools, returned unchanged so Crossplane keeps them.
+    kept: dict[str, dict[str, Any]]
+    held: list[str]
+    external: placement.External
+    remote: bool
+
+
+def plan(fed: Federation, observed: dict[str, Any] | None = None, remembered: Any = None) -> Plan:
+    """The composed resources of a Federation, keyed by composition resource name.
+
+    Everything follows from the spec, except the address remote pools dial,
+    which may have to be read from the observed Service first.
+    """
+    observed = observed or {}
+    spec = fed.spec
+    hub = placement.superlink_cluster(spec)
+    resources = {
+        SUPERLINK: Composed(superlink.statefulset(fed.name, fed.namespace, spec), hub),
+        SERVICE: Composed(superlink.service(fed.name, fed.namespace, spec), hub),
     }
-    for pool in fed.spec.supernodes.pools:
-        out[pool_resource(pool.name)] = supernodes.workload(fed.name, fed.namespace, fed.spec, pool)
-    return out
+    external = placement.external(spec, live(observed, SERVICE), remembered)
+    local_fleet = f"{superlink.service_address(fed.name, fed.namespace)}:{spec.superlink.service.ports.grpc}"
+    kept: dict[str, dict[str, Any]] = {}
+    held: list[str] = []
+    remote_pools = False
+    for pool in spec.supernodes.pools:
+        name = pool_resource(pool.name)
+        cluster = placement.pool_cluster(spec, pool)
+        namespace = placement.pool_namespace(fed.namespace, pool)
+        fleet = local_fleet
+        if placement.remote(spec, pool):
+            remote_pools = True
+            if external.address is None:
+                # Never emitted with a wrong address; one that exists is kept as it is.
+                held.append(pool.name)
+                if isinstance(observed.get(name), dict) and isinstance(observed[name].get("spec"), dict):
+                    kept[name] = {k: observed[name][k] for k in ("apiVersion", "kind", "spec") if k in observed[name]}
+                continue
+            fleet = external.address
+        resources[name] = Composed(supernodes.workload(fed.name, namespace, spec, pool, fleet), cluster)
+        if pool.createNamespace:
+            resources[namespace_resource(cluster, namespace)] = Composed(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, cluster
+            )
+    return Plan(resources, kept, held, external, remote_pools)
+
+
+def namespace_resource(cluster: str, namespace: str) -> str:
+    return f"namespace-{cluster}-{namespace}"
+
+
+def manifests(fed: Federation) -> dict[str, dict[str, Any]]:
+    """The Kubernetes objects of a Federation with nothing observed yet."""
+    return {name: c.manifest for name, c in plan(fed).resources.items()}
 
 
 def wrap(manifest: dict[str, Any], provider_config: str) -> dict[str, Any]:
@@ -94,7 +166,8 @@ def wrap(manifest: dict[str, Any], provider_config: str) -> dict[str, Any]:
     }
 
 
-def desired(fed: Federation, built: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The Objects for the manifests built for fed."""
-    provider_config = fed.spec.providerConfigRef.name
-    return {name: wrap(m, provider_config) for name, m in built.items()}
+def desired(built: Plan) -> dict[str, dict[str, Any]]:
+    """The Objects to return: the planned ones wrapped, the kept ones as observed."""
+    out = {name: wrap(c.manifest, c.provider_config) for name, c in built.resources.items()}
+    out.update(built.kept)
+    return out

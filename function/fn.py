@@ -33,9 +33,10 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     }
     try:
         fed = compose.federation(xr)
-        manifests = compose.manifests(fed)
-        desired = compose.desired(fed, manifests)
-        report = status.report(fed, manifests, observed, (xr.get("metadata") or {}).get("generation"))
+        remembered = ((xr.get("status") or {}).get("endpoints") or {}).get("external")
+        built = compose.plan(fed, observed, remembered)
+        desired = compose.desired(built)
+        report = status.report(fed, built, observed, (xr.get("metadata") or {}).get("generation"))
     except SpecError as err:
         return _fatal(rsp, f"invalid Federation: {err}")
     except Exception as err:  # noqa: BLE001 - a bug must not crash the server or drop resources
@@ -43,8 +44,11 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
         return _fatal(rsp, f"cannot compose Federation: {type(err).__name__}: {err}")
     for name, obj in desired.items():
         resource.update(rsp.desired.resources[name], obj)
-        rsp.desired.resources[name].ready = fnv1.READY_TRUE if report.ready[name] else fnv1.READY_FALSE
+        rsp.desired.resources[name].ready = fnv1.READY_TRUE if report.ready.get(name) else fnv1.READY_FALSE
     resource.update(rsp.desired.composite, {"status": report.status})
+    if built.held:
+        # Pools that wait are not desired resources, yet the Federation is not ready.
+        rsp.desired.composite.ready = fnv1.READY_FALSE
     response.set_conditions(
         rsp, *(resource.Condition(typ=c.type, status=c.status, reason=c.reason, message=c.message) for c in report.conditions)
     )

@@ -116,7 +116,9 @@ def conditions(rsp: fnv1.RunFunctionResponse) -> list[dict[str, str]]:
     resources' readiness, then the function's own."""
     unready = [name for name, r in rsp.desired.resources.items() if r.ready != fnv1.READY_TRUE]
     ready = {"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": CONDITION_TIME}
-    if unready:
+    if rsp.desired.composite.ready == fnv1.READY_FALSE:
+        ready.update(status="False", reason="Creating")
+    elif unready:
         ready.update(status="False", reason="Creating", message=f"Unready resources: {_names(unready)}")
     out = [ready]
     for c in rsp.conditions:

@@ -31,6 +31,9 @@ CLIENTAPPIO_PORT = 9094
 # An object field defaulted to {} in the XRD, so its own field defaults apply.
 OBJECT_DEFAULT = {"default": {}}
 
+# A DNS name or IPv4 address, or a bracketed IPv6 address; optionally :port.
+HOST_PATTERN = r"^([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?$"
+
 
 def k8s(type_name: str, description: str) -> Any:
     """A field holding a Kubernetes object of the named definition."""
@@ -97,6 +100,15 @@ class ServiceSpec(Model):
     annotations: dict[str, str] = Field(
         default_factory=dict, description="Service annotations."
     )
+    nodeAddress: str | None = Field(
+        default=None,
+        min_length=1,
+        pattern=HOST_PATTERN,
+        description=(
+            "With type NodePort: a node address that pools in other clusters can reach; "
+            "they dial it at the Fleet port's node port."
+        ),
+    )
 
 
 class ClaimTemplateMeta(Model):
@@ -133,6 +145,20 @@ class Storage(Model):
 
 class SuperLinkSpec(Storage):
     image: str = Field(min_length=1, description="SuperLink container image.")
+    providerConfigRef: ProviderConfigRef | None = Field(
+        default=None,
+        description="Cluster of the SuperLink (the hub); defaults to spec.providerConfigRef.",
+    )
+    externalAddress: str | None = Field(
+        default=None,
+        min_length=1,
+        pattern=HOST_PATTERN,
+        description=(
+            "host[:port] where pools in other clusters reach the Fleet API; the port "
+            "defaults to service.ports.grpc. Without it the address is read from the "
+            "observed Service (LoadBalancer ingress, or service.nodeAddress for NodePort)."
+        ),
+    )
     superexecImage: str | None = Field(
         default=None, description="SuperExec ServerApp sidecar image; process mode only."
     )
@@ -186,6 +212,19 @@ class PoolSpec(Storage):
     )
     replicas: int | None = Field(
         default=None, ge=1, description="SuperNodes in the pool; StatefulSet mode only."
+    )
+    providerConfigRef: ProviderConfigRef | None = Field(
+        default=None,
+        description="Cluster of this pool; defaults to spec.providerConfigRef.",
+    )
+    namespace: str | None = Field(
+        default=None,
+        max_length=63,
+        pattern=DNS_LABEL_PATTERN,
+        description="Namespace of the pool in its cluster; defaults to the Federation's.",
+    )
+    createNamespace: bool = Field(
+        default=False, description="Compose the pool's namespace in its cluster as well."
     )
     images: PoolImages = Field(default_factory=PoolImages, description="Images of this pool.")
     gpu: GPUConfig | None = Field(default=None, description="GPU settings.")

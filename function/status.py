@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from function import compose, readiness, superlink
+from function import compose, placement, readiness, superlink
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,14 +23,6 @@ class Report:
     ready: dict[str, bool]
     conditions: list[Condition]
     warnings: list[str]
-
-
-def _live(observed: dict[str, Any], name: str) -> Any:
-    """status.atProvider.manifest of an observed Object: the live object."""
-    node: Any = observed.get(name)
-    for key in ("status", "atProvider", "manifest"):
-        node = node.get(key) if isinstance(node, dict) else None
-    return node
 
 
 def _why(what: str, o: readiness.Observed) -> str:
@@ -52,6 +44,7 @@ def _condition(kind: str, judged: list[tuple[str, readiness.Observed]], ok_messa
 
 
 def _pool_entry(fed: compose.Federation, pool: Any, o: readiness.Observed) -> dict[str, Any]:
+    spec = fed.spec
     if o.desired is not None:
         desired, ready = o.desired, o.ready_count
     else:
@@ -62,19 +55,27 @@ def _pool_entry(fed: compose.Federation, pool: Any, o: readiness.Observed) -> di
         "kind": fed.spec.mode,
         "desired": desired,
         "ready": ready,
-        "namespace": fed.namespace,
-        "providerConfig": fed.spec.providerConfigRef.name,
+        "namespace": placement.pool_namespace(fed.namespace, pool),
+        "providerConfig": placement.pool_cluster(spec, pool),
     }
 
 
-def report(
-    fed: compose.Federation, manifests: dict[str, dict[str, Any]], observed: dict[str, Any], generation: Any
-) -> Report:
-    judged = {name: readiness.observe(m, _live(observed, name)) for name, m in manifests.items()}
+def _manifests(built: compose.Plan) -> dict[str, dict[str, Any]]:
+    out = {name: c.manifest for name, c in built.resources.items()}
+    for name, obj in built.kept.items():
+        manifest = ((obj.get("spec") or {}).get("forProvider") or {}).get("manifest")
+        if isinstance(manifest, dict) and manifest.get("kind") in ("StatefulSet", "DaemonSet"):
+            out[name] = manifest
+    return out
+
+
+def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any], generation: Any) -> Report:
+    manifests = _manifests(built)
+    judged = {name: readiness.observe(m, compose.live(observed, name)) for name, m in manifests.items()}
     pools, pool_judged, warnings = [], [], []
     for pool in fed.spec.supernodes.pools:
         name = compose.pool_resource(pool.name)
-        o = judged[name]
+        o = judged.get(name, readiness.Observed(False, detail="waiting for the SuperLink's external address"))
         pools.append(_pool_entry(fed, pool, o))
         pool_judged.append((f"Pool {pool.name}", o))
         if fed.spec.mode == "DaemonSet" and o.settled and o.desired == 0:
@@ -82,6 +83,11 @@ def report(
                 f"Pool {pool.name}: DaemonSet {manifests[name]['metadata']['name']} is scheduled on no node; "
                 "check the pool's nodeSelector, affinity and tolerations"
             )
+    if built.kept:
+        warnings.append(
+            f"Pools {', '.join(sorted(built.held))} keep their last applied state until the "
+            f"SuperLink's external address is known again"
+        )
     ready_total = sum(p["ready"] for p in pools)
     desired_total = sum(p["desired"] for p in pools)
     address = superlink.service_address(fed.name, fed.namespace)
@@ -93,6 +99,8 @@ def report(
         "endpoints": {"superlinkService": f"{address}:{ports.extra}", "fleet": f"{address}:{ports.grpc}"},
         "pools": pools,
     }
+    if built.external.address:
+        status["endpoints"]["external"] = built.external.address
     if isinstance(generation, int):
         status["observedGeneration"] = generation
     conditions = [
@@ -103,4 +111,18 @@ def report(
         ),
         _condition("SuperNodesReady", pool_judged, f"{ready_total}/{desired_total} SuperNodes ready"),
     ]
+    if built.remote:
+        conditions.append(_external_condition(built))
     return Report(status, {name: o.ready for name, o in judged.items()}, conditions, warnings)
+
+
+def _external_condition(built: compose.Plan) -> Condition:
+    ext = built.external
+    if ext.address:
+        return Condition("ExternalAddressReady", "True", "Available", f"pools in other clusters dial {ext.address} ({ext.source})")
+    return Condition(
+        "ExternalAddressReady",
+        "False",
+        "Waiting",
+        f"pools {', '.join(built.held)} in other clusters wait for {ext.waiting_for}",
+    )

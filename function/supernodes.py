@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from function import gpu, merge, names, nodeconfig, superlink
+from function import gpu, merge, names, nodeconfig
 from function.spec import CLIENTAPPIO_PORT, FederationSpec, PoolSpec
 
 
-def _supernode(federation: str, namespace: str, spec: FederationSpec, pool: PoolSpec) -> dict[str, Any]:
-    fleet = f"{superlink.service_address(federation, namespace)}:{spec.superlink.service.ports.grpc}"
+def _supernode(spec: FederationSpec, pool: PoolSpec, fleet: str) -> dict[str, Any]:
     args = [f"--superlink={fleet}", f"--isolation={spec.isolationMode}"]
     if spec.insecure:
         args.append("--insecure")
@@ -64,10 +63,11 @@ def _with_settings(
     return container
 
 
-def workload(federation: str, namespace: str, spec: FederationSpec, pool: PoolSpec) -> dict[str, Any]:
+def workload(federation: str, namespace: str, spec: FederationSpec, pool: PoolSpec, fleet: str) -> dict[str, Any]:
+    """The pool's workload in namespace, its SuperNodes dialling the Fleet API at fleet."""
     name = names.pool(federation, pool.name)
     labels = names.pool_labels(federation, pool.name)
-    containers = [_supernode(federation, namespace, spec, pool)]
+    containers = [_supernode(spec, pool, fleet)]
     if spec.isolationMode == "process":
         containers.append(_superexec(spec, pool))
     pod_spec: dict[str, Any] = {"containers": containers}

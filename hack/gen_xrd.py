@@ -55,6 +55,10 @@ STATUS_SCHEMA: dict[str, Any] = {
                     "description": "Control API address for `flwr run`.",
                 },
                 "fleet": {"type": "string", "description": "Fleet API address SuperNodes dial."},
+                "external": {
+                    "type": "string",
+                    "description": "Fleet API address pools in other clusters dial, once known.",
+                },
             },
         },
         "pools": {
