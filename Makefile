@@ -4,6 +4,7 @@ VENV := .venv
 FLWR_VENV := .venv-flwr
 CRANK := .cache/bin/crank
 CELCHECK := .cache/bin/celcheck
+CRDCHECK := .cache/bin/crdcheck
 EXAMPLE ?= examples/claims/statefulset-subprocess.yaml
 
 .PHONY: render test serve crank generate bench image-check clean
@@ -30,6 +31,11 @@ $(CELCHECK): tools/crank/go.mod tools/crank/go.sum tools/crank/celcheck/main.go
 	mkdir -p $(dir $(CELCHECK))
 	cd tools/crank && go build -o $(abspath $(CELCHECK)) ./celcheck
 
+# The API server's own CRD validation (CEL cost budget included), for the tests.
+$(CRDCHECK): tools/crank/go.mod tools/crank/go.sum tools/crank/crdcheck/main.go
+	mkdir -p $(dir $(CRDCHECK))
+	cd tools/crank && go build -o $(abspath $(CRDCHECK)) ./crdcheck
+
 crank: $(CRANK)
 
 render: $(VENV)/.installed
@@ -42,8 +48,9 @@ generate: $(VENV)/.installed
 	$(VENV)/bin/python hack/gen_xrd.py
 	$(VENV)/bin/python hack/gen_k8s_schemas.py
 
-test: $(VENV)/.installed $(FLWR_VENV)/.installed $(CRANK) $(CELCHECK)
-	CRANK=$(abspath $(CRANK)) CELCHECK=$(abspath $(CELCHECK)) FLWR_PYTHON=$(abspath $(FLWR_VENV))/bin/python \
+test: $(VENV)/.installed $(FLWR_VENV)/.installed $(CRANK) $(CELCHECK) $(CRDCHECK)
+	CRANK=$(abspath $(CRANK)) CELCHECK=$(abspath $(CELCHECK)) CRDCHECK=$(abspath $(CRDCHECK)) \
+		FLWR_PYTHON=$(abspath $(FLWR_VENV))/bin/python \
 		$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed

@@ -59,9 +59,16 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 NodeConfigValue = str | bool | int | float
 
 
+# Bounds that keep the XRD's CEL rules within the API server's cost budget.
+MAX_NODE_CONFIG_KEYS = 64
+MAX_NODE_CONFIG_VALUE = 1024
+
+
 def _scalar(value: Any) -> NodeConfigValue:
     if not isinstance(value, (str, bool, int, float)):
         raise ValueError(f"must be a string, integer, number or boolean, not {type(value).__name__}")
+    if isinstance(value, str) and len(value) > MAX_NODE_CONFIG_VALUE:
+        raise ValueError(f"must be at most {MAX_NODE_CONFIG_VALUE} characters long")
     return value
 
 
@@ -246,11 +253,12 @@ class PoolSpec(Storage):
     )
     nodeConfig: dict[str, NodeConfigField] = Field(
         default_factory=dict,
+        max_length=MAX_NODE_CONFIG_KEYS,
         description=(
             "Passed to --node-config. Values keep their YAML type; strings may use the "
             "placeholders {index}, {replicas} (StatefulSet), {pool} and {node}."
         ),
-        json_schema_extra={NODE_CONFIG: True},
+        json_schema_extra={NODE_CONFIG: MAX_NODE_CONFIG_VALUE},
     )
 
 

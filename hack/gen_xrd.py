@@ -112,7 +112,8 @@ def _structural(node: dict[str, Any]) -> dict[str, Any]:
         return {
             "type": "object",
             "description": node["description"],
-            "additionalProperties": {"x-kubernetes-int-or-string": True},
+            "maxProperties": node["maxProperties"],
+            "additionalProperties": {"x-kubernetes-int-or-string": True, "maxLength": node[NODE_CONFIG]},
         }
     if node.get(K8S_TYPE):
         out["description"] = f"{node.get('description', '')} ({node[K8S_TYPE]})".strip()

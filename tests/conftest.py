@@ -49,6 +49,13 @@ def celcheck() -> str:
 
 
 @pytest.fixture(scope="session")
+def crdcheck() -> str:
+    path = os.environ.get("CRDCHECK", "")
+    need(bool(path) and os.access(path, os.X_OK), "the API server's CRD validation (CRDCHECK; `make test`)")
+    return path
+
+
+@pytest.fixture(scope="session")
 def flwr_python() -> str:
     path = os.environ.get("FLWR_PYTHON", "")
     need(bool(path) and os.access(path, os.X_OK), "a Python with Flower 1.25 (FLWR_PYTHON; `make test`)")

@@ -109,3 +109,45 @@ def test_composition_runs_this_function():
     names = {step["functionRef"]["name"] for step in composition["spec"]["pipeline"]}
     assert names == {functions["metadata"]["name"]} == {package["metadata"]["name"]}
     assert XRD["spec"]["defaultCompositionRef"]["name"] == composition["metadata"]["name"]
+
+
+def crd_for(xrd: dict[str, Any]) -> dict[str, Any]:
+    """The CRD the API server is asked to accept for an XRD's composite, schema as given."""
+    spec = xrd["spec"]
+    names = spec["names"]
+    version = spec["versions"][0]
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{names['plural']}.{spec['group']}"},
+        "spec": {
+            "group": spec["group"],
+            "names": {"kind": names["kind"], "listKind": f"{names['kind']}List", "plural": names["plural"],
+                      "singular": names["kind"].lower()},
+            "scope": "Namespaced" if spec.get("scope") == "Namespaced" else "Cluster",
+            "versions": [{"name": version["name"], "served": True, "storage": True,
+                          "schema": version["schema"], "subresources": {"status": {}}}],
+        },
+    }
+
+
+def test_api_server_accepts_the_xrd_schema_and_cel_costs(crdcheck, tmp_path):
+    # Admission-time validation does not estimate CEL costs; CRD creation does,
+    # and rejects rules over unbounded lists, maps and strings.
+    path = tmp_path / "crd.yaml"
+    path.write_text(yaml.safe_dump(crd_for(XRD)))
+    proc = subprocess.run([crdcheck, str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_crdcheck_rejects_unbounded_cel(crdcheck, tmp_path):
+    unbounded = yaml.safe_load(yaml.safe_dump(XRD))
+    pool = unbounded["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][
+        "supernodes"]["properties"]["pools"]["items"]["properties"]["nodeConfig"]
+    del pool["maxProperties"]
+    del pool["additionalProperties"]["maxLength"]
+    path = tmp_path / "crd.yaml"
+    path.write_text(yaml.safe_dump(crd_for(unbounded)))
+    proc = subprocess.run([crdcheck, str(path)], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "estimated rule cost exceeds budget" in proc.stdout

@@ -122,3 +122,10 @@ def test_crossplane_fields_in_the_xr_spec_are_ignored():
     s = spec(BASE, compositionRef={"name": "x"}, resourceRefs=[], claimRef={"name": "fed", "namespace": "team-a"})
     fed = compose.federation({"metadata": {"name": "fed-abcde"}, "spec": s})
     assert (fed.name, fed.namespace) == ("fed", "team-a")
+
+
+def test_node_config_bounds():
+    errors = errors_of(pool(BASE, nodeConfig={f"k{i}": i for i in range(65)}))
+    assert any(f == "spec.supernodes.pools[0].nodeConfig" and "at most 64" in m for f, m in errors), errors
+    errors = errors_of(pool(BASE, nodeConfig={"long": "x" * 1025}))
+    assert any(f == "spec.supernodes.pools[0].nodeConfig.long" and "at most 1024" in m for f, m in errors), errors

@@ -7,4 +7,5 @@ package tools
 import (
 	_ "github.com/crossplane/crossplane/v2/cmd/crank"
 	_ "github.com/google/cel-go/cel"
+	_ "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 )
