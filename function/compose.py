@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from function import placement, readiness, superlink, supernodes, validation
+from function import nodeconfig, placement, readiness, superlink, supernodes, validation
 from function.spec import FederationSpec
 from function.validation import SpecError
 
@@ -122,6 +122,8 @@ def plan(fed: Federation, observed: dict[str, Any] | None = None, remembered: An
     kept: dict[str, dict[str, Any]] = {}
     held: list[str] = []
     remote_pools = False
+    offsets = global_offsets(spec)
+    total = sum(p.replicas or 0 for p in spec.supernodes.pools) if spec.mode == "StatefulSet" else None
     for pool in spec.supernodes.pools:
         name = pool_resource(pool.name)
         cluster = placement.pool_cluster(spec, pool)
@@ -136,12 +138,26 @@ def plan(fed: Federation, observed: dict[str, Any] | None = None, remembered: An
                     kept[name] = {k: observed[name][k] for k in ("apiVersion", "kind", "spec") if k in observed[name]}
                 continue
             fleet = external.address
-        resources[name] = Composed(supernodes.workload(fed.name, namespace, spec, pool, fleet), cluster)
+        context = nodeconfig.Context(pool.name, pool.replicas, cluster, total)
+        resources[name] = Composed(
+            supernodes.workload(fed.name, namespace, spec, pool, fleet, context, offsets.get(pool.name, 0)), cluster
+        )
         if pool.createNamespace:
             resources[namespace_resource(cluster, namespace)] = Composed(
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, cluster
             )
     return Plan(resources, kept, held, external, remote_pools)
+
+
+def global_offsets(spec: FederationSpec) -> dict[str, int]:
+    """Each StatefulSet pool's first global SuperNode index: pools count in spec order."""
+    if spec.mode != "StatefulSet":
+        return {}
+    offsets, running = {}, 0
+    for pool in spec.supernodes.pools:
+        offsets[pool.name] = running
+        running += pool.replicas or 0
+    return offsets
 
 
 def namespace_resource(cluster: str, namespace: str) -> str:

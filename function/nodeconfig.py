@@ -3,13 +3,19 @@
 Flower (flwr.common.config.parse_config_args) finds `key=value` pairs with the
 regex below, joins them as `key = value` lines and parses that as TOML. So we
 write each value as a TOML literal (tomli-w), check that it survives Flower's
-regex, and leave per-pod values to the kubelet: `{index}` and `{node}` become
-`$(FLOWER_INDEX)` and `$(FLOWER_NODE_NAME)`, fed by the downward API. Every
-`$` of user text is doubled so the kubelet passes it through unchanged.
+regex, and leave per-pod values to the kubelet: `{index}`, `{globalIndex}` and
+`{node}` become `$(FLOWER_INDEX)`, `$(FLOWER_GLOBAL_INDEX)` and
+`$(FLOWER_NODE_NAME)`, fed by the downward API. Every `$` of user text is
+doubled so the kubelet passes it through unchanged.
+
+The kubelet cannot add, so `{globalIndex}` comes from the pod-index label of a
+StatefulSet whose ordinals start at the pool's offset in the federation
+(`spec.ordinals.start`); in such a pool `{index}` is not available.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -21,12 +27,25 @@ import tomli_w
 from function.spec import NodeConfigValue
 
 INDEX_ENV = "FLOWER_INDEX"
+GLOBAL_INDEX_ENV = "FLOWER_GLOBAL_INDEX"
 NODE_ENV = "FLOWER_NODE_NAME"
 # The StatefulSet controller labels each pod with its ordinal (Kubernetes 1.28+).
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 
-RUNTIME = {"{index}": f"$({INDEX_ENV})", "{node}": f"$({NODE_ENV})"}
-STATEFULSET_ONLY = ("{index}", "{replicas}")
+RUNTIME = {
+    "{index}": f"$({INDEX_ENV})",
+    "{globalIndex}": f"$({GLOBAL_INDEX_ENV})",
+    "{node}": f"$({NODE_ENV})",
+}
+ENV_SOURCES = {
+    INDEX_ENV: f"metadata.labels['{POD_INDEX_LABEL}']",
+    GLOBAL_INDEX_ENV: f"metadata.labels['{POD_INDEX_LABEL}']",
+    NODE_ENV: "spec.nodeName",
+}
+POOL_ONLY = ("{index}", "{replicas}")
+FEDERATION_WIDE = ("{globalIndex}", "{totalReplicas}")
+# What the self-check substitutes for per-pod values.
+_SAMPLES = {"{index}": "7", "{globalIndex}": "11", "{node}": "node-a"}
 
 # Flower's own pattern, from parse_config_args.
 FLOWER_PAIR = re.compile(r"(\S+?)=('[^']*'|\"[^\"]*\"|\S+)")
@@ -37,6 +56,20 @@ FLOAT = re.compile(r"^[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?$")
 
 class NodeConfigError(ValueError):
     pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """What render-time placeholders stand for in one pool."""
+
+    pool: str
+    replicas: int | None = None
+    cluster: str = ""
+    total_replicas: int | None = None
+
+
+def uses_global_index(node_config: dict[str, NodeConfigValue]) -> bool:
+    return any(isinstance(v, str) and "{globalIndex}" in v for v in node_config.values())
 
 
 def _typed(text: str) -> NodeConfigValue:
@@ -82,27 +115,25 @@ def _flower_parse(key: str, token: str) -> Any:
 
 # typed: True, 1 and 1.0 are equal keys to a plain cache, but not to Flower.
 @functools.lru_cache(maxsize=4096, typed=True)
-def value_token(value: NodeConfigValue, key: str, pool: str, replicas: int | None) -> str:
+def value_token(value: NodeConfigValue, key: str, context: Context) -> str:
     """The argument text of one value, before kubelet expansion.
 
     Pure, and called for the same values on every reconcile: cached.
     """
     if isinstance(value, str):
-        text = value.replace("{pool}", pool)
-        if replicas is not None:
-            text = text.replace("{replicas}", str(replicas))
-        if text == "{index}":
-            # Expands to the pod ordinal: an integer, so unquoted.
-            return RUNTIME["{index}"]
-        if not any(p in text for p in RUNTIME):
-            value = _typed(text)
-        else:
-            value = text
+        text = value.replace("{pool}", context.pool).replace("{cluster}", context.cluster)
+        for placeholder, number in (("{replicas}", context.replicas), ("{totalReplicas}", context.total_replicas)):
+            if number is not None:
+                text = text.replace(placeholder, str(number))
+        if text in ("{index}", "{globalIndex}"):
+            # Expands to a pod ordinal: an integer, so unquoted.
+            return RUNTIME[text]
+        value = text if any(p in text for p in RUNTIME) else _typed(text)
     token = _literal(value)
     # Check with a sample expansion that Flower reads back what was meant.
     sample = token
     expected: Any = value
-    for placeholder, sample_value in (("{index}", "7"), ("{node}", "node-a")):
+    for placeholder, sample_value in _SAMPLES.items():
         sample = sample.replace(placeholder, sample_value)
         if isinstance(expected, str):
             expected = expected.replace(placeholder, sample_value)
@@ -117,6 +148,7 @@ def value_token(value: NodeConfigValue, key: str, pool: str, replicas: int | Non
 def check(node_config: dict[str, NodeConfigValue], mode: str, field: str) -> list[tuple[str, str]]:
     errors = []
     keys = sorted(node_config)
+    strings = {k: v for k, v in node_config.items() if isinstance(v, str)}
     for key in keys:
         path = f"{field}.{key}"
         if not KEY.match(key):
@@ -125,19 +157,30 @@ def check(node_config: dict[str, NodeConfigValue], mode: str, field: str) -> lis
             )
             continue
         value = node_config[key]
-        if mode == "DaemonSet" and isinstance(value, str) and any(p in value for p in STATEFULSET_ONLY):
-            errors.append(
-                (
-                    path,
-                    "spec.supernodes.pools[*].nodeConfig must not use {index} or {replicas} "
-                    "when mode is DaemonSet",
-                )
-            )
-            continue
+        if mode == "DaemonSet" and key in strings:
+            for group in (POOL_ONLY, FEDERATION_WIDE):
+                if any(p in value for p in group):
+                    errors.append(
+                        (
+                            path,
+                            f"spec.supernodes.pools[*].nodeConfig must not use {group[0]} or {group[1]} "
+                            "when mode is DaemonSet",
+                        )
+                    )
+            if any(p in value for p in POOL_ONLY + FEDERATION_WIDE):
+                continue
         try:
-            value_token(value, key, "pool", 1)
+            value_token(value, key, Context("pool", 1, "cluster", 1))
         except NodeConfigError as err:
             errors.append((path, f"value {value!r} {err}"))
+    if any("{index}" in v for v in strings.values()) and uses_global_index(node_config):
+        errors.append(
+            (
+                field,
+                "spec.supernodes.pools[*].nodeConfig cannot use both {index} and {globalIndex}: "
+                "with {globalIndex} the pool's pods are numbered from its offset in the federation",
+            )
+        )
     for key in keys:
         for other in keys:
             if other.startswith(key + "."):
@@ -147,21 +190,21 @@ def check(node_config: dict[str, NodeConfigValue], mode: str, field: str) -> lis
     return errors
 
 
-def build(node_config: dict[str, NodeConfigValue], pool: str, replicas: int | None) -> tuple[str, list[str]]:
+def build(node_config: dict[str, NodeConfigValue], context: Context) -> tuple[str, list[str]]:
     """The --node-config argument and the env vars it references, in a stable order."""
-    parts = [f"{key}={value_token(node_config[key], key, pool, replicas)}" for key in sorted(node_config)]
+    parts = [f"{key}={value_token(node_config[key], key, context)}" for key in sorted(node_config)]
     strings = [v for v in node_config.values() if isinstance(v, str)]
-    needs = [env for placeholder, env in (("{index}", INDEX_ENV), ("{node}", NODE_ENV)) if any(placeholder in v for v in strings)]
+    needs = [
+        env
+        for placeholder, env in (("{index}", INDEX_ENV), ("{globalIndex}", GLOBAL_INDEX_ENV), ("{node}", NODE_ENV))
+        if any(placeholder in v for v in strings)
+    ]
     return " ".join(parts), needs
 
 
 def env_vars(needs: list[str]) -> list[dict[str, Any]]:
     """Downward-API env vars for the per-pod placeholders."""
-    sources = {
-        INDEX_ENV: f"metadata.labels['{POD_INDEX_LABEL}']",
-        NODE_ENV: "spec.nodeName",
-    }
     return [
-        {"name": env, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": sources[env]}}}
+        {"name": env, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": ENV_SOURCES[env]}}}
         for env in needs
     ]

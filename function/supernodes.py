@@ -8,7 +8,7 @@ from function import gpu, merge, names, nodeconfig
 from function.spec import CLIENTAPPIO_PORT, FederationSpec, PoolSpec
 
 
-def _supernode(spec: FederationSpec, pool: PoolSpec, fleet: str) -> dict[str, Any]:
+def _supernode(spec: FederationSpec, pool: PoolSpec, fleet: str, context: nodeconfig.Context) -> dict[str, Any]:
     args = [f"--superlink={fleet}", f"--isolation={spec.isolationMode}"]
     if spec.insecure:
         args.append("--insecure")
@@ -18,7 +18,7 @@ def _supernode(spec: FederationSpec, pool: PoolSpec, fleet: str) -> dict[str, An
     args += pool.extraArgs
     env = merge.by_name(spec.supernodes.env, pool.env, gpu.env(pool.gpu))
     if pool.nodeConfig:
-        text, needs = nodeconfig.build(pool.nodeConfig, pool.name, pool.replicas)
+        text, needs = nodeconfig.build(pool.nodeConfig, context)
         args += ["--node-config", text]
         # Ours win over user variables of the same name: the args depend on them.
         env = merge.by_name(env, nodeconfig.env_vars(needs))
@@ -63,11 +63,22 @@ def _with_settings(
     return container
 
 
-def workload(federation: str, namespace: str, spec: FederationSpec, pool: PoolSpec, fleet: str) -> dict[str, Any]:
-    """The pool's workload in namespace, its SuperNodes dialling the Fleet API at fleet."""
+def workload(
+    federation: str,
+    namespace: str,
+    spec: FederationSpec,
+    pool: PoolSpec,
+    fleet: str,
+    context: nodeconfig.Context,
+    offset: int = 0,
+) -> dict[str, Any]:
+    """The pool's workload in namespace, its SuperNodes dialling the Fleet API at fleet.
+
+    offset is the number of SuperNodes in the StatefulSet pools before this one.
+    """
     name = names.pool(federation, pool.name)
     labels = names.pool_labels(federation, pool.name)
-    containers = [_supernode(spec, pool, fleet)]
+    containers = [_supernode(spec, pool, fleet, context)]
     if spec.isolationMode == "process":
         containers.append(_superexec(spec, pool))
     pod_spec: dict[str, Any] = {"containers": containers}
@@ -83,6 +94,9 @@ def workload(federation: str, namespace: str, spec: FederationSpec, pool: PoolSp
     }
     if spec.mode == "StatefulSet":
         workload_spec = {"replicas": pool.replicas, **workload_spec, "serviceName": name}
+        if nodeconfig.uses_global_index(pool.nodeConfig):
+            # Pod ordinals, and so the pod-index label, count from the pool's offset.
+            workload_spec["ordinals"] = {"start": offset}
         claims = merge.claim_templates(pool.volumeClaimTemplates)
         if claims:
             workload_spec["volumeClaimTemplates"] = claims

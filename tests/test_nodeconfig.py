@@ -11,10 +11,14 @@ import pytest
 
 from function import nodeconfig
 
-from helpers import BASE, container, pool
+from helpers import BASE, container, manifests, pool, spec
 
 HERE = pathlib.Path(__file__).parent
-POD_ENV = {"FLOWER_INDEX": "2", "FLOWER_NODE_NAME": "gpu-node-1"}
+POD_ENV = {"FLOWER_INDEX": "2", "FLOWER_GLOBAL_INDEX": "9", "FLOWER_NODE_NAME": "gpu-node-1"}
+
+
+def build(config, pool, replicas, cluster="", total=None):
+    return nodeconfig.build(config, nodeconfig.Context(pool, replicas, cluster, total))
 
 
 def kubelet_expand(text: str, env: dict[str, str]) -> str:
@@ -62,14 +66,19 @@ CASES = [
     ({"model.lr": 0.1, "model.layers": 3, "leading-zero": "007", "exp": "1e3"}, "p", 1,
      {"model.lr": 0.1, "model.layers": 3, "leading-zero": 7, "exp": 1000.0}),
     ({"idx-suffix": "{index}0", "quoted-index": "'{index}'"}, "p", 3, {"idx-suffix": "20", "quoted-index": "'2'"}),
+    # Federation-wide placeholders: pod 9 of the federation, in cluster spoke-eu.
+    (
+        {"partition-id": "{globalIndex}", "num-partitions": "{totalReplicas}", "site": "{cluster}", "id": "{cluster}-{globalIndex}"},
+        "eu", 3, {"partition-id": 9, "num-partitions": 12, "site": "spoke-eu", "id": "spoke-eu-9"}, "spoke-eu", 12,
+    ),
 ]
 
 
 @pytest.fixture(scope="module")
 def flower_results(flwr_python):
     texts = []
-    for config, pool_name, replicas, _ in CASES:
-        text, _needs = nodeconfig.build(config, pool_name, replicas)
+    for config, pool_name, replicas, _, *extra in CASES:
+        text, _needs = build(config, pool_name, replicas, *extra)
         texts.append(kubelet_expand(text, POD_ENV))
     proc = subprocess.run(
         [flwr_python, str(HERE / "flower_parse.py")], input=json.dumps(texts), capture_output=True, text=True, check=True
@@ -98,10 +107,10 @@ def test_flower_rejects_what_our_check_rejects(flwr_python):
 
 
 def test_keys_are_sorted_and_only_needed_env_is_added():
-    text, needs = nodeconfig.build({"b": "{node}", "a": "x"}, "p", None)
+    text, needs = build({"b": "{node}", "a": "x"}, "p", None)
     assert text == 'a="x" b="$(FLOWER_NODE_NAME)"'
     assert needs == ["FLOWER_NODE_NAME"]
-    assert nodeconfig.build({"a": "{pool}"}, "p", 1) == ('a="p"', [])
+    assert build({"a": "{pool}"}, "p", 1) == ('a="p"', [])
 
 
 def test_supernode_container_gets_downward_api_env():
@@ -121,21 +130,73 @@ def test_no_node_config_no_flag():
 
 
 def test_user_dollar_text_is_escaped_for_the_kubelet():
-    text, needs = nodeconfig.build({"a": "$(HOME)"}, "p", 1)
+    text, needs = build({"a": "$(HOME)"}, "p", 1)
     assert text == 'a="$$(HOME)"'
     assert needs == []
     assert kubelet_expand(text, {"HOME": "/root"}) == 'a="$(HOME)"'
 
 
 def test_every_value_token_matches_flowers_pattern():
-    for config, pool_name, replicas, _ in CASES:
-        text, _ = nodeconfig.build(config, pool_name, replicas)
+    for config, pool_name, replicas, _, *extra in CASES:
+        text, _ = build(config, pool_name, replicas, *extra)
         pairs = re.findall(r"(\S+?)=('[^']*'|\"[^\"]*\"|\S+)", kubelet_expand(text, POD_ENV))
         assert sorted(k for k, _ in pairs) == sorted(config)
 
 
 def test_equal_values_of_other_types_are_not_confused():
     # 1, 1.0 and True are equal in Python; Flower must still see three types.
-    assert nodeconfig.build({"a": 1}, "p", 1)[0] == "a=1"
-    assert nodeconfig.build({"a": True}, "p", 1)[0] == "a=true"
-    assert nodeconfig.build({"a": 1.0}, "p", 1)[0] == "a=1.0"
+    assert build({"a": 1}, "p", 1)[0] == "a=1"
+    assert build({"a": True}, "p", 1)[0] == "a=true"
+    assert build({"a": 1.0}, "p", 1)[0] == "a=1.0"
+
+
+def _global_ids(out, names):
+    ids = []
+    for name in names:
+        workload = out[name]["spec"]
+        start = workload.get("ordinals", {}).get("start", 0)
+        # The StatefulSet controller labels pod k with pod-index start + k.
+        ids += list(range(start, start + workload["replicas"]))
+    return ids
+
+
+GLOBAL = {"partition-id": "{globalIndex}", "n": "{totalReplicas}"}
+
+
+def test_global_partition_ids_are_unique_and_dense_across_pools():
+    s = spec(
+        BASE,
+        supernodes__pools=[
+            {"name": "a", "replicas": 3, "nodeConfig": GLOBAL},
+            {"name": "b", "replicas": 1, "nodeConfig": GLOBAL},
+            {"name": "c", "replicas": 2, "nodeConfig": GLOBAL},
+        ],
+    )
+    out = manifests(s)
+    assert sorted(_global_ids(out, ["pool-a", "pool-b", "pool-c"])) == list(range(6))
+    for name in ("pool-a", "pool-b", "pool-c"):
+        args = out[name]["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert args[-1] == "n=6 partition-id=$(FLOWER_GLOBAL_INDEX)"
+    assert out["pool-c"]["spec"]["ordinals"] == {"start": 4}
+
+
+def test_a_pool_without_global_index_keeps_its_range_and_its_own_ordinals():
+    s = spec(
+        BASE,
+        supernodes__pools=[
+            {"name": "a", "replicas": 3, "nodeConfig": GLOBAL},
+            {"name": "b", "replicas": 1, "nodeConfig": {"local": "{index}"}},
+            {"name": "c", "replicas": 2, "nodeConfig": GLOBAL},
+        ],
+    )
+    out = manifests(s)
+    # Ids stay below {totalReplicas} and unique; b's slot (3) is simply unused.
+    assert sorted(_global_ids(out, ["pool-a", "pool-c"])) == [0, 1, 2, 4, 5]
+    assert "ordinals" not in out["pool-b"]["spec"]
+
+
+def test_cluster_placeholder_is_the_pools_provider_config():
+    s = spec(BASE, supernodes__pools=[{"name": "eu", "replicas": 1, "providerConfigRef": {"name": "spoke-eu"},
+                                        "nodeConfig": {"site": "{cluster}"}}])
+    s["superlink"]["externalAddress"] = "fleet.example.com"
+    assert manifests(s)["pool-eu"]["spec"]["template"]["spec"]["containers"][0]["args"][-1] == 'site="spoke-eu"'
