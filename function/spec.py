@@ -20,7 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 K8S_TYPE = "x-flower-k8s-type"
 NODE_CONFIG = "x-flower-node-config"
 
-MAX_POOLS = 16
+MAX_POOLS = 128
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 FLEET_PORT = 9092
@@ -60,7 +60,7 @@ NodeConfigValue = str | bool | int | float
 
 
 # Bounds that keep the XRD's CEL rules within the API server's cost budget.
-MAX_NODE_CONFIG_KEYS = 64
+MAX_NODE_CONFIG_KEYS = 32
 MAX_NODE_CONFIG_VALUE = 1024
 
 

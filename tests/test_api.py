@@ -10,7 +10,7 @@ import pydantic
 import pytest
 import yaml
 
-from function.spec import FederationSpec
+from function.spec import MAX_POOLS, FederationSpec
 
 from conftest import EXAMPLES, ROOT
 
@@ -97,7 +97,7 @@ def test_xrd_names_and_columns():
     assert spec["claimNames"]["shortNames"] == ["fedf"]
     columns = [c["name"] for c in spec["versions"][0]["additionalPrinterColumns"]]
     assert columns == ["MODE", "ISOLATION", "SUPERNODES"]
-    assert SPEC_SCHEMA["properties"]["supernodes"]["properties"]["pools"]["maxItems"] == 16
+    assert SPEC_SCHEMA["properties"]["supernodes"]["properties"]["pools"]["maxItems"] == MAX_POOLS == 128
 
 
 def test_composition_runs_this_function():

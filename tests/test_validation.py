@@ -24,7 +24,7 @@ def errors_of(s):
         (spec(BASE, superlink={}), "spec.superlink.image", "Field required"),
         (spec(BASE, superlink__image=""), "spec.superlink.image", "at least 1 character"),
         (spec(BASE, supernodes__pools=[]), "spec.supernodes.pools", "at least 1 item"),
-        (spec(BASE, supernodes__pools=[{"name": f"p{i}", "replicas": 1} for i in range(17)]), "spec.supernodes.pools", "at most 16"),
+        (spec(BASE, supernodes__pools=[{"name": f"p{i}", "replicas": 1} for i in range(129)]), "spec.supernodes.pools", "at most 128"),
         (pool(BASE, name="Bad_Name"), "spec.supernodes.pools[0].name", "pattern"),
         (pool(BASE, replicas=0), "spec.supernodes.pools[0].replicas", "greater than or equal to 1"),
         (pool(BASE, gpu={"count": 0}), "spec.supernodes.pools[0].gpu.count", "greater than or equal to 1"),
@@ -125,7 +125,7 @@ def test_crossplane_fields_in_the_xr_spec_are_ignored():
 
 
 def test_node_config_bounds():
-    errors = errors_of(pool(BASE, nodeConfig={f"k{i}": i for i in range(65)}))
-    assert any(f == "spec.supernodes.pools[0].nodeConfig" and "at most 64" in m for f, m in errors), errors
+    errors = errors_of(pool(BASE, nodeConfig={f"k{i}": i for i in range(33)}))
+    assert any(f == "spec.supernodes.pools[0].nodeConfig" and "at most 32" in m for f, m in errors), errors
     errors = errors_of(pool(BASE, nodeConfig={"long": "x" * 1025}))
     assert any(f == "spec.supernodes.pools[0].nodeConfig.long" and "at most 1024" in m for f, m in errors), errors
