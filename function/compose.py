@@ -6,10 +6,12 @@ import dataclasses
 from typing import Any
 
 from function import nodeconfig, placement, readiness, superlink, supernodes, validation
-from function.spec import FederationSpec
+from function.spec import FederationSpec, ProviderConfigRef
 from function.validation import SpecError
 
 OBJECT_API = "kubernetes.crossplane.io/v1alpha2"
+# Crossplane v2 namespaced XRs compose namespaced Objects.
+NAMESPACED_OBJECT_API = "kubernetes.m.crossplane.io/v1alpha1"
 CLAIM_NAME = "crossplane.io/claim-name"
 CLAIM_NAMESPACE = "crossplane.io/claim-namespace"
 
@@ -41,6 +43,8 @@ class Federation:
     name: str
     namespace: str
     spec: FederationSpec
+    # A Crossplane v2 namespaced XR, rather than a cluster-scoped one (claimed or not).
+    namespaced: bool = False
 
 
 def federation(xr: dict[str, Any]) -> Federation:
@@ -52,30 +56,40 @@ def federation(xr: dict[str, Any]) -> Federation:
     claim_ref = (xr.get("spec") or {}).get("claimRef") or {}
     claim_name = labels.get(CLAIM_NAME) or claim_ref.get("name")
     claim_namespace = labels.get(CLAIM_NAMESPACE) or claim_ref.get("namespace")
+    namespaced = False
     if claim_name and claim_namespace:
-        # A claim deploys into its own namespace and nowhere else.
-        if spec.namespace and spec.namespace != claim_namespace:
-            raise SpecError(
-                [("spec.namespace", f"must be empty or {claim_namespace!r}: a claim deploys into its own namespace")]
-            )
         name, namespace = claim_name, claim_namespace
-        hub = placement.superlink_cluster(spec)
-        stray = [
-            (f"spec.supernodes.pools[{i}].namespace", f"must be empty or {namespace!r}: a claim's pools in the SuperLink's cluster stay in its namespace")
-            for i, pool in enumerate(spec.supernodes.pools)
-            if pool.namespace and pool.namespace != namespace and placement.pool_cluster(spec, pool) == hub
-        ]
-        if stray:
-            raise SpecError(stray)
+    elif metadata.get("namespace"):
+        # A Crossplane v2 namespaced XR: like a claim, it owns one namespace.
+        name, namespace, namespaced = metadata.get("name") or "", metadata["namespace"], True
     else:
-        name = metadata.get("name") or ""
-        namespace = spec.namespace or "default"
+        name, namespace = metadata.get("name") or "", spec.namespace or "default"
     if not name:
         raise SpecError([("metadata.name", "is required")])
+    if namespaced or claim_name:
+        _stay_in(namespace, spec)
     errors = validation.check_names(name, spec)
     if errors:
         raise SpecError(errors)
-    return Federation(name, namespace, spec)
+    return Federation(name, namespace, spec, namespaced)
+
+
+def _stay_in(namespace: str, spec: FederationSpec) -> None:
+    """A claim or namespaced XR deploys into its own namespace in the SuperLink's cluster."""
+    errors = []
+    if spec.namespace and spec.namespace != namespace:
+        errors.append(("spec.namespace", f"must be empty or {namespace!r}: a claim deploys into its own namespace"))
+    hub = placement.superlink_ref(spec)
+    for i, pool in enumerate(spec.supernodes.pools):
+        if pool.namespace and pool.namespace != namespace and placement.pool_ref(spec, pool) == hub:
+            errors.append(
+                (
+                    f"spec.supernodes.pools[{i}].namespace",
+                    f"must be empty or {namespace!r}: a claim's pools in the SuperLink's cluster stay in its namespace",
+                )
+            )
+    if errors:
+        raise SpecError(errors)
 
 
 def live(observed: dict[str, Any], name: str) -> Any:
@@ -89,7 +103,7 @@ def live(observed: dict[str, Any], name: str) -> Any:
 @dataclasses.dataclass(frozen=True)
 class Composed:
     manifest: dict[str, Any]
-    provider_config: str
+    provider_config: ProviderConfigRef
 
 
 @dataclasses.dataclass
@@ -112,7 +126,7 @@ def plan(fed: Federation, observed: dict[str, Any] | None = None, remembered: An
     """
     observed = observed or {}
     spec = fed.spec
-    hub = placement.superlink_cluster(spec)
+    hub = placement.superlink_ref(spec)
     resources = {
         SUPERLINK: Composed(superlink.statefulset(fed.name, fed.namespace, spec), hub),
         SERVICE: Composed(superlink.service(fed.name, fed.namespace, spec), hub),
@@ -126,7 +140,8 @@ def plan(fed: Federation, observed: dict[str, Any] | None = None, remembered: An
     total = sum(p.replicas or 0 for p in spec.supernodes.pools) if spec.mode == "StatefulSet" else None
     for pool in spec.supernodes.pools:
         name = pool_resource(pool.name)
-        cluster = placement.pool_cluster(spec, pool)
+        ref = placement.pool_ref(spec, pool)
+        cluster = ref.name
         namespace = placement.pool_namespace(fed.namespace, pool)
         fleet = local_fleet
         if placement.remote(spec, pool):
@@ -140,11 +155,11 @@ def plan(fed: Federation, observed: dict[str, Any] | None = None, remembered: An
             fleet = external.address
         context = nodeconfig.Context(pool.name, pool.replicas, cluster, total)
         resources[name] = Composed(
-            supernodes.workload(fed.name, namespace, spec, pool, fleet, context, offsets.get(pool.name, 0)), cluster
+            supernodes.workload(fed.name, namespace, spec, pool, fleet, context, offsets.get(pool.name, 0)), ref
         )
         if pool.createNamespace:
             resources[namespace_resource(cluster, namespace)] = Composed(
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, cluster
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, ref
             )
     return Plan(resources, kept, held, external, remote_pools)
 
@@ -169,21 +184,25 @@ def manifests(fed: Federation) -> dict[str, dict[str, Any]]:
     return {name: c.manifest for name, c in plan(fed).resources.items()}
 
 
-def wrap(manifest: dict[str, Any], provider_config: str) -> dict[str, Any]:
-    """A provider-kubernetes Object that applies manifest to the chosen cluster."""
+def wrap(manifest: dict[str, Any], ref: ProviderConfigRef, namespaced: bool = False) -> dict[str, Any]:
+    """A provider-kubernetes Object that applies manifest to the chosen cluster.
+
+    A namespaced XR composes namespaced Objects, which name the kind of their
+    provider config; cluster-scoped Objects only take its name.
+    """
     return {
-        "apiVersion": OBJECT_API,
+        "apiVersion": NAMESPACED_OBJECT_API if namespaced else OBJECT_API,
         "kind": "Object",
         "spec": {
             "forProvider": {"manifest": manifest},
-            "providerConfigRef": {"name": provider_config},
+            "providerConfigRef": {"kind": ref.kind, "name": ref.name} if namespaced else {"name": ref.name},
             "readiness": readiness.policy(manifest),
         },
     }
 
 
-def desired(built: Plan) -> dict[str, dict[str, Any]]:
+def desired(fed: Federation, built: Plan) -> dict[str, dict[str, Any]]:
     """The Objects to return: the planned ones wrapped, the kept ones as observed."""
-    out = {name: wrap(c.manifest, c.provider_config) for name, c in built.resources.items()}
+    out = {name: wrap(c.manifest, c.provider_config, fed.namespaced) for name, c in built.resources.items()}
     out.update(built.kept)
     return out

@@ -35,7 +35,7 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
         fed = compose.federation(xr)
         remembered = ((xr.get("status") or {}).get("endpoints") or {}).get("external")
         built = compose.plan(fed, observed, remembered)
-        desired = compose.desired(built)
+        desired = compose.desired(fed, built)
         report = status.report(fed, built, observed, (xr.get("metadata") or {}).get("generation"))
     except SpecError as err:
         return _fatal(rsp, f"invalid Federation: {err}")

@@ -76,12 +76,18 @@ def serve(debug: bool, address: str, tls_certs_dir: str | None, insecure: bool) 
     type=click.Path(exists=True),
     help="YAML file or directory of observed composed resources (as `crossplane render -o`).",
 )
-def render(file: str, observed: str | None) -> None:
+@click.option(
+    "--xrd",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The XRD to follow, as `crossplane render --xrd`: with a namespaced (v2) XRD a "
+    "Federation is a namespaced XR; without one it is taken as a claim.",
+)
+def render(file: str, observed: str | None, xrd: str | None) -> None:
     """Render FILE (an XR, a claim or a flower-operator Federation) to a YAML stream."""
     from function import render as renderer
 
     try:
-        text, warnings = renderer.render_file(file, observed)
+        text, warnings = renderer.render_file(file, observed, xrd)
     except renderer.RenderError as err:
         click.echo(f"error: {err}", err=True)
         sys.exit(1)

@@ -12,17 +12,21 @@ import dataclasses
 import re
 from typing import Any
 
-from function.spec import FederationSpec, PoolSpec
+from function.spec import FederationSpec, PoolSpec, ProviderConfigRef
 
 _HAS_PORT = re.compile(r"(^\[.*\]:\d+$)|(^[^\[\]:]+:\d+$)")
 
 
-def superlink_cluster(spec: FederationSpec) -> str:
-    return (spec.superlink.providerConfigRef or spec.providerConfigRef).name
+def superlink_ref(spec: FederationSpec) -> ProviderConfigRef:
+    return spec.superlink.providerConfigRef or spec.providerConfigRef
+
+
+def pool_ref(spec: FederationSpec, pool: PoolSpec) -> ProviderConfigRef:
+    return pool.providerConfigRef or spec.providerConfigRef
 
 
 def pool_cluster(spec: FederationSpec, pool: PoolSpec) -> str:
-    return (pool.providerConfigRef or spec.providerConfigRef).name
+    return pool_ref(spec, pool).name
 
 
 def pool_namespace(namespace: str, pool: PoolSpec) -> str:
@@ -30,7 +34,7 @@ def pool_namespace(namespace: str, pool: PoolSpec) -> str:
 
 
 def remote(spec: FederationSpec, pool: PoolSpec) -> bool:
-    return pool_cluster(spec, pool) != superlink_cluster(spec)
+    return pool_ref(spec, pool) != superlink_ref(spec)
 
 
 @dataclasses.dataclass(frozen=True)

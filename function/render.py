@@ -39,14 +39,32 @@ def _load(path: str) -> list[dict[str, Any]]:
     return docs
 
 
-def composite(manifest: dict[str, Any]) -> dict[str, Any]:
-    """The XR Crossplane would pass for an XR, a claim or an operator Federation."""
+def namespaced_xrd(path: str) -> bool:
+    """Whether the XRD at path defines namespaced composites (Crossplane v2)."""
+    docs = _load(path)
+    xrd = next((d for d in docs if d.get("kind") == "CompositeResourceDefinition"), None)
+    if xrd is None:
+        raise RenderError(f"{path}: no CompositeResourceDefinition")
+    default = "Namespaced" if str(xrd.get("apiVersion", "")).endswith("/v2") else "LegacyCluster"
+    return ((xrd.get("spec") or {}).get("scope") or default) == "Namespaced"
+
+
+def composite(manifest: dict[str, Any], namespaced: bool = False) -> dict[str, Any]:
+    """The XR Crossplane would pass for an XR, a claim or an operator Federation.
+
+    With namespaced (an XRD of scope Namespaced), a Federation is the XR itself.
+    """
     metadata = manifest.get("metadata") or {}
     if not isinstance(metadata, dict) or not metadata.get("name"):
         raise RenderError("metadata.name is required")
     spec = manifest.get("spec")
     if manifest.get("kind") == "XFederation":
         return {"apiVersion": GROUP_VERSION, "kind": "XFederation", "metadata": metadata, "spec": spec}
+    if namespaced:
+        meta = {"name": metadata["name"], "namespace": metadata.get("namespace") or "default"}
+        if "generation" in metadata:
+            meta["generation"] = metadata["generation"]
+        return {"apiVersion": GROUP_VERSION, "kind": "Federation", "metadata": meta, "spec": spec}
     # A claim, or a flower-operator Federation: Crossplane's XR for it carries
     # the claim's name and namespace as labels.
     name, namespace = metadata["name"], metadata.get("namespace") or "default"
@@ -72,9 +90,11 @@ def request(xr: dict[str, Any], observed: list[dict[str, Any]]) -> fnv1.RunFunct
     return req
 
 
-def render(manifest: dict[str, Any], observed: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def render(
+    manifest: dict[str, Any], observed: list[dict[str, Any]], namespaced: bool = False
+) -> tuple[list[dict[str, Any]], list[str]]:
     """The rendered documents and any warnings; RenderError for a fatal result."""
-    xr = composite(manifest)
+    xr = composite(manifest, namespaced)
     rsp = fn.run(request(xr, observed))
     fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     if fatal:
@@ -83,7 +103,8 @@ def render(manifest: dict[str, Any], observed: list[dict[str, Any]]) -> tuple[li
     xr_name = xr["metadata"]["name"]
     status = fn.integral(resource.struct_to_dict(rsp.desired.composite.resource)).get("status", {})
     status["conditions"] = conditions(rsp)
-    out_xr = {"apiVersion": xr["apiVersion"], "kind": xr["kind"], "metadata": {"name": xr_name}, "status": status}
+    out_meta = {"name": xr_name, **({"namespace": xr["metadata"]["namespace"]} if namespaced else {})}
+    out_xr = {"apiVersion": xr["apiVersion"], "kind": xr["kind"], "metadata": out_meta, "status": status}
     docs = [out_xr]
     for name in sorted(rsp.desired.resources):
         obj = fn.integral(resource.struct_to_dict(rsp.desired.resources[name].resource))
@@ -134,11 +155,11 @@ def conditions(rsp: fnv1.RunFunctionResponse) -> list[dict[str, str]]:
     return out
 
 
-def render_file(path: str, observed_path: str | None = None) -> tuple[str, list[str]]:
+def render_file(path: str, observed_path: str | None = None, xrd_path: str | None = None) -> tuple[str, list[str]]:
     docs = _load(path)
     if not docs:
         raise RenderError(f"{path}: no document")
     observed = _load(observed_path) if observed_path else []
-    rendered, warnings = render(docs[0], observed)
+    rendered, warnings = render(docs[0], observed, namespaced_xrd(xrd_path) if xrd_path else False)
     text = "".join("---\n" + yaml.safe_dump(d, sort_keys=True) for d in rendered)
     return text, warnings

@@ -81,6 +81,13 @@ class ProviderConfigRef(Model):
         min_length=1,
         description="Name of the provider-kubernetes ProviderConfig that picks the target cluster.",
     )
+    kind: Literal["ProviderConfig", "ClusterProviderConfig"] = Field(
+        default="ClusterProviderConfig",
+        description=(
+            "For namespaced Federations (Crossplane v2): a ProviderConfig in the Federation's "
+            "namespace, or a ClusterProviderConfig. Cluster-scoped Objects ignore it."
+        ),
+    )
 
 
 class ServicePorts(Model):

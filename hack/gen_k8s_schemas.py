@@ -76,4 +76,4 @@ def render() -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(generated.main(OUT, render, __doc__, "hack/gen_k8s_schemas.py"))
+    sys.exit(generated.main({OUT: render}, __doc__, "hack/gen_k8s_schemas.py"))

@@ -8,15 +8,19 @@ import sys
 from typing import Callable
 
 
-def main(out: pathlib.Path, render: Callable[[], str], doc: str | None, script: str) -> int:
+def main(outputs: dict[pathlib.Path, Callable[[], str]], doc: str | None, script: str) -> int:
     parser = argparse.ArgumentParser(description=doc)
-    parser.add_argument("--check", action="store_true", help="fail if the committed file is stale")
+    parser.add_argument("--check", action="store_true", help="fail if a committed file is stale")
     args = parser.parse_args()
-    text = render()
-    if not args.check:
-        out.write_text(text)
-        return 0
-    if out.exists() and out.read_text() == text:
-        return 0
-    print(f"{out.name} is stale: run python {script}", file=sys.stderr)
-    return 1
+    stale = []
+    for out, render in outputs.items():
+        text = render()
+        if not args.check:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text)
+        elif not out.exists() or out.read_text() != text:
+            stale.append(out.name)
+    if stale:
+        print(f"{', '.join(stale)} stale: run python {script}", file=sys.stderr)
+        return 1
+    return 0

@@ -83,7 +83,7 @@ def test_xrd_defaults_are_the_model_defaults():
         "ports": {"grpc": 9092, "serverAppIO": 9091, "extra": 9093},
     }
     assert defaulted["supernodes"]["pools"][0]["gpu"] == {"enabled": True, "count": 1, "mountAll": False}
-    assert defaulted["providerConfigRef"] == {"name": "default"}
+    assert defaulted["providerConfigRef"] == {"name": "default", "kind": "ClusterProviderConfig"}
     assert FederationSpec.model_validate(defaulted) == FederationSpec.model_validate(minimal)
 
 

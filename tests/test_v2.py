@@ -1,0 +1,138 @@
+"""The Crossplane v2 flavor: a namespaced Federation composing namespaced Objects."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+import yaml
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function import fn, render
+
+from conftest import EXAMPLES, INVALID, ROOT, load_all
+from helpers import BASE, spec
+from test_api import crd_for
+
+XRD_V2 = ROOT / "apis" / "v2" / "definition.yaml"
+COMPOSITION_V2 = ROOT / "apis" / "v2" / "composition.yaml"
+EXAMPLE = EXAMPLES / "v2" / "federation.yaml"
+
+
+def rendered(path=EXAMPLE, xrd=XRD_V2):
+    text, _ = render.render_file(str(path), None, str(xrd) if xrd else None)
+    docs = list(yaml.safe_load_all(text))
+    return docs[0], {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d for d in docs[1:]}
+
+
+def test_namespaced_federation_composes_namespaced_objects():
+    xr, objects = rendered()
+    assert (xr["kind"], xr["metadata"]) == ("Federation", {"name": "team-federation", "namespace": "team-a"})
+    assert set(objects) == {"superlink", "superlink-service", "pool-default", "pool-partner"}
+    for obj in objects.values():
+        assert obj["apiVersion"] == "kubernetes.m.crossplane.io/v1alpha1"
+    assert objects["superlink"]["spec"]["providerConfigRef"] == {"kind": "ProviderConfig", "name": "team-a-cluster"}
+    assert objects["pool-partner"]["spec"]["providerConfigRef"] == {"kind": "ClusterProviderConfig", "name": "partner-cluster"}
+    assert objects["superlink"]["spec"]["forProvider"]["manifest"]["metadata"]["namespace"] == "team-a"
+    args = objects["pool-partner"]["spec"]["forProvider"]["manifest"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--superlink=fleet.team-a.example.com:443" in args
+
+
+def test_without_the_xrd_a_namespaced_federation_is_a_claim():
+    xr, objects = rendered(xrd=None)
+    assert xr["kind"] == "XFederation"
+    assert {o["apiVersion"] for o in objects.values()} == {"kubernetes.crossplane.io/v1alpha2"}
+    assert objects["superlink"]["spec"]["providerConfigRef"] == {"name": "team-a-cluster"}
+
+
+def test_the_v1_xrd_keeps_claim_semantics():
+    xr, _ = rendered(xrd=ROOT / "apis" / "definition.yaml")
+    assert xr["kind"] == "XFederation"
+
+
+def test_function_picks_the_object_api_from_the_xr_scope():
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.update(
+        {"apiVersion": "flower.crossplane.io/v1alpha1", "kind": "Federation",
+         "metadata": {"name": "fed", "namespace": "team-b"}, "spec": BASE}
+    )
+    rsp = fn.run(req)
+    objects = {k: resource.struct_to_dict(v.resource) for k, v in rsp.desired.resources.items()}
+    assert {o["apiVersion"] for o in objects.values()} == {"kubernetes.m.crossplane.io/v1alpha1"}
+    assert objects["superlink"]["spec"]["providerConfigRef"] == {"kind": "ClusterProviderConfig", "name": "default"}
+    assert objects["pool-default"]["spec"]["forProvider"]["manifest"]["metadata"]["namespace"] == "team-b"
+
+
+def test_a_namespaced_federation_stays_in_its_namespace():
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.update(
+        {"apiVersion": "flower.crossplane.io/v1alpha1", "kind": "Federation",
+         "metadata": {"name": "fed", "namespace": "team-b"}, "spec": spec(BASE, namespace="kube-system")}
+    )
+    rsp = fn.run(req)
+    assert [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL][0].startswith(
+        "invalid Federation: spec.namespace: must be empty or 'team-b'"
+    )
+    assert len(rsp.desired.resources) == 0
+
+
+def test_golden_v2_output():
+    text, _ = render.render_file(str(EXAMPLE), None, str(XRD_V2))
+    golden = ROOT / "tests" / "golden" / "v2-federation.yaml"
+    import os
+
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        golden.write_text(text)
+    assert text == golden.read_text()
+
+
+def test_api_server_accepts_the_v2_schema(crdcheck, tmp_path):
+    path = tmp_path / "crd.yaml"
+    path.write_text(yaml.safe_dump(crd_for(yaml.safe_load(XRD_V2.read_text()))))
+    proc = subprocess.run([crdcheck, str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_crank_render_v2_matches_function_render(crank, functions_file, tmp_path):
+    xr_file = tmp_path / "xr.yaml"
+    xr_file.write_text(yaml.safe_dump(render.composite(load_all(EXAMPLE)[0], namespaced=True)))
+    proc = subprocess.run([crank, "render", str(xr_file), str(COMPOSITION_V2), str(functions_file)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    ours_xr, ours = rendered()
+    assert {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d["spec"] for d in docs[1:]} == {
+        name: d["spec"] for name, d in ours.items()
+    }
+    assert docs[0]["status"] == ours_xr["status"]
+    assert docs[0]["metadata"]["namespace"] == "team-a"
+
+
+def test_crank_validate_v2_examples_and_objects(crank, validate_cache, shared_crds, tmp_path):
+    proc = subprocess.run(
+        [crank, "beta", "validate", *validate_cache, "--error-on-missing-schemas",
+         f"{XRD_V2},{shared_crds / 'crossplane'}", f"{EXAMPLE},{COMPOSITION_V2}"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 success cases, 0 failure cases" in proc.stdout
+    _, objects = rendered()
+    (tmp_path / "objects.yaml").write_text(yaml.safe_dump_all(list(objects.values())))
+    proc = subprocess.run(
+        [crank, "beta", "validate", *validate_cache, "--error-on-missing-schemas", str(shared_crds / "provider-kubernetes"),
+         f"{tmp_path / 'objects.yaml'},{EXAMPLES / 'v2' / 'providerconfigs.yaml'}"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "6 success cases, 0 failure cases" in proc.stdout
+
+
+@pytest.mark.parametrize("bad", INVALID, ids=[p.stem for p in INVALID])
+def test_v2_xrd_rejects_invalid_examples_too(bad, crank, validate_cache):
+    from test_examples import expected_message
+
+    proc = subprocess.run([crank, "beta", "validate", *validate_cache, str(XRD_V2), str(bad)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert expected_message(bad) in proc.stdout, proc.stdout
