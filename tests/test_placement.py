@@ -199,3 +199,22 @@ def test_provider_configs_example_is_valid(crank, validate_cache, shared_crds):
         capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_function_render_observed_releases_remote_pools(tmp_path):
+    held, _ = render.render_file(str(HUB_SPOKES))
+    assert "pool-eu" not in held
+    observed = {
+        "apiVersion": "kubernetes.crossplane.io/v1alpha2",
+        "kind": "Object",
+        "metadata": {"annotations": {render.COMPOSITION_RESOURCE_NAME: "superlink-service"}},
+        "status": {"atProvider": {"manifest": {"status": {"loadBalancer": {"ingress": [{"hostname": "hub.example.com"}]}}}}},
+    }
+    (tmp_path / "service.yaml").write_text(yaml.safe_dump(observed))
+    text, _ = render.render_file(str(HUB_SPOKES), str(tmp_path))
+    docs = list(yaml.safe_load_all(text))
+    objects = {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d for d in docs[1:]}
+    assert superlink_arg(objects["pool-eu"]) == "--superlink=hub.example.com:9092"
+    conditions = {c["type"]: c for c in docs[0]["status"]["conditions"]}
+    assert conditions["ExternalAddressReady"]["status"] == "True"
+    assert docs[0]["status"]["endpoints"]["external"] == "hub.example.com:9092"
