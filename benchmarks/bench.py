@@ -38,6 +38,7 @@ def cold_run(req: fnv1.RunFunctionRequest) -> None:
     """A call with the per-content caches emptied: a spec never seen before."""
     k8s_schema._problems.cache_clear()
     nodeconfig.value_token.cache_clear()
+    fn._STRUCTS.clear()
     fn.run(req)
 
 

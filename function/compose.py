@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from function import nodeconfig, placement, readiness, superlink, supernodes, validation
+from function import names, nodeconfig, placement, pods, readiness, superlink, supernodes, validation
 from function.spec import FederationSpec, ProviderConfigRef
 from function.validation import SpecError
 
@@ -131,6 +131,7 @@ def plan(fed: Federation, observed: dict[str, Any] | None = None, remembered: An
         SUPERLINK: Composed(superlink.statefulset(fed.name, fed.namespace, spec), hub),
         SERVICE: Composed(superlink.service(fed.name, fed.namespace, spec), hub),
     }
+    _add_service_account(resources, fed, hub, fed.namespace)
     external = placement.external(spec, live(observed, SERVICE), remembered)
     local_fleet = f"{superlink.service_address(fed.name, fed.namespace)}:{spec.superlink.service.ports.grpc}"
     kept: dict[str, dict[str, Any]] = {}
@@ -157,6 +158,7 @@ def plan(fed: Federation, observed: dict[str, Any] | None = None, remembered: An
         resources[name] = Composed(
             supernodes.workload(fed.name, namespace, spec, pool, fleet, context, offsets.get(pool.name, 0)), ref
         )
+        _add_service_account(resources, fed, ref, namespace)
         if pool.createNamespace:
             resources[namespace_resource(cluster, namespace)] = Composed(
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, ref
@@ -177,6 +179,15 @@ def global_offsets(spec: FederationSpec) -> dict[str, int]:
 
 def namespace_resource(cluster: str, namespace: str) -> str:
     return f"namespace-{cluster}-{namespace}"
+
+
+def _add_service_account(resources: dict[str, Composed], fed: Federation, ref: ProviderConfigRef, namespace: str) -> None:
+    """The Federation's ServiceAccount, once per cluster and namespace its pods run in."""
+    labels = names.labels(fed.name, "flower", "serviceaccount")
+    resources.setdefault(
+        f"serviceaccount-{ref.name}-{namespace}",
+        Composed(pods.service_account_manifest(fed.name, namespace, labels), ref),
+    )
 
 
 def manifests(fed: Federation) -> dict[str, dict[str, Any]]:

@@ -83,6 +83,9 @@ def observe(manifest: dict[str, Any], live: Any) -> Observed:
 
 def _observe(manifest: dict[str, Any], live: dict[str, Any]) -> Observed:
     kind = manifest["kind"]
+    if kind not in ("StatefulSet", "DaemonSet", "Service"):
+        # A ServiceAccount or Namespace is ready once it exists.
+        return Observed(True)
     status = live.get("status") or {}
     metadata = live.get("metadata") or {}
     if not isinstance(status, dict) or not isinstance(metadata, dict):

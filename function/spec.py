@@ -27,6 +27,10 @@ FLEET_PORT = 9092
 SERVERAPPIO_PORT = 9091
 CONTROL_PORT = 9093
 CLIENTAPPIO_PORT = 9094
+# gRPC health servers, one per container: containers of a pod share its ports.
+HEALTH_PORTS = {"superlink": 9095, "superexec-serverapp": 9096, "supernode": 9097, "superexec-clientapp": 9098}
+# The user the Flower images run as.
+FLOWER_UID = 49999
 
 # An object field defaulted to {} in the XRD, so its own field defaults apply.
 OBJECT_DEFAULT = {"default": {}}
@@ -348,6 +352,10 @@ CEL_RULES = [
 ]
 
 
+class LocalObjectReference(Model):
+    name: str = Field(min_length=1, description="Name of the Secret.")
+
+
 class FederationSpec(Model):
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": CEL_RULES})
 
@@ -373,6 +381,19 @@ class FederationSpec(Model):
         description=(
             "Namespace of the workloads for a bare XR; a claim always deploys into "
             "its own namespace. Defaults to 'default'."
+        ),
+    )
+    imagePullSecrets: list[LocalObjectReference] = Field(
+        default_factory=list, description="Secrets for pulling the images, in every pod."
+    )
+    imagePullPolicy: Literal["Always", "IfNotPresent", "Never"] | None = Field(
+        default=None, description="Pull policy of every container; Kubernetes' default when unset."
+    )
+    healthProbes: bool = Field(
+        default=True,
+        description=(
+            "Start each Flower process with --health-server-address and give its container "
+            "gRPC readiness and liveness probes."
         ),
     )
     superlink: SuperLinkSpec

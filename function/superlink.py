@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from function import merge, names
+from function import merge, names, pods
 from function.spec import CONTROL_PORT, FLEET_PORT, SERVERAPPIO_PORT, FederationSpec
 
 
@@ -72,7 +72,7 @@ def statefulset(federation: str, namespace: str, spec: FederationSpec) -> dict[s
             "replicas": 1,
             "selector": {"matchLabels": labels},
             "serviceName": name,
-            "template": merge.pod_template(labels, pod_spec, spec.superlink.podTemplate),
+            "template": merge.pod_template(labels, pods.harden(pod_spec, federation, spec), spec.superlink.podTemplate),
         },
     }
     claims = merge.claim_templates(spec.superlink.volumeClaimTemplates)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from function import gpu, merge, names, nodeconfig
+from function import gpu, merge, names, nodeconfig, pods
 from function.spec import CLIENTAPPIO_PORT, FederationSpec, PoolSpec
 
 
@@ -90,7 +90,7 @@ def workload(
         pod_spec["runtimeClassName"] = runtime_class
     workload_spec: dict[str, Any] = {
         "selector": {"matchLabels": labels},
-        "template": merge.pod_template(labels, pod_spec, pool.podTemplate),
+        "template": merge.pod_template(labels, pods.harden(pod_spec, federation, spec), pool.podTemplate),
     }
     if spec.mode == "StatefulSet":
         workload_spec = {"replicas": pool.replicas, **workload_spec, "serviceName": name}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from function import compose
+from function import compose, pods
 
 BASE: dict[str, Any] = {
     "mode": "StatefulSet",
@@ -65,8 +65,37 @@ def manifests(s: dict[str, Any], name: str = "fed", namespace: str = "team-a") -
     return compose.manifests(compose.federation(xr(s, name, namespace)))
 
 
+HARDENING_POD_FIELDS = ("securityContext", "serviceAccountName", "automountServiceAccountToken")
+HARDENING_CONTAINER_FIELDS = ("readinessProbe", "livenessProbe")
+
+
+def without_hardening(pod_spec: dict[str, Any]) -> dict[str, Any]:
+    """A pod spec without what function/pods.py adds to every pod (tested in test_pods.py),
+    so builder tests see their own concern only."""
+    out = {k: v for k, v in pod_spec.items() if k not in HARDENING_POD_FIELDS}
+    volumes = [v for v in out.get("volumes", []) if not v["name"].startswith("scratch-")]
+    if volumes:
+        out["volumes"] = volumes
+    else:
+        out.pop("volumes", None)
+    containers = []
+    for c in out["containers"]:
+        c = {k: v for k, v in c.items() if k not in HARDENING_CONTAINER_FIELDS}
+        c["args"] = [a for a in c["args"] if not a.startswith("--health-server-address=")]
+        if c.get("securityContext") == pods.CONTAINER_SECURITY:
+            del c["securityContext"]
+        mounts = [m for m in c.get("volumeMounts", []) if not m["name"].startswith("scratch-")]
+        if mounts:
+            c["volumeMounts"] = mounts
+        else:
+            c.pop("volumeMounts", None)
+        containers.append(c)
+    out["containers"] = containers
+    return out
+
+
 def pod(s: dict[str, Any], resource: str = "pool-default") -> dict[str, Any]:
-    return manifests(s)[resource]["spec"]["template"]["spec"]
+    return without_hardening(manifests(s)[resource]["spec"]["template"]["spec"])
 
 
 def container(s: dict[str, Any], name: str = "supernode", resource: str = "pool-default") -> dict[str, Any]:

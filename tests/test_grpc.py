@@ -31,7 +31,7 @@ def test_v1_composes_objects(channel):
     rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(request(BASE), timeout=10)
     assert rsp.meta.tag == "t1"
     assert [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL] == []
-    assert sorted(rsp.desired.resources) == ["pool-default", "superlink", "superlink-service"]
+    assert sorted(rsp.desired.resources) == ["pool-default", "serviceaccount-default-team-a", "superlink", "superlink-service"]
     obj = resource.struct_to_dict(rsp.desired.resources["pool-default"].resource)
     assert obj["apiVersion"] == "kubernetes.crossplane.io/v1alpha2"
     assert obj["kind"] == "Object"
@@ -43,7 +43,7 @@ def test_v1_composes_objects(channel):
 
 def test_v1beta1_is_served_too(channel):
     rsp = grpcv1beta1.FunctionRunnerServiceStub(channel).RunFunction(request(BASE, fnv1beta1), timeout=10)
-    assert sorted(rsp.desired.resources) == ["pool-default", "superlink", "superlink-service"]
+    assert sorted(rsp.desired.resources) == ["pool-default", "serviceaccount-default-team-a", "superlink", "superlink-service"]
 
 
 def test_provider_config_from_spec(channel):
@@ -81,3 +81,15 @@ def test_observed_counts_reach_status(channel):
     conditions = {c.type: c for c in rsp.conditions}
     assert conditions["SuperNodesReady"].status == fnv1.STATUS_CONDITION_FALSE
     assert conditions["SuperNodesReady"].message.startswith("Pool default not fully ready (1/2)")
+
+
+def test_fast_struct_builder_matches_the_sdk():
+    from google.protobuf import struct_pb2
+
+    from function import fn
+
+    obj = {"a": {"b": [1, 2.5, "x", True, None, {}, []], "c": {}}, "d": [], "e": "", "f": 0, "g": False}
+    expected = struct_pb2.Struct()
+    expected.update(obj)
+    assert fn.to_struct(obj) == expected
+    assert resource.struct_to_dict(fn.to_struct(obj)) == resource.struct_to_dict(expected)

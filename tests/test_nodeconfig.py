@@ -176,7 +176,7 @@ def test_global_partition_ids_are_unique_and_dense_across_pools():
     assert sorted(_global_ids(out, ["pool-a", "pool-b", "pool-c"])) == list(range(6))
     for name in ("pool-a", "pool-b", "pool-c"):
         args = out[name]["spec"]["template"]["spec"]["containers"][0]["args"]
-        assert args[-1] == "n=6 partition-id=$(FLOWER_GLOBAL_INDEX)"
+        assert args[args.index("--node-config") + 1] == "n=6 partition-id=$(FLOWER_GLOBAL_INDEX)"
     assert out["pool-c"]["spec"]["ordinals"] == {"start": 4}
 
 
@@ -199,4 +199,5 @@ def test_cluster_placeholder_is_the_pools_provider_config():
     s = spec(BASE, supernodes__pools=[{"name": "eu", "replicas": 1, "providerConfigRef": {"name": "spoke-eu"},
                                         "nodeConfig": {"site": "{cluster}"}}])
     s["superlink"]["externalAddress"] = "fleet.example.com"
-    assert manifests(s)["pool-eu"]["spec"]["template"]["spec"]["containers"][0]["args"][-1] == 'site="spoke-eu"'
+    args = manifests(s)["pool-eu"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--node-config") + 1] == 'site="spoke-eu"'

@@ -68,6 +68,13 @@ def test_policy_per_kind(manifest, expected):
     assert readiness.policy(manifest)["policy"] == expected
 
 
+@pytest.mark.parametrize("kind", ["ServiceAccount", "Namespace"])
+def test_plain_objects_are_ready_once_created(kind):
+    assert readiness.policy({"kind": kind})["policy"] == "SuccessfulCreate"
+    assert readiness.observe({"kind": kind}, {"metadata": {"name": "x"}}).ready
+    assert not readiness.observe({"kind": kind}, None).ready
+
+
 def test_cluster_ip_service_is_ready_once_created():
     assert readiness.observe(CLUSTER_IP, {"spec": {"type": "ClusterIP"}}).ready
     assert not readiness.observe(CLUSTER_IP, None).ready

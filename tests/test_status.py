@@ -61,6 +61,7 @@ def observed_objects(example, live):
 
 
 SERVICE = (1, {"loadBalancer": {}})
+CREATED = (1, {})
 
 # name -> (example, live objects, expected pools (name, desired, ready), supernodes,
 #          {condition type: (status, message)}, unready resources, warning substrings)
@@ -74,7 +75,7 @@ SCENARIOS = {
             "SuperLinkReady": ("False", "SuperLink not ready: not created yet; SuperLink Service not ready: not created yet"),
             "SuperNodesReady": ("False", "Pool cpu-only not ready: not created yet; Pool nvidia-gpus not ready: not created yet"),
         },
-        ["pool-cpu-only", "pool-nvidia-gpus", "superlink", "superlink-service"],
+        ["pool-cpu-only", "pool-nvidia-gpus", "serviceaccount-default-default", "superlink", "superlink-service"],
         [],
     ),
     "superlink-ready-pool-partly-ready": (
@@ -82,6 +83,7 @@ SCENARIOS = {
         {
             "superlink": sts_status(1, 1),
             "superlink-service": SERVICE,
+            "serviceaccount-default-default": CREATED,
             "pool-cpu-only": sts_status(4, 4),
             "pool-nvidia-gpus": sts_status(2, 1),
         },
@@ -99,6 +101,7 @@ SCENARIOS = {
         {
             "superlink": sts_status(1, 1),
             "superlink-service": SERVICE,
+            "serviceaccount-default-default": CREATED,
             "pool-cpu-only": sts_status(4, 4),
             "pool-nvidia-gpus": sts_status(2, 2),
         },
@@ -113,6 +116,7 @@ SCENARIOS = {
         {
             "superlink": sts_status(1, 1),
             "superlink-service": SERVICE,
+            "serviceaccount-default-default": CREATED,
             "pool-cpu-only": sts_status(4, 4, updated=1, generation=2, observed=2),
             "pool-nvidia-gpus": sts_status(2, 2),
         },
@@ -130,6 +134,7 @@ SCENARIOS = {
         {
             "superlink": sts_status(1, 1),
             "superlink-service": SERVICE,
+            "serviceaccount-default-default": CREATED,
             "pool-pool-a": ds_status(3, 3),
             "pool-pool-b": ds_status(0, 0),
         },
@@ -144,6 +149,7 @@ SCENARIOS = {
         {
             "superlink": sts_status(1, 1),
             "superlink-service": SERVICE,
+            "serviceaccount-default-default": CREATED,
             "pool-cpu-only": sts_status(4, 4),
             "pool-nvidia-gpus": sts_status(2, 2),
         },
@@ -161,6 +167,7 @@ SCENARIOS["garbled-status"] = (
     {
         "superlink": sts_status(1, 1),
         "superlink-service": SERVICE,
+        "serviceaccount-default-default": CREATED,
         "pool-cpu-only": (1, {"observedGeneration": 1, "readyReplicas": "lots"}),
         "pool-nvidia-gpus": sts_status(2, 2),
     },

@@ -80,7 +80,7 @@ def test_superlink_resources_env_extra_args_volumes_and_claims():
     assert c["resources"] == {"requests": {"cpu": "100m"}}
     assert [e["name"] for e in c["env"]] == ["A", "B"]
     assert c["args"][-2:] == ["--database", "/state/db.sqlite"]
-    assert sts["spec"]["template"]["spec"]["volumes"] == [{"name": "cfg", "configMap": {"name": "c"}}]
+    assert pod(s, "superlink")["volumes"] == [{"name": "cfg", "configMap": {"name": "c"}}]
     assert sts["spec"]["volumeClaimTemplates"] == [
         {"metadata": {"name": "state", "labels": {"a": "b"}}, "spec": {"accessModes": ["ReadWriteOnce"]}}
     ]

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from helpers import BASE, PROCESS, container, manifests, pod, pool, spec
+from helpers import BASE, PROCESS, container, manifests, pod, pool, spec, without_hardening
 
 DS = spec(BASE, mode="DaemonSet", supernodes__pools=[{"name": "edge"}])
 
@@ -32,7 +32,7 @@ def test_workload_kind_name_labels(s, kind, pool_name):
 def test_one_workload_per_pool():
     s = spec(BASE, supernodes__pools=[{"name": "a", "replicas": 1}, {"name": "b", "replicas": 3}])
     out = manifests(s)
-    assert sorted(out) == ["pool-a", "pool-b", "superlink", "superlink-service"]
+    assert sorted(out) == ["pool-a", "pool-b", "serviceaccount-default-team-a", "superlink", "superlink-service"]
     assert out["pool-b"]["spec"]["replicas"] == 3
 
 
@@ -176,10 +176,10 @@ def test_pod_template_merge_precedence():
     )
     w = manifests(s)["pool-default"]["spec"]["template"]
     assert w["metadata"]["labels"] == {**pool_labels("default"), "team": "ml"}
-    p = w["spec"]
+    assert w["spec"]["serviceAccountName"] == "runner"
+    p = without_hardening(w["spec"])
     assert p["nodeSelector"] == {"gpu": "yes"}
     assert p["tolerations"] == [{"key": "k", "operator": "Exists"}]
-    assert p["serviceAccountName"] == "runner"
     assert p["terminationGracePeriodSeconds"] == 5
     assert p["imagePullSecrets"] == [{"name": "regcred"}]
     # The spec's own volume wins over a podTemplate volume of the same name.

@@ -29,7 +29,10 @@ def rendered(path=EXAMPLE, xrd=XRD_V2):
 def test_namespaced_federation_composes_namespaced_objects():
     xr, objects = rendered()
     assert (xr["kind"], xr["metadata"]) == ("Federation", {"name": "team-federation", "namespace": "team-a"})
-    assert set(objects) == {"superlink", "superlink-service", "pool-default", "pool-partner"}
+    assert set(objects) == {
+        "superlink", "superlink-service", "pool-default", "pool-partner",
+        "serviceaccount-team-a-cluster-team-a", "serviceaccount-partner-cluster-team-a",
+    }
     for obj in objects.values():
         assert obj["apiVersion"] == "kubernetes.m.crossplane.io/v1alpha1"
     assert objects["superlink"]["spec"]["providerConfigRef"] == {"kind": "ProviderConfig", "name": "team-a-cluster"}
@@ -125,7 +128,7 @@ def test_crank_validate_v2_examples_and_objects(crank, validate_cache, shared_cr
         capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "6 success cases, 0 failure cases" in proc.stdout
+    assert f"{len(objects) + 2} success cases, 0 failure cases" in proc.stdout
 
 
 @pytest.mark.parametrize("bad", INVALID, ids=[p.stem for p in INVALID])

@@ -1,0 +1,84 @@
+"""What every Flower pod gets: the restricted Pod Security Standard, writable
+scratch space, health probes, its ServiceAccount and image pull settings.
+
+The Flower images run as user app (uid 49999) with HOME=/app. With a
+read-only root filesystem, Flower needs somewhere to write: each container
+gets an emptyDir mounted at /app/.flwr (FLWR_HOME: apps, state) and /tmp.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from function import merge
+from function.spec import FLOWER_UID, HEALTH_PORTS, FederationSpec
+
+POD_SECURITY = {
+    "fsGroup": FLOWER_UID,
+    "runAsGroup": FLOWER_UID,
+    "runAsNonRoot": True,
+    "runAsUser": FLOWER_UID,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+}
+SCRATCH = (("flwr", "/app/.flwr"), ("tmp", "/tmp"))
+
+
+def service_account(federation: str) -> str:
+    return f"{federation}-flower"
+
+
+def service_account_manifest(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    # Flower never talks to the Kubernetes API: no token in its pods.
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": service_account(federation), "namespace": namespace, "labels": labels},
+        "automountServiceAccountToken": False,
+    }
+
+
+def _scratch_volume(container: str) -> str:
+    return f"scratch-{container}"
+
+
+def _harden_container(container: dict[str, Any], spec: FederationSpec) -> dict[str, Any]:
+    out = dict(container)
+    port = HEALTH_PORTS[out["name"]]
+    if spec.healthProbes:
+        out["args"] = [*out["args"], f"--health-server-address=0.0.0.0:{port}"]
+        out["readinessProbe"] = {"grpc": {"port": port}, "periodSeconds": 10, "failureThreshold": 3}
+        out["livenessProbe"] = {"grpc": {"port": port}, "initialDelaySeconds": 10, "periodSeconds": 20, "failureThreshold": 6}
+    if spec.imagePullPolicy:
+        out["imagePullPolicy"] = spec.imagePullPolicy
+    # A container that needs privilege (AMD mountAll) keeps only that.
+    if not (out.get("securityContext") or {}).get("privileged"):
+        out["securityContext"] = CONTAINER_SECURITY
+    taken = {m["mountPath"] for m in out.get("volumeMounts", [])}
+    scratch = [
+        {"name": _scratch_volume(out["name"]), "mountPath": path, "subPath": sub}
+        for sub, path in SCRATCH
+        if path not in taken
+    ]
+    if scratch:
+        out["volumeMounts"] = [*out.get("volumeMounts", []), *scratch]
+    return out
+
+
+def harden(pod_spec: dict[str, Any], federation: str, spec: FederationSpec) -> dict[str, Any]:
+    """The pod spec with the defaults above; a podTemplate merged later can override pod-level ones."""
+    out = dict(pod_spec)
+    out["containers"] = [_harden_container(c, spec) for c in pod_spec["containers"]]
+    out["securityContext"] = POD_SECURITY
+    out["serviceAccountName"] = service_account(federation)
+    out["automountServiceAccountToken"] = False
+    if spec.imagePullSecrets:
+        out["imagePullSecrets"] = [{"name": s.name} for s in spec.imagePullSecrets]
+    scratch = [{"name": _scratch_volume(c["name"]), "emptyDir": {}} for c in pod_spec["containers"]]
+    out["volumes"] = merge.add_missing(list(pod_spec.get("volumes", [])), scratch)
+    return out

@@ -1,0 +1,80 @@
+"""The Pod Security Standards' "restricted" profile, written from the published
+standard (kubernetes.io/docs/concepts/security/pod-security-standards), as a
+checker over a pod spec. Returns the controls a pod breaks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+BASELINE_CAPABILITIES = {
+    "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+    "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
+}
+SAFE_SYSCTLS = {
+    "kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+}
+SELINUX_TYPES = {"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
+RESTRICTED_VOLUMES = {
+    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret",
+}
+
+
+def _containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*pod.get("initContainers", []), *pod.get("containers", []), *pod.get("ephemeralContainers", [])]
+
+
+def violations(pod: dict[str, Any]) -> set[str]:
+    found: set[str] = set()
+    pod_sc = pod.get("securityContext") or {}
+    containers = _containers(pod)
+    contexts = [pod_sc] + [c.get("securityContext") or {} for c in containers]
+    # Baseline.
+    if any((sc.get("windowsOptions") or {}).get("hostProcess") for sc in contexts):
+        found.add("hostProcess")
+    if pod.get("hostNetwork") or pod.get("hostPID") or pod.get("hostIPC"):
+        found.add("hostNamespaces")
+    if any((c.get("securityContext") or {}).get("privileged") for c in containers):
+        found.add("privileged")
+    for c in containers:
+        added = set(((c.get("securityContext") or {}).get("capabilities") or {}).get("add") or [])
+        if added - BASELINE_CAPABILITIES:
+            found.add("capabilities")
+    volumes = pod.get("volumes") or []
+    if any("hostPath" in v for v in volumes):
+        found.add("hostPath")
+    if any(p.get("hostPort") for c in containers for p in c.get("ports") or []):
+        found.add("hostPorts")
+    for sc in contexts:
+        apparmor = (sc.get("appArmorProfile") or {}).get("type")
+        if apparmor not in (None, "RuntimeDefault", "Localhost"):
+            found.add("appArmor")
+        selinux = sc.get("seLinuxOptions") or {}
+        if selinux.get("type", "") not in SELINUX_TYPES or selinux.get("user") or selinux.get("role"):
+            found.add("seLinux")
+        if sc.get("procMount") not in (None, "Default"):
+            found.add("procMount")
+        if (sc.get("seccompProfile") or {}).get("type") == "Unconfined":
+            found.add("seccomp")
+    if any(s.get("name") not in SAFE_SYSCTLS for s in pod_sc.get("sysctls") or []):
+        found.add("sysctls")
+    # Restricted.
+    if any(not (set(v) - {"name"}) <= RESTRICTED_VOLUMES for v in volumes):
+        found.add("volumeTypes")
+    for c in containers:
+        sc = c.get("securityContext") or {}
+        if sc.get("allowPrivilegeEscalation") is not False:
+            found.add("allowPrivilegeEscalation")
+        if sc.get("runAsNonRoot") is False or not (sc.get("runAsNonRoot") or pod_sc.get("runAsNonRoot")):
+            found.add("runAsNonRoot")
+        caps = sc.get("capabilities") or {}
+        if "ALL" not in (caps.get("drop") or []) or set(caps.get("add") or []) - {"NET_BIND_SERVICE"}:
+            found.add("capabilities")
+        seccomp = (sc.get("seccompProfile") or pod_sc.get("seccompProfile") or {}).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            found.add("seccomp")
+    if any(sc.get("runAsUser") == 0 for sc in contexts):
+        found.add("runAsUser")
+    return found
