@@ -31,6 +31,10 @@ CLIENTAPPIO_PORT = 9094
 HEALTH_PORTS = {"superlink": 9095, "superexec-serverapp": 9096, "supernode": 9097, "superexec-clientapp": 9098}
 # The user the Flower images run as.
 FLOWER_UID = 49999
+# Where persistence keeps the SuperLink's state, and where pools find their auth key.
+STATE_VOLUME = "state"
+STATE_PATH = "/app/state"
+AUTH_KEY_PATH = "/app/auth/supernode.key"
 
 # An object field defaulted to {} in the XRD, so its own field defaults apply.
 OBJECT_DEFAULT = {"default": {}}
@@ -161,11 +165,40 @@ class Storage(Model):
     )
 
 
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
+
+
+class Persistence(Model):
+    size: str = Field(default="1Gi", pattern=QUANTITY_PATTERN, description="Size of the SuperLink's state volume.")
+    storageClassName: str | None = Field(
+        default=None, min_length=1, description="Storage class of the volume; the cluster's default when unset."
+    )
+
+
+class SecretKeyRef(Model):
+    name: str = Field(min_length=1, description="Name of the Secret, in the pool's namespace and cluster.")
+    key: str = Field(min_length=1, description="Key of the Secret holding the value.")
+
+
+class NodeAuthentication(Model):
+    enabled: bool = Field(
+        default=False,
+        description="SuperLink accepts only SuperNodes whose keys are registered (--enable-supernode-auth).",
+    )
+
+
 class SuperLinkSpec(Storage):
     image: str = Field(min_length=1, description="SuperLink container image.")
     providerConfigRef: ProviderConfigRef | None = Field(
         default=None,
         description="Cluster of the SuperLink (the hub); defaults to spec.providerConfigRef.",
+    )
+    persistence: Persistence | None = Field(
+        default=None,
+        description=(
+            "Keep the SuperLink's state (--database, --storage-dir) on a volume claim, so runs "
+            "survive a restart. Without it the state lives in memory."
+        ),
     )
     externalAddress: str | None = Field(
         default=None,
@@ -243,6 +276,13 @@ class PoolSpec(Storage):
     )
     createNamespace: bool = Field(
         default=False, description="Compose the pool's namespace in its cluster as well."
+    )
+    authKeySecretRef: SecretKeyRef | None = Field(
+        default=None,
+        description=(
+            "Secret key holding the SuperNodes' private key, mounted read-only and passed "
+            "with --auth-supernode-private-key; required with node authentication."
+        ),
     )
     images: PoolImages = Field(default_factory=PoolImages, description="Images of this pool.")
     gpu: GPUConfig | None = Field(default=None, description="GPU settings.")
@@ -349,6 +389,11 @@ CEL_RULES = [
         "!p.nodeConfig.exists(k, type(p.nodeConfig[k]) == string && p.nodeConfig[k].contains('{globalIndex}')))",
         "message": "spec.supernodes.pools[*].nodeConfig cannot use both {index} and {globalIndex}",
     },
+    {
+        "rule": "!has(self.nodeAuthentication) || !has(self.nodeAuthentication.enabled) || "
+        "!self.nodeAuthentication.enabled || self.supernodes.pools.all(p, has(p.authKeySecretRef))",
+        "message": "spec.supernodes.pools[*].authKeySecretRef is required when nodeAuthentication.enabled=true",
+    },
 ]
 
 
@@ -388,6 +433,9 @@ class FederationSpec(Model):
     )
     imagePullPolicy: Literal["Always", "IfNotPresent", "Never"] | None = Field(
         default=None, description="Pull policy of every container; Kubernetes' default when unset."
+    )
+    nodeAuthentication: NodeAuthentication | None = Field(
+        default=None, description="SuperNode authentication."
     )
     healthProbes: bool = Field(
         default=True,

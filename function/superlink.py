@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from function import merge, names, pods
-from function.spec import CONTROL_PORT, FLEET_PORT, SERVERAPPIO_PORT, FederationSpec
+from function.spec import CONTROL_PORT, FLEET_PORT, SERVERAPPIO_PORT, STATE_PATH, STATE_VOLUME, FederationSpec, Persistence
 
 
 def service_address(federation: str, namespace: str) -> str:
@@ -17,6 +17,10 @@ def _container(spec: FederationSpec) -> dict[str, Any]:
     args = [f"--isolation={spec.isolationMode}"]
     if spec.insecure:
         args.append("--insecure")
+    if spec.nodeAuthentication is not None and spec.nodeAuthentication.enabled:
+        args.append("--enable-supernode-auth")
+    if link.persistence is not None:
+        args += [f"--database={STATE_PATH}/state.db", f"--storage-dir={STATE_PATH}/ffs"]
     args += link.extraArgs
     ports = [
         {"containerPort": FLEET_PORT, "name": "fleet", "protocol": "TCP"},
@@ -30,9 +34,18 @@ def _container(spec: FederationSpec) -> dict[str, Any]:
     env = merge.by_name(link.env)
     if env:
         container["env"] = env
-    if link.volumeMounts:
-        container["volumeMounts"] = merge.by_name(link.volumeMounts)
+    mounts = [{"name": STATE_VOLUME, "mountPath": STATE_PATH}] if link.persistence is not None else []
+    mounts = merge.by_name(mounts, link.volumeMounts)
+    if mounts:
+        container["volumeMounts"] = mounts
     return container
+
+
+def _state_claim(persistence: Persistence) -> dict[str, Any]:
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": persistence.size}}}
+    if persistence.storageClassName:
+        spec["storageClassName"] = persistence.storageClassName
+    return {"metadata": {"name": STATE_VOLUME}, "spec": spec}
 
 
 def _superexec(spec: FederationSpec) -> dict[str, Any]:
@@ -76,6 +89,8 @@ def statefulset(federation: str, namespace: str, spec: FederationSpec) -> dict[s
         },
     }
     claims = merge.claim_templates(spec.superlink.volumeClaimTemplates)
+    if spec.superlink.persistence is not None:
+        claims = [_state_claim(spec.superlink.persistence), *claims]
     if claims:
         workload["spec"]["volumeClaimTemplates"] = claims
     return workload

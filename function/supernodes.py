@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
 from function import gpu, merge, names, nodeconfig, pods
-from function.spec import CLIENTAPPIO_PORT, FederationSpec, PoolSpec
+from function.spec import AUTH_KEY_PATH, CLIENTAPPIO_PORT, FederationSpec, PoolSpec
+
+AUTH_KEY_VOLUME = "auth-key"
+AUTH_KEY_FILE = posixpath.basename(AUTH_KEY_PATH)
 
 
 def _supernode(spec: FederationSpec, pool: PoolSpec, fleet: str, context: nodeconfig.Context) -> dict[str, Any]:
@@ -15,6 +19,8 @@ def _supernode(spec: FederationSpec, pool: PoolSpec, fleet: str, context: nodeco
     process = spec.isolationMode == "process"
     if process:
         args.append(f"--clientappio-api-address=0.0.0.0:{CLIENTAPPIO_PORT}")
+    if pool.authKeySecretRef is not None:
+        args.append(f"--auth-supernode-private-key={AUTH_KEY_PATH}")
     args += pool.extraArgs
     env = merge.by_name(spec.supernodes.env, pool.env, gpu.env(pool.gpu))
     if pool.nodeConfig:
@@ -30,7 +36,11 @@ def _supernode(spec: FederationSpec, pool: PoolSpec, fleet: str, context: nodeco
     }
     # In process mode the ClientApp, and so the GPU, lives in the sidecar.
     resources = pool.supernodeResources if process else gpu.with_gpus(pool.supernodeResources, pool.gpu)
-    return _with_settings(container, pool, resources, env, pool.volumeMounts)
+    mounts = pool.volumeMounts
+    if pool.authKeySecretRef is not None:
+        # The directory, not the file, so a rotated key reaches the pod.
+        mounts = [*mounts, {"name": AUTH_KEY_VOLUME, "mountPath": posixpath.dirname(AUTH_KEY_PATH), "readOnly": True}]
+    return _with_settings(container, pool, resources, env, mounts)
 
 
 def _superexec(spec: FederationSpec, pool: PoolSpec) -> dict[str, Any]:
@@ -83,6 +93,10 @@ def workload(
         containers.append(_superexec(spec, pool))
     pod_spec: dict[str, Any] = {"containers": containers}
     volumes = merge.add_missing(merge.by_name(pool.volumes), gpu.volumes(pool.gpu))
+    if pool.authKeySecretRef is not None:
+        ref = pool.authKeySecretRef
+        secret = {"secretName": ref.name, "items": [{"key": ref.key, "path": AUTH_KEY_FILE}], "defaultMode": 0o440}
+        volumes = merge.add_missing(volumes, [{"name": AUTH_KEY_VOLUME, "secret": secret}])
     if volumes:
         pod_spec["volumes"] = volumes
     runtime_class = gpu.runtime_class(pool.gpu)

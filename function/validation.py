@@ -12,7 +12,7 @@ from typing import Any
 import pydantic
 
 from function import k8s_schema, names, nodeconfig
-from function.spec import K8S_TYPE, FederationSpec
+from function.spec import K8S_TYPE, STATE_VOLUME, FederationSpec
 
 
 class SpecError(Exception):
@@ -121,6 +121,21 @@ def check(spec: FederationSpec) -> list[tuple[str, str]]:
             errors.append(
                 (f"{field}.volumeClaimTemplates", "volumeClaimTemplates need mode StatefulSet")
             )
+    auth = spec.nodeAuthentication is not None and spec.nodeAuthentication.enabled
+    for i, pool in enumerate(pools):
+        if auth and pool.authKeySecretRef is None:
+            errors.append(
+                (
+                    f"spec.supernodes.pools[{i}].authKeySecretRef",
+                    "spec.supernodes.pools[*].authKeySecretRef is required when nodeAuthentication.enabled=true",
+                )
+            )
+    if spec.superlink.persistence is not None and any(
+        t.metadata.name == STATE_VOLUME for t in spec.superlink.volumeClaimTemplates
+    ):
+        errors.append(
+            ("spec.superlink.volumeClaimTemplates", f"the name {STATE_VOLUME!r} is taken by spec.superlink.persistence")
+        )
     errors.extend(_check_kubernetes_types(spec))
     return errors
 
