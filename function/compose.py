@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from function import names, nodeconfig, placement, pods, readiness, superlink, supernodes, validation
+from function import names, nodeconfig, placement, pods, readiness, superlink, supernodes, tls, validation
 from function.spec import FederationSpec, ProviderConfigRef
 from function.validation import SpecError
 
@@ -32,6 +32,7 @@ CROSSPLANE_SPEC_FIELDS = (
 
 SUPERLINK = "superlink"
 SERVICE = "superlink-service"
+CERTIFICATE = "superlink-certificate"
 
 
 def pool_resource(pool_name: str) -> str:
@@ -113,16 +114,25 @@ class Plan:
     resources: dict[str, Composed]
     # Observed Objects of held-back pools, returned unchanged so Crossplane keeps them.
     kept: dict[str, dict[str, Any]]
-    held: list[str]
+    # Held-back pools and what they wait for: "address" or "ca".
+    held: dict[str, str]
     external: placement.External
     remote: bool
+    # Whether the SuperLink's TLS Secret must be read (to copy its CA elsewhere),
+    # whether it was, and the pools that need that copy.
+    needs_ca: bool = False
+    ca_known: bool = False
+    ca_pools: list[str] = dataclasses.field(default_factory=list)
 
 
-def plan(fed: Federation, observed: dict[str, Any] | None = None, remembered: Any = None) -> Plan:
+def plan(
+    fed: Federation, observed: dict[str, Any] | None = None, remembered: Any = None, tls_secret: Any = None
+) -> Plan:
     """The composed resources of a Federation, keyed by composition resource name.
 
-    Everything follows from the spec, except the address remote pools dial,
-    which may have to be read from the observed Service first.
+    Everything follows from the spec, except what remote pools need first: the
+    address they dial (from the observed Service) and, with TLS, the CA they
+    trust (from the SuperLink's Secret, a required resource).
     """
     observed = observed or {}
     spec = fed.spec
@@ -133,37 +143,58 @@ def plan(fed: Federation, observed: dict[str, Any] | None = None, remembered: An
     }
     _add_service_account(resources, fed, hub, fed.namespace)
     external = placement.external(spec, live(observed, SERVICE), remembered)
+    if spec.tls is not None and spec.tls.certManager is not None:
+        resources[CERTIFICATE] = Composed(tls.certificate(fed.name, fed.namespace, spec, external.address), hub)
+    ca = tls.ca_from_secret(tls_secret) if spec.tls is not None else None
     local_fleet = f"{superlink.service_address(fed.name, fed.namespace)}:{spec.superlink.service.ports.grpc}"
     kept: dict[str, dict[str, Any]] = {}
-    held: list[str] = []
+    held: dict[str, str] = {}
+    ca_pools: list[str] = []
     remote_pools = False
     offsets = global_offsets(spec)
     total = sum(p.replicas or 0 for p in spec.supernodes.pools) if spec.mode == "StatefulSet" else None
     for pool in spec.supernodes.pools:
         name = pool_resource(pool.name)
         ref = placement.pool_ref(spec, pool)
-        cluster = ref.name
         namespace = placement.pool_namespace(fed.namespace, pool)
         fleet = local_fleet
-        if placement.remote(spec, pool):
-            remote_pools = True
-            if external.address is None:
-                # Never emitted with a wrong address; one that exists is kept as it is.
-                held.append(pool.name)
-                if isinstance(observed.get(name), dict) and isinstance(observed[name].get("spec"), dict):
-                    kept[name] = {k: observed[name][k] for k in ("apiVersion", "kind", "spec") if k in observed[name]}
-                continue
+        remote = placement.remote(spec, pool)
+        remote_pools = remote_pools or remote
+        if remote and external.address is None:
+            held[pool.name] = "address"
+        elif remote:
             fleet = external.address
-        context = nodeconfig.Context(pool.name, pool.replicas, cluster, total)
+        trust = None
+        copy_ca = False
+        if spec.tls is not None:
+            same_place = not remote and namespace == fed.namespace
+            if same_place:
+                trust = tls.pool_volume(tls.secret_name(fed.name, spec), tls.CA_FILE)
+            elif pool.caSecretRef is not None:
+                trust = tls.pool_volume(pool.caSecretRef.name, pool.caSecretRef.key)
+            else:
+                ca_pools.append(pool.name)
+                copy_ca = True
+                trust = tls.pool_volume(tls.ca_secret_name(fed.name), tls.CA_FILE)
+                if ca is None:
+                    held.setdefault(pool.name, "ca")
+        if pool.name in held:
+            # Never emitted with a wrong address or no CA; one that exists is kept as it is.
+            if isinstance(observed.get(name), dict) and isinstance(observed[name].get("spec"), dict):
+                kept[name] = {k: observed[name][k] for k in ("apiVersion", "kind", "spec") if k in observed[name]}
+            continue
+        context = nodeconfig.Context(pool.name, pool.replicas, ref.name, total)
         resources[name] = Composed(
-            supernodes.workload(fed.name, namespace, spec, pool, fleet, context, offsets.get(pool.name, 0)), ref
+            supernodes.workload(fed.name, namespace, spec, pool, fleet, context, offsets.get(pool.name, 0), trust), ref
         )
         _add_service_account(resources, fed, ref, namespace)
+        if copy_ca:
+            resources.setdefault(f"ca-{ref.name}-{namespace}", Composed(tls.ca_secret(fed.name, namespace, ca), ref))
         if pool.createNamespace:
-            resources[namespace_resource(cluster, namespace)] = Composed(
+            resources[namespace_resource(ref.name, namespace)] = Composed(
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, ref
             )
-    return Plan(resources, kept, held, external, remote_pools)
+    return Plan(resources, kept, held, external, remote_pools, bool(ca_pools), ca is not None, ca_pools)
 
 
 def global_offsets(spec: FederationSpec) -> dict[str, int]:

@@ -7,11 +7,11 @@ from typing import Any
 
 import grpc
 from google.protobuf import struct_pb2 as structpb
-from crossplane.function import logging, resource, response
+from crossplane.function import logging, request, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from function import compose, status
+from function import compose, status, tls
 from function.validation import SpecError
 
 
@@ -86,7 +86,8 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     try:
         fed = compose.federation(xr)
         remembered = ((xr.get("status") or {}).get("endpoints") or {}).get("external")
-        built = compose.plan(fed, observed, remembered)
+        tls_secret = request.get_required_resource(req, tls.REQUIREMENT)
+        built = compose.plan(fed, observed, remembered, tls_secret)
         desired = compose.desired(fed, built)
         report = status.report(fed, built, observed, (xr.get("metadata") or {}).get("generation"))
     except SpecError as err:
@@ -101,6 +102,11 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     if built.held:
         # Pools that wait are not desired resources, yet the Federation is not ready.
         rsp.desired.composite.ready = fnv1.READY_FALSE
+    if built.needs_ca:
+        # Copying the CA to other namespaces and clusters needs the SuperLink's Secret.
+        response.require_resources(
+            rsp, tls.REQUIREMENT, "v1", "Secret", match_name=tls.secret_name(fed.name, fed.spec), namespace=fed.namespace
+        )
     response.set_conditions(
         rsp, *(resource.Condition(typ=c.type, status=c.status, reason=c.reason, message=c.message) for c in report.conditions)
     )

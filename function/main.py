@@ -82,12 +82,18 @@ def serve(debug: bool, address: str, tls_certs_dir: str | None, insecure: bool) 
     help="The XRD to follow, as `crossplane render --xrd`: with a namespaced (v2) XRD a "
     "Federation is a namespaced XR; without one it is taken as a claim.",
 )
-def render(file: str, observed: str | None, xrd: str | None) -> None:
+@click.option(
+    "--required",
+    type=click.Path(exists=True),
+    help="YAML file or directory of resources to answer the function's requirements with "
+    "(as `crossplane render --required-resources`), e.g. the SuperLink's TLS Secret.",
+)
+def render(file: str, observed: str | None, xrd: str | None, required: str | None) -> None:
     """Render FILE (an XR, a claim or a flower-operator Federation) to a YAML stream."""
     from function import render as renderer
 
     try:
-        text, warnings = renderer.render_file(file, observed, xrd)
+        text, warnings = renderer.render_file(file, observed, xrd, required)
     except renderer.RenderError as err:
         click.echo(f"error: {err}", err=True)
         sys.exit(1)

@@ -14,7 +14,7 @@ import yaml
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import compose, fn
+from function import compose, fn, tls
 
 GROUP_VERSION = "flower.crossplane.io/v1alpha1"
 COMPOSITION_RESOURCE_NAME = "crossplane.io/composition-resource-name"
@@ -80,22 +80,56 @@ def composite(manifest: dict[str, Any], namespaced: bool = False) -> dict[str, A
     }
 
 
-def request(xr: dict[str, Any], observed: list[dict[str, Any]]) -> fnv1.RunFunctionRequest:
+def request(
+    xr: dict[str, Any], observed: list[dict[str, Any]], required: list[dict[str, Any]] | None = None
+) -> fnv1.RunFunctionRequest:
     req = fnv1.RunFunctionRequest()
     req.observed.composite.resource.update(xr)
     for obj in observed:
         name = ((obj.get("metadata") or {}).get("annotations") or {}).get(COMPOSITION_RESOURCE_NAME)
         if name:
             req.observed.resources[name].resource.update(obj)
+    for obj in required or []:
+        req.required_resources[tls.REQUIREMENT].items.add().resource.update(obj)
     return req
 
 
+def _satisfy(xr: dict[str, Any], observed: list[dict[str, Any]], required: list[dict[str, Any]]) -> fnv1.RunFunctionResponse:
+    """Run as Crossplane does: answer the function's resource requirements from
+    the given resources (by kind, name and namespace), then run it again."""
+    rsp = fn.run(request(xr, observed))
+    for _ in range(3):
+        wanted = rsp.requirements.resources
+        if not wanted:
+            return rsp
+        matches = {}
+        for key, selector in wanted.items():
+            matches[key] = [
+                r
+                for r in required
+                if r.get("apiVersion") == selector.api_version
+                and r.get("kind") == selector.kind
+                and (r.get("metadata") or {}).get("name") == selector.match_name
+                and (not selector.namespace or (r.get("metadata") or {}).get("namespace") == selector.namespace)
+            ]
+        req = request(xr, observed)
+        for key, items in matches.items():
+            req.required_resources[key].SetInParent()
+            for item in items:
+                req.required_resources[key].items.add().resource.update(item)
+        rsp = fn.run(req)
+    return rsp
+
+
 def render(
-    manifest: dict[str, Any], observed: list[dict[str, Any]], namespaced: bool = False
+    manifest: dict[str, Any],
+    observed: list[dict[str, Any]],
+    namespaced: bool = False,
+    required: list[dict[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The rendered documents and any warnings; RenderError for a fatal result."""
     xr = composite(manifest, namespaced)
-    rsp = fn.run(request(xr, observed))
+    rsp = _satisfy(xr, observed, required or [])
     fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     if fatal:
         raise RenderError("; ".join(fatal))
@@ -155,11 +189,14 @@ def conditions(rsp: fnv1.RunFunctionResponse) -> list[dict[str, str]]:
     return out
 
 
-def render_file(path: str, observed_path: str | None = None, xrd_path: str | None = None) -> tuple[str, list[str]]:
+def render_file(
+    path: str, observed_path: str | None = None, xrd_path: str | None = None, required_path: str | None = None
+) -> tuple[str, list[str]]:
     docs = _load(path)
     if not docs:
         raise RenderError(f"{path}: no document")
     observed = _load(observed_path) if observed_path else []
-    rendered, warnings = render(docs[0], observed, namespaced_xrd(xrd_path) if xrd_path else False)
+    required = _load(required_path) if required_path else []
+    rendered, warnings = render(docs[0], observed, namespaced_xrd(xrd_path) if xrd_path else False, required)
     text = "".join("---\n" + yaml.safe_dump(d, sort_keys=True) for d in rendered)
     return text, warnings

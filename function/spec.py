@@ -22,6 +22,7 @@ NODE_CONFIG = "x-flower-node-config"
 
 MAX_POOLS = 128
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 FLEET_PORT = 9092
 SERVERAPPIO_PORT = 9091
@@ -180,6 +181,11 @@ class SecretKeyRef(Model):
     key: str = Field(min_length=1, description="Key of the Secret holding the value.")
 
 
+class CASecretRef(Model):
+    name: str = Field(min_length=1, description="Name of the Secret, in the pool's namespace and cluster.")
+    key: str = Field(default="ca.crt", min_length=1, description="Key of the CA certificate.")
+
+
 class NodeAuthentication(Model):
     enabled: bool = Field(
         default=False,
@@ -276,6 +282,13 @@ class PoolSpec(Storage):
     )
     createNamespace: bool = Field(
         default=False, description="Compose the pool's namespace in its cluster as well."
+    )
+    caSecretRef: CASecretRef | None = Field(
+        default=None,
+        description=(
+            "With TLS: a Secret in the pool's namespace and cluster holding the CA certificate "
+            "SuperNodes trust. Without it the function composes one from the SuperLink's Secret."
+        ),
     )
     authKeySecretRef: SecretKeyRef | None = Field(
         default=None,
@@ -390,11 +403,43 @@ CEL_RULES = [
         "message": "spec.supernodes.pools[*].nodeConfig cannot use both {index} and {globalIndex}",
     },
     {
+        "rule": "!has(self.tls) || (has(self.tls.secretName) ? !has(self.tls.certManager) : has(self.tls.certManager))",
+        "message": "spec.tls needs exactly one of secretName and certManager",
+    },
+    {
+        "rule": "!has(self.tls) || !has(self.insecure) || !self.insecure",
+        "message": "spec.insecure must not be true when spec.tls is set",
+    },
+    {
         "rule": "!has(self.nodeAuthentication) || !has(self.nodeAuthentication.enabled) || "
         "!self.nodeAuthentication.enabled || self.supernodes.pools.all(p, has(p.authKeySecretRef))",
         "message": "spec.supernodes.pools[*].authKeySecretRef is required when nodeAuthentication.enabled=true",
     },
 ]
+
+
+class IssuerRef(Model):
+    name: str = Field(min_length=1, description="Name of the cert-manager issuer.")
+    kind: Literal["Issuer", "ClusterIssuer"] = Field(default="Issuer", description="Issuer or ClusterIssuer.")
+    group: str = Field(default="cert-manager.io", min_length=1, description="API group of the issuer.")
+
+
+class CertManagerTLS(Model):
+    issuerRef: IssuerRef = Field(description="The issuer that signs the SuperLink's certificate.")
+
+
+class TLSSpec(Model):
+    secretName: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        description="An existing Secret in the SuperLink's namespace with tls.crt, tls.key and ca.crt.",
+    )
+    certManager: CertManagerTLS | None = Field(
+        default=None,
+        description="Have cert-manager issue the certificate (a Certificate is composed).",
+    )
 
 
 class LocalObjectReference(Model):
@@ -413,7 +458,14 @@ class FederationSpec(Model):
     version: str | None = Field(
         default=None, min_length=1, description="Flower version, for information."
     )
-    insecure: bool = Field(default=True, description="Run Flower with --insecure.")
+    insecure: bool | None = Field(
+        default=None,
+        description=(
+            "Run SuperLink and SuperNodes with --insecure. Defaults to true without spec.tls "
+            "(as the operator) and to false with it; true beside spec.tls is refused."
+        ),
+    )
+    tls: TLSSpec | None = Field(default=None, description="TLS for the Fleet and Control APIs.")
     providerConfigRef: ProviderConfigRef = Field(
         default_factory=ProviderConfigRef,
         description="provider-kubernetes ProviderConfig of the target cluster.",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from function import compose, placement, readiness, superlink
+from function import compose, placement, readiness, superlink, tls
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +75,8 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
     pools, pool_judged, warnings = [], [], []
     for pool in fed.spec.supernodes.pools:
         name = compose.pool_resource(pool.name)
-        o = judged.get(name, readiness.Observed(False, detail="waiting for the SuperLink's external address"))
+        waiting_for = {"address": "the SuperLink's external address", "ca": "the CA certificate"}.get(built.held.get(pool.name, ""), "")
+        o = judged.get(name, readiness.Observed(False, detail=f"waiting for {waiting_for}"))
         pools.append(_pool_entry(fed, pool, o))
         pool_judged.append((f"Pool {pool.name}", o))
         if fed.spec.mode == "DaemonSet" and o.settled and o.desired == 0:
@@ -85,8 +86,8 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
             )
     if built.kept:
         warnings.append(
-            f"Pools {', '.join(sorted(built.held))} keep their last applied state until the "
-            f"SuperLink's external address is known again"
+            f"Pools {', '.join(sorted(built.kept))} keep their last applied state until what they "
+            "wait for is known again"
         )
     ready_total = sum(p["ready"] for p in pools)
     desired_total = sum(p["desired"] for p in pools)
@@ -113,6 +114,8 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
     ]
     if built.remote:
         conditions.append(_external_condition(built))
+    if built.needs_ca:
+        conditions.append(_ca_condition(fed, built))
     return Report(status, {name: o.ready for name, o in judged.items()}, conditions, warnings)
 
 
@@ -120,9 +123,23 @@ def _external_condition(built: compose.Plan) -> Condition:
     ext = built.external
     if ext.address:
         return Condition("ExternalAddressReady", "True", "Available", f"pools in other clusters dial {ext.address} ({ext.source})")
+    waiting = [name for name, reason in built.held.items() if reason == "address"]
     return Condition(
         "ExternalAddressReady",
         "False",
         "Waiting",
-        f"pools {', '.join(built.held)} in other clusters wait for {ext.waiting_for}",
+        f"pools {', '.join(waiting)} in other clusters wait for {ext.waiting_for}",
+    )
+
+
+def _ca_condition(fed: compose.Federation, built: compose.Plan) -> Condition:
+    secret = f"{fed.namespace}/{tls.secret_name(fed.name, fed.spec)}"
+    if built.ca_known:
+        return Condition("TLSReady", "True", "Available", f"pools elsewhere trust the CA of Secret {secret}")
+    return Condition(
+        "TLSReady",
+        "False",
+        "Waiting",
+        f"pools {', '.join(built.ca_pools)} wait for the CA certificate (ca.crt) of Secret {secret}, "
+        "read through Crossplane's required resources",
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from function import merge, names, pods
+from function import merge, names, pods, tls
 from function.spec import CONTROL_PORT, FLEET_PORT, SERVERAPPIO_PORT, STATE_PATH, STATE_VOLUME, FederationSpec, Persistence
 
 
@@ -15,8 +15,10 @@ def service_address(federation: str, namespace: str) -> str:
 def _container(spec: FederationSpec) -> dict[str, Any]:
     link = spec.superlink
     args = [f"--isolation={spec.isolationMode}"]
-    if spec.insecure:
+    if tls.insecure(spec):
         args.append("--insecure")
+    if tls.enabled(spec):
+        args += tls.superlink_args()
     if spec.nodeAuthentication is not None and spec.nodeAuthentication.enabled:
         args.append("--enable-supernode-auth")
     if link.persistence is not None:
@@ -35,6 +37,8 @@ def _container(spec: FederationSpec) -> dict[str, Any]:
     if env:
         container["env"] = env
     mounts = [{"name": STATE_VOLUME, "mountPath": STATE_PATH}] if link.persistence is not None else []
+    if tls.enabled(spec):
+        mounts.append(tls.mount())
     mounts = merge.by_name(mounts, link.volumeMounts)
     if mounts:
         container["volumeMounts"] = mounts
@@ -75,8 +79,11 @@ def statefulset(federation: str, namespace: str, spec: FederationSpec) -> dict[s
     if spec.isolationMode == "process":
         containers.append(_superexec(spec))
     pod_spec: dict[str, Any] = {"containers": containers}
-    if spec.superlink.volumes:
-        pod_spec["volumes"] = merge.by_name(spec.superlink.volumes)
+    volumes = merge.by_name(spec.superlink.volumes)
+    if tls.enabled(spec):
+        volumes = merge.add_missing(volumes, [tls.superlink_volume(federation, spec)])
+    if volumes:
+        pod_spec["volumes"] = volumes
     workload: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",

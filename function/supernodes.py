@@ -5,17 +5,21 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from function import gpu, merge, names, nodeconfig, pods
+from function import gpu, merge, names, nodeconfig, pods, tls
 from function.spec import AUTH_KEY_PATH, CLIENTAPPIO_PORT, FederationSpec, PoolSpec
 
 AUTH_KEY_VOLUME = "auth-key"
 AUTH_KEY_FILE = posixpath.basename(AUTH_KEY_PATH)
 
 
-def _supernode(spec: FederationSpec, pool: PoolSpec, fleet: str, context: nodeconfig.Context) -> dict[str, Any]:
+def _supernode(
+    spec: FederationSpec, pool: PoolSpec, fleet: str, context: nodeconfig.Context, trust: dict[str, Any] | None
+) -> dict[str, Any]:
     args = [f"--superlink={fleet}", f"--isolation={spec.isolationMode}"]
-    if spec.insecure:
+    if tls.insecure(spec):
         args.append("--insecure")
+    if trust is not None:
+        args += tls.supernode_args()
     process = spec.isolationMode == "process"
     if process:
         args.append(f"--clientappio-api-address=0.0.0.0:{CLIENTAPPIO_PORT}")
@@ -37,6 +41,8 @@ def _supernode(spec: FederationSpec, pool: PoolSpec, fleet: str, context: nodeco
     # In process mode the ClientApp, and so the GPU, lives in the sidecar.
     resources = pool.supernodeResources if process else gpu.with_gpus(pool.supernodeResources, pool.gpu)
     mounts = pool.volumeMounts
+    if trust is not None:
+        mounts = [*mounts, tls.mount()]
     if pool.authKeySecretRef is not None:
         # The directory, not the file, so a rotated key reaches the pod.
         mounts = [*mounts, {"name": AUTH_KEY_VOLUME, "mountPath": posixpath.dirname(AUTH_KEY_PATH), "readOnly": True}]
@@ -81,18 +87,22 @@ def workload(
     fleet: str,
     context: nodeconfig.Context,
     offset: int = 0,
+    trust: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The pool's workload in namespace, its SuperNodes dialling the Fleet API at fleet.
 
-    offset is the number of SuperNodes in the StatefulSet pools before this one.
+    offset is the number of SuperNodes in the StatefulSet pools before this one;
+    trust, with TLS, the volume holding the CA certificate they trust.
     """
     name = names.pool(federation, pool.name)
     labels = names.pool_labels(federation, pool.name)
-    containers = [_supernode(spec, pool, fleet, context)]
+    containers = [_supernode(spec, pool, fleet, context, trust)]
     if spec.isolationMode == "process":
         containers.append(_superexec(spec, pool))
     pod_spec: dict[str, Any] = {"containers": containers}
     volumes = merge.add_missing(merge.by_name(pool.volumes), gpu.volumes(pool.gpu))
+    if trust is not None:
+        volumes = merge.add_missing(volumes, [trust])
     if pool.authKeySecretRef is not None:
         ref = pool.authKeySecretRef
         secret = {"secretName": ref.name, "items": [{"key": ref.key, "path": AUTH_KEY_FILE}], "defaultMode": 0o440}

@@ -121,6 +121,10 @@ def check(spec: FederationSpec) -> list[tuple[str, str]]:
             errors.append(
                 (f"{field}.volumeClaimTemplates", "volumeClaimTemplates need mode StatefulSet")
             )
+    if spec.tls is not None and (spec.tls.secretName is None) == (spec.tls.certManager is None):
+        errors.append(("spec.tls", "spec.tls needs exactly one of secretName and certManager"))
+    if spec.tls is not None and spec.insecure:
+        errors.append(("spec.insecure", "spec.insecure must not be true when spec.tls is set"))
     auth = spec.nodeAuthentication is not None and spec.nodeAuthentication.enabled
     for i, pool in enumerate(pools):
         if auth and pool.authKeySecretRef is None:

@@ -10,6 +10,7 @@ import pydantic
 import pytest
 import yaml
 
+from function import tls
 from function.spec import MAX_POOLS, FederationSpec
 
 from conftest import EXAMPLES, ROOT
@@ -76,8 +77,10 @@ def test_xrd_defaults_are_the_model_defaults():
         "supernodes": {"image": "n", "pools": [{"name": "p", "replicas": 1, "gpu": {"enabled": True}}]},
     }
     defaulted = _apply_defaults(SPEC_SCHEMA, yaml.safe_load(yaml.safe_dump(minimal)))
-    # The operator's defaults: insecure, ClusterIP, 9092/9091/9093, one GPU.
-    assert defaulted["insecure"] is True
+    # The operator's defaults: ClusterIP, 9092/9091/9093, one GPU; insecure is not
+    # defaulted by the XRD, since with spec.tls it must default to false.
+    assert "insecure" not in defaulted
+    assert tls.insecure(FederationSpec.model_validate(defaulted)) is True
     assert defaulted["superlink"]["service"] == {
         "type": "ClusterIP",
         "ports": {"grpc": 9092, "serverAppIO": 9091, "extra": 9093},

@@ -1,0 +1,130 @@
+"""TLS for the Fleet and Control APIs: the SuperLink's certificate (an existing
+Secret, or a cert-manager Certificate the function composes) and the CA that
+SuperNodes trust.
+
+SuperNodes never see the SuperLink's private key. In the SuperLink's own
+namespace they mount only ca.crt of its Secret; elsewhere they mount a Secret
+holding only the CA certificate: one the user names (caSecretRef), or one
+the function composes from the CA it reads through Crossplane's required
+resources. A private key is never copied anywhere.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+from typing import Any
+
+from function import names
+from function.spec import FederationSpec, PoolSpec
+
+TLS_DIR = "/app/tls"
+TLS_VOLUME = "tls"
+CA_FILE = "ca.crt"
+REQUIREMENT = "superlink-tls"
+
+
+def enabled(spec: FederationSpec) -> bool:
+    return spec.tls is not None
+
+
+def insecure(spec: FederationSpec) -> bool:
+    """--insecure unless TLS is configured, or as the user says."""
+    return spec.insecure if spec.insecure is not None else not enabled(spec)
+
+
+def secret_name(federation: str, spec: FederationSpec) -> str:
+    assert spec.tls is not None
+    return spec.tls.secretName or f"{names.superlink(federation)}-tls"
+
+
+def ca_secret_name(federation: str) -> str:
+    return f"{names.superlink(federation)}-ca"
+
+
+def superlink_args() -> list[str]:
+    return [
+        f"--ssl-ca-certfile={TLS_DIR}/ca.crt",
+        f"--ssl-certfile={TLS_DIR}/tls.crt",
+        f"--ssl-keyfile={TLS_DIR}/tls.key",
+    ]
+
+
+def supernode_args() -> list[str]:
+    return [f"--root-certificates={TLS_DIR}/{CA_FILE}"]
+
+
+def mount() -> dict[str, Any]:
+    return {"name": TLS_VOLUME, "mountPath": TLS_DIR, "readOnly": True}
+
+
+def superlink_volume(federation: str, spec: FederationSpec) -> dict[str, Any]:
+    return {"name": TLS_VOLUME, "secret": {"secretName": secret_name(federation, spec), "defaultMode": 0o440}}
+
+
+def pool_volume(secret: str, key: str) -> dict[str, Any]:
+    """Only the CA certificate of secret, as ca.crt."""
+    return {
+        "name": TLS_VOLUME,
+        "secret": {"secretName": secret, "items": [{"key": key, "path": CA_FILE}], "defaultMode": 0o440},
+    }
+
+
+def certificate(federation: str, namespace: str, spec: FederationSpec, external: str | None) -> dict[str, Any]:
+    """A cert-manager Certificate for the SuperLink Service, and its external address if any."""
+    assert spec.tls is not None and spec.tls.certManager is not None
+    service = names.superlink(federation)
+    dns = [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
+    ips: list[str] = []
+    if external:
+        host = external.rsplit(":", 1)[0].strip("[]") if not external.startswith("[") else external[1 : external.index("]")]
+        try:
+            ips.append(str(ipaddress.ip_address(host)))
+        except ValueError:
+            dns.append(host)
+    issuer = spec.tls.certManager.issuerRef
+    cert_spec: dict[str, Any] = {
+        "secretName": secret_name(federation, spec),
+        "issuerRef": {"name": issuer.name, "kind": issuer.kind, "group": issuer.group},
+        "commonName": f"{service}.{namespace}.svc",
+        "dnsNames": dns,
+        "usages": ["server auth", "digital signature", "key encipherment"],
+    }
+    if ips:
+        cert_spec["ipAddresses"] = ips
+    return {
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Certificate",
+        "metadata": {"name": f"{service}-tls", "namespace": namespace, "labels": names.superlink_labels(federation)},
+        "spec": cert_spec,
+    }
+
+
+def ca_from_secret(secret: Any) -> str | None:
+    """The CA certificate (base64, as in a Secret) of the SuperLink's Secret: ca.crt, else tls.crt."""
+    data = secret.get("data") if isinstance(secret, dict) else None
+    if not isinstance(data, dict):
+        return None
+    for key in ("ca.crt", "tls.crt"):
+        value = data.get(key)
+        if isinstance(value, str) and value:
+            try:
+                base64.b64decode(value, validate=True)
+            except ValueError:
+                return None
+            return value
+    return None
+
+
+def ca_secret(federation: str, namespace: str, ca: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {"name": ca_secret_name(federation), "namespace": namespace, "labels": names.superlink_labels(federation)},
+        "data": {CA_FILE: ca},
+    }
+
+
+def pool_needs_ca_copy(pool: PoolSpec, same_place_as_superlink: bool) -> bool:
+    return not same_place_as_superlink and pool.caSecretRef is None

@@ -1,0 +1,199 @@
+"""TLS: the SuperLink's certificate, the CA SuperNodes trust, never a copied key."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+
+import pytest
+import yaml
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function import fn, render, tls
+from function.validation import SpecError, parse
+
+from conftest import EXAMPLES, ROOT, load_all
+from helpers import BASE, PROCESS, container, manifests, pod, spec, xr
+
+SECRET = spec(BASE, tls={"secretName": "superlink-tls"})
+CERT_MANAGER = spec(
+    BASE,
+    tls={"certManager": {"issuerRef": {"name": "flower-ca", "kind": "ClusterIssuer"}}},
+    providerConfigRef={"name": "hub"},
+    superlink__service={"type": "LoadBalancer"},
+    supernodes__pools=[
+        {"name": "local", "replicas": 1},
+        {"name": "eu", "replicas": 2, "providerConfigRef": {"name": "spoke-eu"}},
+        {"name": "us", "replicas": 1, "providerConfigRef": {"name": "spoke-us"}, "caSecretRef": {"name": "their-ca", "key": "root.pem"}},
+    ],
+)
+KEY = base64.b64encode(b"PRIVATE KEY MATERIAL").decode()
+CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n").decode()
+TLS_SECRET = {
+    "apiVersion": "v1",
+    "kind": "Secret",
+    "metadata": {"name": "fed-superlink-tls", "namespace": "team-a"},
+    "data": {"ca.crt": CA, "tls.crt": base64.b64encode(b"leaf").decode(), "tls.key": KEY},
+}
+LB = {
+    "superlink-service": {
+        "apiVersion": "kubernetes.crossplane.io/v1alpha2",
+        "kind": "Object",
+        "status": {"atProvider": {"manifest": {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}}},
+    }
+}
+
+
+def run(s, observed=None, required=None):
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.update(xr(s))
+    for key, obj in (observed or {}).items():
+        req.observed.resources[key].resource.update(obj)
+    if required is not None:
+        req.required_resources[tls.REQUIREMENT].items.add().resource.update(required)
+    rsp = fn.run(req)
+    assert not [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    objects = {k: resource.struct_to_dict(v.resource) for k, v in rsp.desired.resources.items()}
+    return rsp, objects, {c.type: c for c in rsp.conditions}
+
+
+def manifest(objects, name):
+    return objects[name]["spec"]["forProvider"]["manifest"]
+
+
+def test_superlink_serves_tls_from_the_secret():
+    c = container(SECRET, "superlink", "superlink")
+    assert "--insecure" not in c["args"]
+    assert {"--ssl-ca-certfile=/app/tls/ca.crt", "--ssl-certfile=/app/tls/tls.crt", "--ssl-keyfile=/app/tls/tls.key"} <= set(c["args"])
+    assert {"name": "tls", "mountPath": "/app/tls", "readOnly": True} in c["volumeMounts"]
+    assert {"name": "tls", "secret": {"secretName": "superlink-tls", "defaultMode": 0o440}} in pod(SECRET, "superlink")["volumes"]
+
+
+def test_supernodes_in_the_superlinks_namespace_mount_only_its_ca():
+    c = container(SECRET)
+    assert "--insecure" not in c["args"]
+    assert "--root-certificates=/app/tls/ca.crt" in c["args"]
+    assert {"name": "tls", "secret": {"secretName": "superlink-tls", "items": [{"key": "ca.crt", "path": "ca.crt"}], "defaultMode": 0o440}} in pod(SECRET)["volumes"]
+
+
+def test_superexec_sidecars_keep_plain_appio():
+    s = spec(PROCESS, tls={"secretName": "superlink-tls"})
+    assert "--insecure" in container(s, "superexec-clientapp")["args"]
+    assert "--insecure" in container(s, "superexec-serverapp", "superlink")["args"]
+    assert "--insecure" not in container(s)["args"]
+
+
+@pytest.mark.parametrize(("s", "insecure"), [(BASE, True), (SECRET, False), (spec(SECRET, insecure=False), False), (spec(BASE, insecure=False), False)])
+def test_insecure_defaults_follow_tls(s, insecure):
+    assert ("--insecure" in container(s)["args"]) is insecure
+    assert ("--insecure" in container(s, "superlink", "superlink")["args"]) is insecure
+
+
+@pytest.mark.parametrize(
+    ("s", "field", "message"),
+    [
+        (spec(SECRET, insecure=True), "spec.insecure", "must not be true when spec.tls is set"),
+        (spec(BASE, tls={}), "spec.tls", "exactly one of secretName and certManager"),
+        (spec(BASE, tls={"secretName": "a", "certManager": {"issuerRef": {"name": "b"}}}), "spec.tls", "exactly one"),
+        (spec(BASE, tls={"certManager": {"issuerRef": {"name": "b", "kind": "Vault"}}}), "spec.tls.certManager.issuerRef.kind", "'Issuer' or 'ClusterIssuer'"),
+    ],
+)
+def test_bad_tls_names_the_field(s, field, message):
+    with pytest.raises(SpecError) as err:
+        parse(s)
+    assert any(f == field and message in m for f, m in err.value.errors), err.value.errors
+
+
+def test_cert_manager_certificate_names_the_service_and_the_external_address():
+    _, objects, _ = run(CERT_MANAGER, LB, TLS_SECRET)
+    cert = manifest(objects, "superlink-certificate")
+    assert (cert["apiVersion"], cert["kind"]) == ("cert-manager.io/v1", "Certificate")
+    assert objects["superlink-certificate"]["spec"]["providerConfigRef"] == {"name": "hub"}
+    assert cert["spec"]["secretName"] == "fed-superlink-tls"
+    assert cert["spec"]["issuerRef"] == {"name": "flower-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    assert "fed-superlink.team-a.svc" in cert["spec"]["dnsNames"]
+    assert cert["spec"]["ipAddresses"] == ["203.0.113.7"]
+    hostname = spec(CERT_MANAGER, superlink__externalAddress="fleet.example.com:443")
+    _, objects, _ = run(hostname, None, TLS_SECRET)
+    assert "fleet.example.com" in manifest(objects, "superlink-certificate")["spec"]["dnsNames"]
+
+
+def test_remote_pools_wait_for_the_ca_and_it_is_requested():
+    rsp, objects, conditions = run(CERT_MANAGER, LB)
+    assert "pool-eu" not in objects
+    assert "pool-us" in objects  # it brings its own CA Secret
+    assert conditions["TLSReady"].status == fnv1.STATUS_CONDITION_FALSE
+    assert "pools eu wait for the CA certificate" in conditions["TLSReady"].message
+    selector = rsp.requirements.resources[tls.REQUIREMENT]
+    assert (selector.api_version, selector.kind, selector.match_name, selector.namespace) == ("v1", "Secret", "fed-superlink-tls", "team-a")
+
+
+def test_the_ca_is_copied_to_other_clusters_and_the_key_never_is():
+    rsp, objects, conditions = run(CERT_MANAGER, LB, TLS_SECRET)
+    assert conditions["TLSReady"].status == fnv1.STATUS_CONDITION_TRUE
+    ca = manifest(objects, "ca-spoke-eu-team-a")
+    assert objects["ca-spoke-eu-team-a"]["spec"]["providerConfigRef"] == {"name": "spoke-eu"}
+    assert ca["data"] == {"ca.crt": CA}
+    assert KEY not in json.dumps(objects)
+    eu = manifest(objects, "pool-eu")["spec"]["template"]["spec"]
+    assert {"name": "tls", "secret": {"secretName": "fed-superlink-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}], "defaultMode": 0o440}} in eu["volumes"]
+    assert "--root-certificates=/app/tls/ca.crt" in eu["containers"][0]["args"]
+    us = manifest(objects, "pool-us")["spec"]["template"]["spec"]
+    assert {"name": "tls", "secret": {"secretName": "their-ca", "items": [{"key": "root.pem", "path": "ca.crt"}], "defaultMode": 0o440}} in us["volumes"]
+    assert not any(k.startswith("ca-spoke-us") for k in objects)
+
+
+def test_no_requirement_when_no_pool_needs_a_copy():
+    rsp, _, conditions = run(SECRET)
+    assert tls.REQUIREMENT not in rsp.requirements.resources
+    assert "TLSReady" not in conditions
+
+
+def test_render_with_required_resources(tmp_path):
+    example = EXAMPLES / "claims" / "tls-cert-manager-multicluster.yaml"
+    observed = {
+        "apiVersion": "kubernetes.crossplane.io/v1alpha2",
+        "kind": "Object",
+        "metadata": {"annotations": {render.COMPOSITION_RESOURCE_NAME: "superlink-service"}},
+        "status": {"atProvider": {"manifest": {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}}},
+    }
+    (tmp_path / "observed.yaml").write_text(yaml.safe_dump(observed))
+    required = EXAMPLES / "required" / "superlink-tls.yaml"
+    text, _ = render.render_file(str(example), str(tmp_path), None, str(required))
+    docs = list(yaml.safe_load_all(text))
+    names = {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME] for d in docs[1:]}
+    assert {"pool-eu", "pool-us", "ca-spoke-eu-flower", "superlink-certificate"} <= names
+    key = load_all(required)[0]["data"]["tls.key"]
+    assert key not in text
+
+
+def test_crank_render_with_required_resources(crank, functions_file, tmp_path):
+    example = EXAMPLES / "claims" / "tls-cert-manager-multicluster.yaml"
+    xr_file = tmp_path / "xr.yaml"
+    xr_file.write_text(yaml.safe_dump(render.composite(load_all(example)[0])))
+    observed = {
+        "apiVersion": "kubernetes.crossplane.io/v1alpha2",
+        "kind": "Object",
+        "metadata": {"name": "svc", "annotations": {render.COMPOSITION_RESOURCE_NAME: "superlink-service"}},
+        "spec": {"forProvider": {"manifest": {}}},
+        "status": {"atProvider": {"manifest": {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}}},
+    }
+    (tmp_path / "observed.yaml").write_text(yaml.safe_dump(observed))
+    proc = subprocess.run(
+        [crank, "render", str(xr_file), str(ROOT / "apis" / "composition.yaml"), str(functions_file),
+         f"--observed-resources={tmp_path / 'observed.yaml'}",
+         f"--required-resources={EXAMPLES / 'required' / 'superlink-tls.yaml'}"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    objects = {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d for d in docs[1:]}
+    assert "pool-eu" in objects and "ca-spoke-eu-flower" in objects
+    ours, _ = render.render(load_all(example)[0], [observed], False, load_all(EXAMPLES / "required" / "superlink-tls.yaml"))
+    assert {k: v["spec"] for k, v in objects.items()} == {
+        d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d["spec"] for d in ours[1:]
+    }
+    conditions = {c["type"]: c for c in docs[0]["status"]["conditions"]}
+    assert conditions["TLSReady"]["status"] == "True"
