@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from function import names, nodeconfig, placement, pods, readiness, superlink, supernodes, tls, validation
+from function import names, netpol, nodeconfig, placement, pods, readiness, superlink, supernodes, tls, validation
 from function.spec import FederationSpec, ProviderConfigRef
 from function.validation import SpecError
 
@@ -153,6 +153,7 @@ def plan(
     remote_pools = False
     offsets = global_offsets(spec)
     total = sum(p.replicas or 0 for p in spec.supernodes.pools) if spec.mode == "StatefulSet" else None
+    places: dict[tuple[str, str], tuple[ProviderConfigRef, bool]] = {}
     for pool in spec.supernodes.pools:
         name = pool_resource(pool.name)
         ref = placement.pool_ref(spec, pool)
@@ -188,13 +189,32 @@ def plan(
             supernodes.workload(fed.name, namespace, spec, pool, fleet, context, offsets.get(pool.name, 0), trust), ref
         )
         _add_service_account(resources, fed, ref, namespace)
+        places.setdefault((ref.name, namespace), (ref, remote))
         if copy_ca:
             resources.setdefault(f"ca-{ref.name}-{namespace}", Composed(tls.ca_secret(fed.name, namespace, ca), ref))
         if pool.createNamespace:
             resources[namespace_resource(ref.name, namespace)] = Composed(
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, ref
             )
+    if spec.networkPolicy.enabled:
+        _add_network_policies(resources, fed, hub, places, external.address)
     return Plan(resources, kept, held, external, remote_pools, bool(ca_pools), ca is not None, ca_pools)
+
+
+def _add_network_policies(
+    resources: dict[str, Composed],
+    fed: Federation,
+    hub: ProviderConfigRef,
+    places: dict[tuple[str, str], tuple[ProviderConfigRef, bool]],
+    external: str | None,
+) -> None:
+    local = [namespace for (_, namespace), (_, remote) in places.items() if not remote]
+    resources["networkpolicy-superlink"] = Composed(netpol.superlink_policy(fed.name, fed.namespace, fed.spec, local), hub)
+    for (cluster, namespace), (ref, remote) in sorted(places.items()):
+        policy = netpol.supernode_policy(
+            fed.name, namespace, fed.spec, None if remote else fed.namespace, external if remote else None
+        )
+        resources[f"networkpolicy-supernode-{cluster}-{namespace}"] = Composed(policy, ref)
 
 
 def global_offsets(spec: FederationSpec) -> dict[str, int]:

@@ -442,6 +442,27 @@ class TLSSpec(Model):
     )
 
 
+CIDR_PATTERN = r"^([0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}|[0-9A-Fa-f:]+/[0-9]{1,3})$"
+
+
+class NetworkPolicySpec(Model):
+    enabled: bool = Field(default=True, description="Compose NetworkPolicies for the SuperLink and SuperNode pods.")
+    fleetCIDRs: list[Annotated[str, Field(pattern=CIDR_PATTERN)]] = Field(
+        default_factory=list,
+        description="Addresses SuperNodes in other clusters reach the Fleet API from (their egress or NAT ranges).",
+    )
+    controlNamespaces: list[Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=63)]] = Field(
+        default_factory=list, description="Namespaces whose pods may reach the Control API (`flwr run`)."
+    )
+    controlCIDRs: list[Annotated[str, Field(pattern=CIDR_PATTERN)]] = Field(
+        default_factory=list, description="Addresses that may reach the Control API."
+    )
+    supernodeEgress: K8sList = k8s_list(
+        "io.k8s.api.networking.v1.NetworkPolicyEgressRule",
+        "Egress SuperNode pods may use besides the SuperLink and DNS (e.g. a data store).",
+    )
+
+
 class LocalObjectReference(Model):
     name: str = Field(min_length=1, description="Name of the Secret.")
 
@@ -485,6 +506,11 @@ class FederationSpec(Model):
     )
     imagePullPolicy: Literal["Always", "IfNotPresent", "Never"] | None = Field(
         default=None, description="Pull policy of every container; Kubernetes' default when unset."
+    )
+    networkPolicy: NetworkPolicySpec = Field(
+        default_factory=NetworkPolicySpec,
+        description="NetworkPolicies, on by default.",
+        json_schema_extra=OBJECT_DEFAULT,
     )
     nodeAuthentication: NodeAuthentication | None = Field(
         default=None, description="SuperNode authentication."

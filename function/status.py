@@ -84,6 +84,11 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
                 f"Pool {pool.name}: DaemonSet {manifests[name]['metadata']['name']} is scheduled on no node; "
                 "check the pool's nodeSelector, affinity and tolerations"
             )
+    if built.remote and fed.spec.networkPolicy.enabled and not fed.spec.networkPolicy.fleetCIDRs:
+        warnings.append(
+            "The SuperLink's NetworkPolicy admits Fleet traffic from no other cluster: list the "
+            "addresses remote SuperNodes come from in spec.networkPolicy.fleetCIDRs"
+        )
     if built.kept:
         warnings.append(
             f"Pools {', '.join(sorted(built.kept))} keep their last applied state until what they "

@@ -42,6 +42,9 @@ def observed_objects(example, live):
     out = []
     for doc in docs[1:]:
         name = doc["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]
+        if live and name.startswith(AUXILIARY) and name not in live:
+            # Once anything exists, so do the plain objects (ServiceAccounts, policies).
+            live = {**live, name: CREATED}
         if name not in live:
             continue
         generation, status = live[name]
@@ -62,6 +65,7 @@ def observed_objects(example, live):
 
 SERVICE = (1, {"loadBalancer": {}})
 CREATED = (1, {})
+AUXILIARY = ("serviceaccount-", "networkpolicy-")
 
 # name -> (example, live objects, expected pools (name, desired, ready), supernodes,
 #          {condition type: (status, message)}, unready resources, warning substrings)
@@ -75,7 +79,15 @@ SCENARIOS = {
             "SuperLinkReady": ("False", "SuperLink not ready: not created yet; SuperLink Service not ready: not created yet"),
             "SuperNodesReady": ("False", "Pool cpu-only not ready: not created yet; Pool nvidia-gpus not ready: not created yet"),
         },
-        ["pool-cpu-only", "pool-nvidia-gpus", "serviceaccount-default-default", "superlink", "superlink-service"],
+        [
+            "networkpolicy-superlink",
+            "networkpolicy-supernode-default-default",
+            "pool-cpu-only",
+            "pool-nvidia-gpus",
+            "serviceaccount-default-default",
+            "superlink",
+            "superlink-service",
+        ],
         [],
     ),
     "superlink-ready-pool-partly-ready": (

@@ -32,7 +32,7 @@ def test_workload_kind_name_labels(s, kind, pool_name):
 def test_one_workload_per_pool():
     s = spec(BASE, supernodes__pools=[{"name": "a", "replicas": 1}, {"name": "b", "replicas": 3}])
     out = manifests(s)
-    assert sorted(out) == ["pool-a", "pool-b", "serviceaccount-default-team-a", "superlink", "superlink-service"]
+    assert sorted(k for k in out if k.startswith("pool-")) == ["pool-a", "pool-b"]
     assert out["pool-b"]["spec"]["replicas"] == 3
 
 

@@ -32,6 +32,8 @@ def test_namespaced_federation_composes_namespaced_objects():
     assert set(objects) == {
         "superlink", "superlink-service", "pool-default", "pool-partner",
         "serviceaccount-team-a-cluster-team-a", "serviceaccount-partner-cluster-team-a",
+        "networkpolicy-superlink", "networkpolicy-supernode-team-a-cluster-team-a",
+        "networkpolicy-supernode-partner-cluster-team-a",
     }
     for obj in objects.values():
         assert obj["apiVersion"] == "kubernetes.m.crossplane.io/v1alpha1"
