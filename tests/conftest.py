@@ -34,32 +34,31 @@ def load_all(path: pathlib.Path) -> list[dict]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
+def tool(variable: str, what: str, fallback: str = "") -> str:
+    """The executable a test needs, named by an environment variable (set by `make test`)."""
+    path = os.environ.get(variable) or fallback
+    need(bool(path) and os.access(path, os.X_OK), f"{what} ({variable}; `make test`)")
+    return path
+
+
 @pytest.fixture(scope="session")
 def crank() -> str:
-    path = os.environ.get("CRANK") or shutil.which("crank") or ""
-    need(bool(path) and os.access(path, os.X_OK), "the Crossplane CLI (crank; `make crank`)")
-    return path
+    return tool("CRANK", "the Crossplane CLI", shutil.which("crank") or "")
 
 
 @pytest.fixture(scope="session")
 def celcheck() -> str:
-    path = os.environ.get("CELCHECK", "")
-    need(bool(path) and os.access(path, os.X_OK), "cel-go's evaluator (CELCHECK; `make test`)")
-    return path
+    return tool("CELCHECK", "cel-go's evaluator")
 
 
 @pytest.fixture(scope="session")
 def crdcheck() -> str:
-    path = os.environ.get("CRDCHECK", "")
-    need(bool(path) and os.access(path, os.X_OK), "the API server's CRD validation (CRDCHECK; `make test`)")
-    return path
+    return tool("CRDCHECK", "the API server's CRD validation")
 
 
 @pytest.fixture(scope="session")
 def flwr_python() -> str:
-    path = os.environ.get("FLWR_PYTHON", "")
-    need(bool(path) and os.access(path, os.X_OK), "a Python with Flower 1.25 (FLWR_PYTHON; `make test`)")
-    return path
+    return tool("FLWR_PYTHON", "a Python with Flower 1.25")
 
 
 @pytest.fixture(scope="session")

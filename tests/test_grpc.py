@@ -13,6 +13,16 @@ from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1bet
 from helpers import BASE, pool, xr
 
 
+COMPOSED = [
+    "networkpolicy-superlink",
+    "networkpolicy-supernode-default-team-a",
+    "pool-default",
+    "serviceaccount-default-team-a",
+    "superlink",
+    "superlink-service",
+]
+
+
 def request(spec, module=fnv1, observed=None):
     req = module.RunFunctionRequest(meta=module.RequestMeta(tag="t1"))
     req.observed.composite.resource.update(xr(spec))
@@ -31,14 +41,7 @@ def test_v1_composes_objects(channel):
     rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(request(BASE), timeout=10)
     assert rsp.meta.tag == "t1"
     assert [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL] == []
-    assert sorted(rsp.desired.resources) == [
-        "networkpolicy-superlink",
-        "networkpolicy-supernode-default-team-a",
-        "pool-default",
-        "serviceaccount-default-team-a",
-        "superlink",
-        "superlink-service",
-    ]
+    assert sorted(rsp.desired.resources) == COMPOSED
     obj = resource.struct_to_dict(rsp.desired.resources["pool-default"].resource)
     assert obj["apiVersion"] == "kubernetes.crossplane.io/v1alpha2"
     assert obj["kind"] == "Object"
@@ -50,14 +53,7 @@ def test_v1_composes_objects(channel):
 
 def test_v1beta1_is_served_too(channel):
     rsp = grpcv1beta1.FunctionRunnerServiceStub(channel).RunFunction(request(BASE, fnv1beta1), timeout=10)
-    assert sorted(rsp.desired.resources) == [
-        "networkpolicy-superlink",
-        "networkpolicy-supernode-default-team-a",
-        "pool-default",
-        "serviceaccount-default-team-a",
-        "superlink",
-        "superlink-service",
-    ]
+    assert sorted(rsp.desired.resources) == COMPOSED
 
 
 def test_provider_config_from_spec(channel):
