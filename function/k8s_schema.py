@@ -38,27 +38,26 @@ def _validator(type_name: str) -> jsonschema.protocols.Validator:
     return jsonschema.Draft202012Validator(schema, registry=registry)
 
 
-def _path(prefix: str, parts: Any) -> str:
+def field_path(prefix: str, parts: Any) -> str:
+    """spec.a[0].b from a prefix and path parts (ints are list indexes)."""
     out = prefix
     for part in parts:
         out += f"[{part}]" if isinstance(part, int) else f".{part}"
     return out
 
 
-def _describe(error: jsonschema.ValidationError) -> str:
+def _innermost(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
     # oneOf/anyOf failures say little; the innermost error names the field.
     while error.context:
         error = min(error.context, key=lambda e: (-len(e.absolute_path), e.message))
-    if error.validator == "additionalProperties":
-        return error.message.replace("Additional properties are not allowed", "unknown field")
-    return error.message
+    return error
 
 
 def check(type_name: str, value: Any, field: str) -> list[tuple[str, str]]:
     """Return (field path, message) for each way value breaks the definition."""
     # Crossplane sends the same spec on every reconcile: cache by content.
     problems = _problems(type_name, json.dumps(value, sort_keys=True))
-    return [(_path(field, parts), message) for parts, message in problems]
+    return [(field_path(field, parts), message) for parts, message in problems]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -66,8 +65,9 @@ def _problems(type_name: str, value_json: str) -> tuple[tuple[tuple[Any, ...], s
     errors = sorted(_validator(type_name).iter_errors(json.loads(value_json)), key=lambda e: list(map(str, e.absolute_path)))
     out = []
     for error in errors:
-        inner = error
-        while inner.context:
-            inner = min(inner.context, key=lambda e: (-len(e.absolute_path), e.message))
-        out.append((tuple(inner.absolute_path), _describe(error)))
+        inner = _innermost(error)
+        message = inner.message
+        if inner.validator == "additionalProperties":
+            message = message.replace("Additional properties are not allowed", "unknown field")
+        out.append((tuple(inner.absolute_path), message))
     return tuple(out)

@@ -23,13 +23,6 @@ class SpecError(Exception):
         super().__init__("; ".join(f"{field}: {message}" for field, message in errors))
 
 
-def _loc(prefix: str, loc: tuple[Any, ...]) -> str:
-    out = prefix
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return out
-
-
 def parse(raw: Any) -> FederationSpec:
     """Parse and fully check a spec; raise SpecError naming every bad field."""
     if not isinstance(raw, dict):
@@ -38,7 +31,7 @@ def parse(raw: Any) -> FederationSpec:
         spec = FederationSpec.model_validate(raw)
     except pydantic.ValidationError as err:
         raise SpecError(
-            [(_loc("spec", e["loc"]), e["msg"]) for e in err.errors(include_url=False)]
+            [(k8s_schema.field_path("spec", e["loc"]), e["msg"]) for e in err.errors(include_url=False)]
         ) from None
     errors = check(spec)
     if errors:
