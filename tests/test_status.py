@@ -65,6 +65,7 @@ def observed_objects(example, live):
 
 SERVICE = (1, {"loadBalancer": {}})
 CREATED = (1, {})
+SUPERLINK_UP = {"superlink": sts_status(1, 1), "superlink-service": SERVICE}
 AUXILIARY = ("serviceaccount-", "networkpolicy-")
 
 # name -> (example, live objects, expected pools (name, desired, ready), supernodes,
@@ -93,9 +94,7 @@ SCENARIOS = {
     "superlink-ready-pool-partly-ready": (
         STS_EXAMPLE,
         {
-            "superlink": sts_status(1, 1),
-            "superlink-service": SERVICE,
-            "serviceaccount-default-default": CREATED,
+            **SUPERLINK_UP,
             "pool-cpu-only": sts_status(4, 4),
             "pool-nvidia-gpus": sts_status(2, 1),
         },
@@ -111,9 +110,7 @@ SCENARIOS = {
     "everything-ready": (
         STS_EXAMPLE,
         {
-            "superlink": sts_status(1, 1),
-            "superlink-service": SERVICE,
-            "serviceaccount-default-default": CREATED,
+            **SUPERLINK_UP,
             "pool-cpu-only": sts_status(4, 4),
             "pool-nvidia-gpus": sts_status(2, 2),
         },
@@ -126,9 +123,7 @@ SCENARIOS = {
     "rolling-update": (
         STS_EXAMPLE,
         {
-            "superlink": sts_status(1, 1),
-            "superlink-service": SERVICE,
-            "serviceaccount-default-default": CREATED,
+            **SUPERLINK_UP,
             "pool-cpu-only": sts_status(4, 4, updated=1, generation=2, observed=2),
             "pool-nvidia-gpus": sts_status(2, 2),
         },
@@ -144,9 +139,7 @@ SCENARIOS = {
     "daemonset-on-no-node": (
         DS_EXAMPLE,
         {
-            "superlink": sts_status(1, 1),
-            "superlink-service": SERVICE,
-            "serviceaccount-default-default": CREATED,
+            **SUPERLINK_UP,
             "pool-pool-a": ds_status(3, 3),
             "pool-pool-b": ds_status(0, 0),
         },
@@ -159,9 +152,7 @@ SCENARIOS = {
     "removed-pool-still-observed": (
         STS_EXAMPLE,
         {
-            "superlink": sts_status(1, 1),
-            "superlink-service": SERVICE,
-            "serviceaccount-default-default": CREATED,
+            **SUPERLINK_UP,
             "pool-cpu-only": sts_status(4, 4),
             "pool-nvidia-gpus": sts_status(2, 2),
         },
@@ -177,9 +168,7 @@ SCENARIOS = {
 SCENARIOS["garbled-status"] = (
     STS_EXAMPLE,
     {
-        "superlink": sts_status(1, 1),
-        "superlink-service": SERVICE,
-        "serviceaccount-default-default": CREATED,
+        **SUPERLINK_UP,
         "pool-cpu-only": (1, {"observedGeneration": 1, "readyReplicas": "lots"}),
         "pool-nvidia-gpus": sts_status(2, 2),
     },
