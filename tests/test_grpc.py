@@ -103,3 +103,13 @@ def test_fast_struct_builder_matches_the_sdk():
     expected.update(obj)
     assert fn.to_struct(obj) == expected
     assert resource.struct_to_dict(fn.to_struct(obj)) == resource.struct_to_dict(expected)
+
+
+def test_observed_generation_reaches_status(channel):
+    req = request(BASE)
+    x = resource.struct_to_dict(req.observed.composite.resource)
+    x["metadata"]["generation"] = 7
+    req.observed.composite.resource.Clear()
+    req.observed.composite.resource.update(x)
+    rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(req, timeout=10)
+    assert resource.struct_to_dict(rsp.desired.composite.resource)["status"]["observedGeneration"] == 7

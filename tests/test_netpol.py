@@ -82,3 +82,19 @@ def test_pools_in_other_namespaces_of_the_hub_are_admitted():
 
 def test_policies_can_be_turned_off():
     assert not [k for k in manifests(spec(BASE, networkPolicy={"enabled": False})) if k.startswith("networkpolicy-")]
+
+
+def test_remote_pools_without_fleet_cidrs_are_warned_about():
+    from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+    from function import fn
+    from helpers import xr
+
+    def warnings(s):
+        req = fnv1.RunFunctionRequest()
+        req.observed.composite.resource.update(xr(s))
+        return [r.message for r in fn.run(req).results if r.severity == fnv1.SEVERITY_WARNING]
+
+    without = {**REMOTE, "networkPolicy": {}}
+    assert any("spec.networkPolicy.fleetCIDRs" in w for w in warnings(without))
+    assert not any("fleetCIDRs" in w for w in warnings(REMOTE))
