@@ -4,10 +4,15 @@ VENV := .venv
 FLWR_VENV := .venv-flwr
 CRANK := .cache/bin/crank
 CELCHECK := .cache/bin/celcheck
-CRDCHECK := .cache/bin/crdcheck
+XRD2CRD := .cache/bin/xrd2crd
+# Supported Kubernetes minors: one CRD validator each, pinned in tools/crdcheck
+# (go.mod is the newest minor, go.1.NN.mod each older one).
+KUBE_NEWEST := $(shell sed -n 's/^[[:space:]]*k8s.io\/apiextensions-apiserver v0\.\([0-9]*\)\..*/1.\1/p' tools/crdcheck/go.mod)
+KUBE_MINORS := $(sort $(patsubst tools/crdcheck/go.%.mod,%,$(wildcard tools/crdcheck/go.1.*.mod)) $(KUBE_NEWEST))
+CRDCHECKS := $(foreach m,$(KUBE_MINORS),.cache/bin/crdcheck-$(m))
 EXAMPLE ?= examples/claims/statefulset-subprocess.yaml
 
-.PHONY: render test serve crank generate bench image-check clean
+.PHONY: render unit test serve crank generate bench image-check clean
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -31,10 +36,20 @@ $(CELCHECK): tools/crank/go.mod tools/crank/go.sum tools/crank/celcheck/main.go
 	mkdir -p $(dir $(CELCHECK))
 	cd tools/crank && go build -o $(abspath $(CELCHECK)) ./celcheck
 
-# The API server's own CRD validation (CEL cost budget included), for the tests.
-$(CRDCHECK): tools/crank/go.mod tools/crank/go.sum tools/crank/crdcheck/main.go
-	mkdir -p $(dir $(CRDCHECK))
-	cd tools/crank && go build -o $(abspath $(CRDCHECK)) ./crdcheck
+# The CRDs Crossplane generates from an XRD, by Crossplane's own conversion.
+$(XRD2CRD): tools/crank/go.mod tools/crank/go.sum tools/crank/xrd2crd/main.go
+	mkdir -p $(dir $(XRD2CRD))
+	cd tools/crank && go build -o $(abspath $(XRD2CRD)) ./xrd2crd
+
+# The API server's own CRD validation (CEL cost budget included), once per
+# supported Kubernetes minor, each with that minor's apiextensions-apiserver.
+.cache/bin/crdcheck-$(KUBE_NEWEST): tools/crdcheck/main.go tools/crdcheck/go.mod tools/crdcheck/go.sum
+	mkdir -p $(dir $@)
+	cd tools/crdcheck && go build -o $(abspath $@) .
+
+.cache/bin/crdcheck-%: tools/crdcheck/main.go tools/crdcheck/go.%.mod tools/crdcheck/go.%.sum
+	mkdir -p $(dir $@)
+	cd tools/crdcheck && go build -modfile=go.$*.mod -o $(abspath $@) .
 
 crank: $(CRANK)
 
@@ -48,10 +63,14 @@ generate: $(VENV)/.installed
 	$(VENV)/bin/python hack/gen_xrd.py
 	$(VENV)/bin/python hack/gen_k8s_schemas.py
 
-test: $(VENV)/.installed $(FLWR_VENV)/.installed $(CRANK) $(CELCHECK) $(CRDCHECK)
-	CRANK=$(abspath $(CRANK)) CELCHECK=$(abspath $(CELCHECK)) CRDCHECK=$(abspath $(CRDCHECK)) \
+# The fast suite: every test but the real control plane.
+unit: $(VENV)/.installed $(FLWR_VENV)/.installed $(CRANK) $(CELCHECK) $(XRD2CRD) $(CRDCHECKS)
+	CRANK=$(abspath $(CRANK)) CELCHECK=$(abspath $(CELCHECK)) XRD2CRD=$(abspath $(XRD2CRD)) \
+		CRDCHECK_DIR=$(abspath .cache/bin) \
 		FLWR_PYTHON=$(abspath $(FLWR_VENV))/bin/python \
 		$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test: unit
 
 bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench.py

@@ -319,8 +319,8 @@ class PoolSpec(Storage):
         default_factory=dict,
         max_length=MAX_NODE_CONFIG_KEYS,
         description=(
-            "Passed to --node-config. Values keep their YAML type; strings may use the "
-            "placeholders {index}, {replicas}, {globalIndex}, {totalReplicas} (StatefulSet), "
+            "Passed to --node-config. Values are strings; numbers and true/false become typed "
+            "values. They may use the placeholders {index}, {replicas}, {globalIndex}, {totalReplicas} (StatefulSet), "
             "{pool}, {node} and {cluster}."
         ),
         json_schema_extra={NODE_CONFIG: MAX_NODE_CONFIG_VALUE},
@@ -384,22 +384,22 @@ CEL_RULES = [
     },
     {
         "rule": "self.mode != 'DaemonSet' || self.supernodes.pools.all(p, !has(p.nodeConfig) || "
-        "p.nodeConfig.all(k, type(p.nodeConfig[k]) != string || "
+        "p.nodeConfig.all(k, "
         "!(p.nodeConfig[k].contains('{index}') || p.nodeConfig[k].contains('{replicas}'))))",
         "message": "spec.supernodes.pools[*].nodeConfig must not use {index} or {replicas} "
         "when mode is DaemonSet",
     },
     {
         "rule": "self.mode != 'DaemonSet' || self.supernodes.pools.all(p, !has(p.nodeConfig) || "
-        "p.nodeConfig.all(k, type(p.nodeConfig[k]) != string || "
+        "p.nodeConfig.all(k, "
         "!(p.nodeConfig[k].contains('{globalIndex}') || p.nodeConfig[k].contains('{totalReplicas}'))))",
         "message": "spec.supernodes.pools[*].nodeConfig must not use {globalIndex} or {totalReplicas} "
         "when mode is DaemonSet",
     },
     {
         "rule": "self.supernodes.pools.all(p, !has(p.nodeConfig) || "
-        "!p.nodeConfig.exists(k, type(p.nodeConfig[k]) == string && p.nodeConfig[k].contains('{index}')) || "
-        "!p.nodeConfig.exists(k, type(p.nodeConfig[k]) == string && p.nodeConfig[k].contains('{globalIndex}')))",
+        "!p.nodeConfig.exists(k, p.nodeConfig[k].contains('{index}')) || "
+        "!p.nodeConfig.exists(k, p.nodeConfig[k].contains('{globalIndex}')))",
         "message": "spec.supernodes.pools[*].nodeConfig cannot use both {index} and {globalIndex}",
     },
     {

@@ -112,14 +112,16 @@ def _structural(node: dict[str, Any]) -> dict[str, Any]:
         node = {**options[0], **node}
     out: dict[str, Any] = {}
     if node.get(NODE_CONFIG):
-        # Kubernetes CEL cannot see values of no type, and the DaemonSet
-        # placeholder rule must read them: values are int-or-string at
-        # admission ("true", "0.5" still become typed values in the function).
+        # Values are strings at admission, as the operator's map[string]string
+        # ("32", "true", "0.5" still become typed values in the function).
+        # Kubernetes CEL cannot read values of no type, and before 1.34 the
+        # cost estimate puts no bound on an int-or-string value, which pushes
+        # the placeholder rules over the budget: a typed string fits on 1.30+.
         return {
             "type": "object",
             "description": node["description"],
             "maxProperties": node["maxProperties"],
-            "additionalProperties": {"x-kubernetes-int-or-string": True, "maxLength": node[NODE_CONFIG]},
+            "additionalProperties": {"type": "string", "maxLength": node[NODE_CONFIG]},
         }
     if node.get(K8S_TYPE):
         out["description"] = f"{node.get('description', '')} ({node[K8S_TYPE]})".strip()

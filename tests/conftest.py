@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import shutil
 import socket
 import subprocess
@@ -52,9 +53,28 @@ def celcheck() -> str:
     return tool("CELCHECK", "cel-go's evaluator")
 
 
+def _kubernetes_minors() -> list[str]:
+    """The supported Kubernetes minors: one pinned CRD validator each in tools/crdcheck."""
+    crdcheck = ROOT / "tools" / "crdcheck"
+    older = [p.name[len("go.") : -len(".mod")] for p in crdcheck.glob("go.1.*.mod")]
+    newest = re.search(r"k8s.io/apiextensions-apiserver v0\.(\d+)\.", (crdcheck / "go.mod").read_text())
+    assert newest, "tools/crdcheck/go.mod pins no k8s.io/apiextensions-apiserver"
+    return sorted([*older, f"1.{newest.group(1)}"], key=lambda m: int(m.split(".")[1]))
+
+
+KUBERNETES_MINORS = _kubernetes_minors()
+
+
 @pytest.fixture(scope="session")
-def crdcheck() -> str:
-    return tool("CRDCHECK", "the API server's CRD validation")
+def xrd2crd() -> str:
+    return tool("XRD2CRD", "Crossplane's XRD-to-CRD conversion")
+
+
+def crdcheck(minor: str) -> str:
+    """The API server's CRD validation of one Kubernetes minor."""
+    path = pathlib.Path(os.environ.get("CRDCHECK_DIR") or ROOT / ".cache" / "bin") / f"crdcheck-{minor}"
+    need(os.access(path, os.X_OK), f"the CRD validation of Kubernetes {minor} ({path}; `make test`)")
+    return str(path)
 
 
 @pytest.fixture(scope="session")
