@@ -11,8 +11,11 @@ KUBE_NEWEST := $(shell sed -n 's/^[[:space:]]*k8s.io\/apiextensions-apiserver v0
 KUBE_MINORS := $(sort $(patsubst tools/crdcheck/go.%.mod,%,$(wildcard tools/crdcheck/go.1.*.mod)) $(KUBE_NEWEST))
 CRDCHECKS := $(foreach m,$(KUBE_MINORS),.cache/bin/crdcheck-$(m))
 EXAMPLE ?= examples/claims/statefulset-subprocess.yaml
+IMAGE := .cache/image/function-flower.tar
+PACKAGE := .cache/package/function-flower.xpkg
+E2E_TOOLS := .cache/e2e
 
-.PHONY: render unit test serve crank generate bench image-check clean
+.PHONY: render unit test e2e e2e-tools image package serve crank generate bench clean
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -68,7 +71,30 @@ unit: $(VENV)/.installed $(FLWR_VENV)/.installed $(CRANK) $(CELCHECK) $(XRD2CRD)
 	CRANK=$(abspath $(CRANK)) CELCHECK=$(abspath $(CELCHECK)) XRD2CRD=$(abspath $(XRD2CRD)) \
 		CRDCHECK_DIR=$(abspath .cache/bin) \
 		FLWR_PYTHON=$(abspath $(FLWR_VENV))/bin/python \
-		$(VENV)/bin/pytest $(PYTEST_ARGS)
+		$(VENV)/bin/pytest --ignore=tests/e2e $(PYTEST_ARGS)
+
+# The runtime image, built without a container daemon (needs root).
+$(IMAGE): $(VENV)/.installed hack/build_image.py pyproject.toml requirements.lock $(wildcard function/*)
+	$(VENV)/bin/python hack/build_image.py $@
+
+# The Crossplane package, with the runtime image embedded.
+$(PACKAGE): $(IMAGE) $(CRANK) package/crossplane.yaml $(wildcard examples/claims/*.yaml)
+	mkdir -p $(dir $@)
+	$(CRANK) xpkg build --package-root=package --examples-root=examples/claims \
+		--embed-runtime-image-tarball=$(IMAGE) -o $@
+
+image: $(IMAGE)
+package: $(PACKAGE)
+
+# The real control plane (Kubernetes, KWOK, Crossplane, provider-kubernetes,
+# a registry), built from the versions pinned under tools/.
+e2e-tools:
+	hack/e2e/build-tools.sh $(E2E_TOOLS)
+
+# The product as users run it, on the oldest and newest supported Kubernetes.
+e2e: $(VENV)/.installed $(CRANK) e2e-tools $(PACKAGE)
+	E2E_TOOLS=$(abspath $(E2E_TOOLS)) FUNCTION_XPKG=$(abspath $(PACKAGE)) CRANK=$(abspath $(CRANK)) \
+		$(VENV)/bin/pytest tests/e2e $(PYTEST_ARGS)
 
 test: unit
 

@@ -14,26 +14,7 @@ import time
 import pytest
 import yaml
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-# provider-kubernetes' and Crossplane's CRDs, as data for offline validation.
-SHARED_CRDS = pathlib.Path(os.environ.get("CRDS_DIR") or ROOT.parent / "shared" / "crds")
-EXAMPLES = ROOT / "examples"
-CLAIMS = sorted((EXAMPLES / "claims").glob("*.yaml"))
-INVALID = sorted((EXAMPLES / "invalid").glob("*.yaml"))
-IN_CI = os.environ.get("CI", "").lower() == "true"
-
-
-def need(condition: bool, what: str) -> None:
-    """Skip a real-peer test locally when the peer is missing; in CI that is a failure."""
-    if condition:
-        return
-    if IN_CI:
-        pytest.fail(f"{what} is required in CI (CI=true), and missing")
-    pytest.skip(f"{what} is missing")
-
-
-def load_all(path: pathlib.Path) -> list[dict]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+from peers import CLAIMS, EXAMPLES, IN_CI, INVALID, ROOT, SHARED_CRDS, load_all, need  # noqa: F401
 
 
 def tool(variable: str, what: str, fallback: str = "") -> str:

@@ -1,11 +1,14 @@
 //go:build tools
 
 // Package tools pins the Crossplane CLI the tests drive (crank render,
-// crank beta validate); `make crank` builds it from the Go module proxy.
+// crank beta validate), Crossplane core and crane (a local OCI registry) for
+// `make e2e`; the Makefile builds each from the Go module proxy.
 package tools
 
 import (
 	_ "github.com/crossplane/crossplane/v2/cmd/crank"
+	_ "github.com/crossplane/crossplane/v2/cmd/crossplane"
+	_ "github.com/google/go-containerregistry/cmd/crane"
 	_ "github.com/google/cel-go/cel"
 	_ "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 )

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Builds the real control plane `make e2e` runs, from the versions pinned under
+# tools/ (Go module proxy) and Debian's packages: no container runtime, no
+# download of a prebuilt binary. A binary is rebuilt only when its pins change.
+#
+# Usage: hack/e2e/build-tools.sh OUTDIR
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=$(mkdir -p "$1" && cd "$1" && pwd)
+
+
+# build MODULE_DIR OUTPUT PACKAGE [LDFLAGS]: go build unless OUTPUT is newer
+# than the module's go.sum.
+build() {
+  local dir=$1 target=$2 pkg=$3 ldflags=${4:-}
+  if [ -x "$target" ] && [ "$target" -nt "$dir/go.sum" ]; then
+    return
+  fi
+  echo "building $target" >&2
+  mkdir -p "$(dirname "$target")"
+  (cd "$dir" && go build -trimpath -ldflags "-s -w $ldflags" -o "$target" "$pkg")
+}
+
+pinned() { # pinned MODULE_DIR MODULE: the version go.mod requires
+  sed -n "s#^[[:space:]]*\(require \)\{0,1\}$2 \(v[^ ]*\).*#\2#p" "$1/go.mod" | head -n 1
+}
+
+for dir in tools/kube-*; do
+  version=$(pinned "$dir" k8s.io/kubernetes)
+  minor=${version#v1.}; minor=${minor%%.*}
+  flags="-X k8s.io/component-base/version.gitVersion=$version"
+  flags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+  flags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+  for component in kube-apiserver kube-controller-manager kube-scheduler; do
+    build "$dir" "$out/kube-1.$minor/$component" "k8s.io/kubernetes/cmd/$component" "$flags"
+  done
+  newest=$dir
+  newest_flags=$flags
+done
+# kubectl from the newest release: it speaks to every older supported server.
+build "$newest" "$out/kubectl" k8s.io/kubernetes/cmd/kubectl "$newest_flags"
+
+build tools/etcd "$out/etcd" go.etcd.io/etcd/server/v3
+crossplane=$(pinned tools/crank github.com/crossplane/crossplane/v2)
+build tools/crank "$out/crossplane" github.com/crossplane/crossplane/v2/cmd/crossplane \
+  "-X github.com/crossplane/crossplane/v2/internal/version.version=$crossplane"
+build tools/crank "$out/crane" github.com/google/go-containerregistry/cmd/crane
+build tools/provider-kubernetes "$out/provider-kubernetes" github.com/crossplane-contrib/provider-kubernetes/cmd/provider
+build tools/kwok "$out/kwok" sigs.k8s.io/kwok/cmd/kwok
+build tools/kwok "$out/kwokctl" sigs.k8s.io/kwok/cmd/kwokctl
+
+# provider-kubernetes' CRDs ship in its module.
+(cd tools/provider-kubernetes && go mod download github.com/crossplane-contrib/provider-kubernetes)
+provider=$(cd tools/provider-kubernetes && go list -m -f '{{.Dir}}' github.com/crossplane-contrib/provider-kubernetes)
+rm -rf "$out/provider-crds" && cp -r "$provider/package/crds" "$out/provider-crds" && chmod -R u+w "$out/provider-crds"
+# Crossplane's CRDs ship in its module (cluster/crds).
+core=$(cd tools/crank && go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2)
+rm -rf "$out/crossplane-crds" && cp -r "$core/cluster/crds" "$out/crossplane-crds" && chmod -R u+w "$out/crossplane-crds"
+echo "e2e tools ready in $out" >&2

@@ -1,0 +1,56 @@
+"""The real control plane, once per Kubernetes minor the e2e runs (oldest and newest)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+
+import pytest
+
+from peers import ROOT, need
+
+from controlplane import ControlPlane, Tools
+
+TOOLS = pathlib.Path(os.environ.get("E2E_TOOLS") or ROOT / ".cache" / "e2e")
+PACKAGE = pathlib.Path(os.environ.get("FUNCTION_XPKG") or ROOT / ".cache" / "package" / "function-flower.xpkg")
+RUNS = pathlib.Path(os.environ.get("E2E_RUNS") or ROOT / ".cache" / "e2e-run")
+# The control planes: one per pinned Kubernetes release in tools/kube-*.
+MINORS = sorted(
+    (re.sub(r"^kube-", "", p.name) for p in (ROOT / "tools").glob("kube-1.*")),
+    key=lambda m: int(m.split(".")[1]),
+)
+
+
+@pytest.fixture(scope="session", params=MINORS, ids=lambda m: f"k8s-{m}")
+def plane(request):
+    tools = Tools(TOOLS, request.param, os.environ.get("CRANK") or str(ROOT / ".cache" / "bin" / "crank"))
+    need((TOOLS / f"kube-{request.param}" / "kube-apiserver").exists() and (TOOLS / "crossplane").exists(),
+         f"the e2e control plane binaries ({TOOLS}; `make e2e`)")  # fmt: skip
+    need(os.access(tools.crank, os.X_OK), f"the Crossplane CLI ({tools.crank}; `make crank`)")
+    need(PACKAGE.exists(), f"the function package ({PACKAGE}; `make package`)")
+    need(os.geteuid() == 0, "root (network namespaces, chroot)")
+    control_plane = ControlPlane(
+        tools=tools,
+        workdir=RUNS / request.param,
+        package=PACKAGE,
+        xrd=ROOT / "apis" / "definition.yaml",
+        composition=ROOT / "apis" / "composition.yaml",
+        function_manifest=ROOT / "examples" / "install" / "function.yaml",
+    )
+    try:
+        control_plane.start()
+    except BaseException:
+        print(control_plane.logs())
+        control_plane.stop()
+        raise
+    yield control_plane
+    control_plane.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed and "plane" in item.funcargs:
+        report.sections.append(("control plane logs", item.funcargs["plane"].logs()))

@@ -1,0 +1,634 @@
+"""A real Crossplane control plane on this machine, without a container runtime.
+
+Each part is a real process built by hack/e2e/build-tools.sh: per cluster etcd,
+kube-apiserver, kube-controller-manager, kube-scheduler and KWOK (which stands
+in for kubelets), started by kwokctl; Crossplane core and provider-kubernetes;
+a local OCI registry (crane). The function is installed as users install it:
+its package is pushed to the registry and a `Function` applied, so Crossplane's
+package manager pulls it, creates its Deployment, Service and TLS Secret. KWOK
+runs no container, so the harness plays the kubelet for that one pod: it runs
+the pod's container from the image in the registry (its root filesystem,
+entrypoint and user, under chroot) with the pod's environment and the Secret's
+certificates, in a network namespace the Service name resolves to for
+Crossplane alone (provider-kubernetes holds port 9443 on the host).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import tarfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+CROSSPLANE_NS = "crossplane-system"
+FUNCTION = "function-flower"
+# The function's network namespace: a /30 only this machine routes.
+NETNS = "flwr-e2e-fn"
+VETH_HOST, VETH_FN = "flwr-e2e-h", "flwr-e2e-f"
+HOST_IP, FUNCTION_IP = "10.213.7.1", "10.213.7.2"
+# Fake nodes: enough room for every example, GPUs of both vendors included.
+NODE_CAPACITY = {"cpu": "64", "memory": "512Gi", "pods": "250", "nvidia.com/gpu": "8", "amd.com/gpu": "8"}
+
+
+class Timeout(AssertionError):
+    pass
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 180, interval: float = 1) -> Any:
+    """Poll until check() returns something truthy; fail naming what never happened."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except subprocess.CalledProcessError as e:
+            last = e.stderr or e
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise Timeout(f"timed out after {timeout:.0f}s waiting for {what}; last: {str(last)[:2000]}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: pathlib.Path
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if not self.alive():
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, sig)
+        try:
+            self.popen.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(timeout=20)
+
+    def tail(self, lines: int = 40) -> str:
+        if not self.log.exists():
+            return ""
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+@dataclass
+class Cluster:
+    name: str
+    kubeconfig: pathlib.Path
+    kubectl_bin: str
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60) -> str:
+        proc = subprocess.run(
+            [self.kubectl_bin, f"--kubeconfig={self.kubeconfig}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and proc.returncode != 0:
+            raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
+        return proc.stdout
+
+    def apply(self, *docs: dict[str, Any], check: bool = True) -> subprocess.CompletedProcess[str]:
+        text = yaml.safe_dump_all(list(docs))
+        proc = subprocess.run(
+            [self.kubectl_bin, f"--kubeconfig={self.kubeconfig}", "apply", "-f", "-"],
+            input=text,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if check and proc.returncode != 0:
+            raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
+        return proc
+
+    def get(self, resource: str, name: str = "", namespace: str = "", selector: str = "") -> Any:
+        """One object (with a name) or the list of items, as JSON; None when not found."""
+        args = ["get", resource, *([name] if name else []), "-o", "json"]
+        if namespace:
+            args += ["-n", namespace]
+        if selector:
+            args += ["-l", selector]
+        if not name and not namespace:
+            args.append("--all-namespaces")
+        try:
+            out = json.loads(self.kubectl(*args))
+        except subprocess.CalledProcessError as e:
+            if "NotFound" in (e.stderr or ""):
+                return None
+            raise
+        return out if name else out["items"]
+
+    def kubeconfig_text(self) -> str:
+        return self.kubeconfig.read_text()
+
+
+def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return c
+    return {}
+
+
+@dataclass
+class Tools:
+    """The binaries hack/e2e/build-tools.sh leaves in one folder."""
+
+    root: pathlib.Path
+    minor: str
+    crank: str  # the Crossplane CLI, built with the unit suite's tools
+
+    def kube(self, component: str) -> str:
+        return str(self.root / f"kube-{self.minor}" / component)
+
+    def __getattr__(self, name: str) -> str:
+        path = self.root / name.replace("_", "-")
+        if not path.exists():
+            raise AttributeError(f"{path} is missing: run hack/e2e/build-tools.sh")
+        return str(path)
+
+    def kube_version(self) -> str:
+        out = subprocess.run([self.kube("kube-apiserver"), "--version"], capture_output=True, text=True, check=True)
+        return out.stdout.split()[-1]  # "Kubernetes v1.35.4"
+
+
+@dataclass
+class ControlPlane:
+    """A hub cluster with Crossplane, provider-kubernetes and the function, and a spoke."""
+
+    tools: Tools
+    workdir: pathlib.Path
+    package: pathlib.Path  # the function's .xpkg
+    xrd: pathlib.Path
+    composition: pathlib.Path
+    function_manifest: pathlib.Path  # pkg.crossplane.io Function, as users apply it
+    hub: Cluster = field(init=False)
+    spoke: Cluster = field(init=False)
+    processes: dict[str, Process] = field(default_factory=dict)
+    registry: str = ""
+    function_image: str = ""
+    function_rootfs: pathlib.Path = field(init=False)
+    hosts: pathlib.Path = field(init=False)
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._cleanup_leftovers()
+        tag = self.tools.minor.replace(".", "")
+        self.hub = self._cluster(f"e2e-{tag}-hub")
+        self.spoke = self._cluster(f"e2e-{tag}-spoke")
+        self._stopping = threading.Event()
+        threading.Thread(target=self._load_balancer_loop, daemon=True).start()
+        self._registry()
+        self._crossplane()
+        self._provider()
+        self._install_function()
+        self._install_api()
+
+    def _load_balancer_loop(self) -> None:
+        while not self._stopping.wait(2):
+            with contextlib.suppress(Exception):
+                serve_load_balancers([self.hub, self.spoke])
+
+    def stop(self) -> None:
+        if hasattr(self, "_stopping"):
+            self._stopping.set()
+        for proc in reversed(list(self.processes.values())):
+            proc.stop()
+        self.processes.clear()
+        self._netns_down()
+        for name in [f"e2e-{self.tools.minor.replace('.', '')}-hub", f"e2e-{self.tools.minor.replace('.', '')}-spoke"]:
+            self._kwokctl("delete", "cluster", "--name", name, check=False)
+
+    def _cleanup_leftovers(self) -> None:
+        """A run that died may have left clusters, processes or the namespace behind."""
+        tag = self.tools.minor.replace(".", "")
+        for name in [f"e2e-{tag}-hub", f"e2e-{tag}-spoke"]:
+            self._kwokctl("delete", "cluster", "--name", name, check=False)
+        pids = self.workdir / "pids"
+        if pids.is_dir():
+            for pid_file in pids.iterdir():
+                with contextlib.suppress(ValueError, ProcessLookupError, PermissionError):
+                    os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+                pid_file.unlink()
+        self._netns_down()
+
+    def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None, inherit: bool = True) -> Process:
+        log = self.workdir / "logs" / f"{name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        popen = subprocess.Popen(
+            args,
+            stdout=log.open("ab"),
+            stderr=subprocess.STDOUT,
+            env={**(os.environ if inherit else {}), **(env or {})},
+            start_new_session=True,
+        )
+        pids = self.workdir / "pids"
+        pids.mkdir(exist_ok=True)
+        (pids / name).write_text(str(popen.pid))
+        proc = Process(name, popen, log)
+        self.processes[name] = proc
+        return proc
+
+    # -- clusters -----------------------------------------------------------------
+
+    def _kwokctl(self, *args: str, check: bool = True) -> str:
+        env = {
+            **os.environ,
+            "KWOK_WORKDIR": str(self.workdir / "kwok"),
+            "KWOK_KUBE_VERSION": self.tools.kube_version(),
+            "PATH": f"{self.tools.root}:{os.environ.get('PATH', '')}",
+        }
+        proc = subprocess.run([self.tools.kwokctl, *args], capture_output=True, text=True, env=env, timeout=300)
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"kwokctl {' '.join(args)}: {proc.stdout}\n{proc.stderr}")
+        return proc.stdout
+
+    def _cluster(self, name: str) -> Cluster:
+        self._kwokctl(
+            "create", "cluster", "--name", name, "--runtime", "binary",
+            "--etcd-binary", self.tools.etcd,
+            "--kube-apiserver-binary", self.tools.kube("kube-apiserver"),
+            "--kube-controller-manager-binary", self.tools.kube("kube-controller-manager"),
+            "--kube-scheduler-binary", self.tools.kube("kube-scheduler"),
+            "--kwok-controller-binary", self.tools.kwok,
+            "--wait", "3m",
+        )  # fmt: skip
+        kubeconfig = self.workdir / f"{name}.kubeconfig"
+        kubeconfig.write_text(self._kwokctl("get", "kubeconfig", "--name", name))
+        cluster = Cluster(name, kubeconfig, self.tools.kubectl)
+        wait_for(f"{name} API", lambda: cluster.kubectl("get", "--raw", "/readyz") == "ok", timeout=120)
+        nodes = [
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": f"node-{i}",
+                    "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                    "labels": {"kubernetes.io/hostname": f"node-{i}", "kubernetes.io/os": "linux",
+                               "kubernetes.io/arch": "amd64", "type": "kwok"},
+                },
+                "status": {"allocatable": NODE_CAPACITY, "capacity": NODE_CAPACITY},
+            }
+            for i in range(1, 4)
+        ]  # fmt: skip
+        # GPU pools with mountAll ask for the nvidia RuntimeClass; admission needs it to exist.
+        runtime_class = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                         "metadata": {"name": "nvidia"}, "handler": "nvidia"}  # fmt: skip
+        cluster.apply(*nodes, runtime_class, *_volumes())
+        wait_for(f"{name} nodes Ready", lambda: all(
+            condition(n, "Ready").get("status") == "True" for n in cluster.get("nodes")) and len(cluster.get("nodes")) == 3)
+        return cluster
+
+    # -- registry -----------------------------------------------------------------
+
+    def _registry(self) -> None:
+        port = free_port()
+        self.spawn("registry", [self.tools.crane, "registry", "serve", "--address", f"127.0.0.1:{port}"])
+        self.registry = f"127.0.0.1:{port}"
+        wait_for("the registry", lambda: _connects("127.0.0.1", port), timeout=30)
+
+    # -- Crossplane ---------------------------------------------------------------
+
+    def _crossplane(self) -> None:
+        hub = self.hub
+        hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CROSSPLANE_NS}})
+        hub.apply({"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": "crossplane", "namespace": CROSSPLANE_NS}})  # fmt: skip
+        env = {
+            "KUBECONFIG": str(hub.kubeconfig),
+            "POD_NAMESPACE": CROSSPLANE_NS,
+            "TLS_CA_SECRET_NAME": "crossplane-root-ca",
+            "TLS_CLIENT_SECRET_NAME": "crossplane-tls-client",
+        }
+        crds = str(self.tools.root / "crossplane-crds")
+        for cache in ("xpkg-cache", "xfn-cache"):
+            (self.workdir / cache).mkdir(exist_ok=True)
+        for attempt in range(3):  # the Lock CRD may not be established on the first try
+            proc = subprocess.run(
+                [self.tools.crossplane, "core", "init", "--enable-webhooks=false"],
+                env={**os.environ, **env, "CRDS_PATH": crds},
+                capture_output=True, text=True, timeout=180,
+            )  # fmt: skip
+            if proc.returncode == 0:
+                break
+            time.sleep(3)
+        else:
+            raise RuntimeError(f"crossplane core init: {proc.stdout}\n{proc.stderr}")
+        client = self.workdir / "crossplane-tls-client"
+        self._secret_to_dir(hub, "crossplane-tls-client", client)
+        # Crossplane alone resolves the function's Service name to its namespace.
+        self.hosts = self.workdir / "hosts"
+        self.hosts.write_text(pathlib.Path("/etc/hosts").read_text())
+        mount = 'mount --bind "$0" /etc/hosts && exec "$@"'
+        self.spawn(
+            "crossplane",
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, str(self.hosts),
+             self.tools.crossplane, "core", "start", "--enable-webhooks=false",
+             "--cache-dir", str(self.workdir / "xpkg-cache"), "--xfn-cache-dir", str(self.workdir / "xfn-cache"),
+             "--metrics-port", str(free_port()), "--health-probe-port", str(free_port()),
+             "--poll-interval=15s", "--sync-interval=1m"],
+            env={**env, "TLS_CLIENT_CERTS_DIR": str(client)},
+        )  # fmt: skip
+        wait_for("Crossplane's CRDs", lambda: hub.get("crd", "functions.pkg.crossplane.io"), timeout=120)
+
+    def _secret_to_dir(self, cluster: Cluster, name: str, folder: pathlib.Path, owner: int | None = None) -> None:
+        secret = wait_for(f"Secret {name}", lambda: _with_data(cluster.get("secret", name, CROSSPLANE_NS)))
+        folder.mkdir(parents=True, exist_ok=True)
+        for key, value in secret["data"].items():
+            path = folder / key
+            path.write_bytes(base64.b64decode(value))
+            if owner is not None:
+                os.chown(path, owner, owner)
+                path.chmod(0o400)
+
+    # -- provider-kubernetes -----------------------------------------------------
+
+    def _provider(self) -> None:
+        hub = self.hub
+        crds = []
+        for path in sorted((self.tools.root / "provider-crds").glob("*.yaml")):
+            crd = yaml.safe_load(path.read_text())
+            # The Object CRDs convert through the provider's webhook, which
+            # needs a Service; the e2e stores one version per kind.
+            if crd["spec"].get("conversion", {}).get("strategy") == "Webhook":
+                crd["spec"]["conversion"] = {"strategy": "None"}
+            crds.append(crd)
+        hub.kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(crds))
+        webhook = self.workdir / "provider-webhook"
+        webhook.mkdir(exist_ok=True)
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=provider",
+             "-keyout", str(webhook / "tls.key"), "-out", str(webhook / "tls.crt")],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        shutil.copy(webhook / "tls.crt", webhook / "ca.crt")
+        self.spawn(
+            "provider-kubernetes",
+            [self.tools.provider_kubernetes, "--poll=15s", "--enable-management-policies", "--enable-watches"],
+            env={"KUBECONFIG": str(hub.kubeconfig), "POD_NAMESPACE": CROSSPLANE_NS,
+                 "TLS_SERVER_CERTS_DIR": str(webhook)},
+        )  # fmt: skip
+        # One kubeconfig Secret and ProviderConfig per cluster name the examples use.
+        secrets = [
+            _kubeconfig_secret("hub-kubeconfig", self.hub),
+            _kubeconfig_secret("spoke-kubeconfig", self.spoke),
+        ]
+        hub.apply(*secrets)
+        wait_for("provider-kubernetes' CRDs", lambda: hub.get("crd", "providerconfigs.kubernetes.crossplane.io"))
+
+    def provider_configs(self) -> list[dict[str, Any]]:
+        """ProviderConfigs for every cluster name the examples use: hub names the hub."""
+        configs = []
+        for name, secret in [("default", "hub-kubeconfig"), ("hub", "hub-kubeconfig"),
+                             ("spoke-eu", "spoke-kubeconfig"), ("spoke-us", "spoke-kubeconfig"),
+                             ("spoke-edge", "spoke-kubeconfig")]:  # fmt: skip
+            configs.append({
+                "apiVersion": "kubernetes.crossplane.io/v1alpha1",
+                "kind": "ProviderConfig",
+                "metadata": {"name": name},
+                "spec": {"credentials": {"source": "Secret", "secretRef": {
+                    "namespace": CROSSPLANE_NS, "name": secret, "key": "kubeconfig"}}},
+            })  # fmt: skip
+        return configs
+
+    def v2_provider_configs(self, namespace: str) -> list[dict[str, Any]]:
+        """examples/v2/providerconfigs.yaml's names, for namespaced Objects."""
+        secret = {"namespace": CROSSPLANE_NS, "key": "kubeconfig"}
+        return [
+            {"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "ProviderConfig",
+             "metadata": {"name": "team-a-cluster", "namespace": namespace},
+             "spec": {"credentials": {"source": "Secret", "secretRef": {**secret, "name": "hub-kubeconfig"}}}},
+            {"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "ClusterProviderConfig",
+             "metadata": {"name": "partner-cluster"},
+             "spec": {"credentials": {"source": "Secret", "secretRef": {**secret, "name": "spoke-kubeconfig"}}}},
+        ]  # fmt: skip
+
+    # -- the function -------------------------------------------------------------
+
+    def _install_function(self) -> None:
+        hub = self.hub
+        self.function_image = f"{self.registry}/{FUNCTION}:v0.1.0"
+        subprocess.run(
+            [self.tools.crank, "xpkg", "push", "-f", str(self.package), self.function_image],
+            check=True, capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+        # The README's manifest, pointed at the package just pushed.
+        function = yaml.safe_load(self.function_manifest.read_text())
+        assert function["metadata"]["name"] == FUNCTION
+        function["spec"]["package"] = self.function_image
+        hub.apply(function)
+        revision = wait_for(
+            "the FunctionRevision's endpoint",
+            lambda: next((r for r in hub.get("functionrevisions") if (r.get("status") or {}).get("endpoint")), None),
+            timeout=240,
+        )
+        self.endpoint = revision["status"]["endpoint"]  # dns:///<service>.<namespace>:9443
+        host = self.endpoint.removeprefix("dns:///").rsplit(":", 1)[0]
+        with self.hosts.open("a") as f:  # in place: Crossplane's bind mount sees it
+            f.write(f"{FUNCTION_IP} {host}\n")
+        self._netns_up()
+        self.function_rootfs = self._unpack_image()
+        self.start_function()
+        wait_for(
+            "the Function to turn Healthy",
+            lambda: condition(hub.get("functions.pkg.crossplane.io", FUNCTION), "Healthy").get("status") == "True",
+            timeout=240,
+        )
+
+    def _unpack_image(self) -> pathlib.Path:
+        """The image's root filesystem and config, as the registry serves them."""
+        rootfs = self.workdir / "function-rootfs"
+        if rootfs.exists():
+            shutil.rmtree(rootfs)
+        rootfs.mkdir()
+        flat = self.workdir / "function-rootfs.tar"
+        subprocess.run([self.tools.crane, "export", self.function_image, str(flat)], check=True, timeout=300)
+        with tarfile.open(flat) as tar:
+            tar.extractall(rootfs, numeric_owner=True, filter="fully_trusted")
+        flat.unlink()
+        config = json.loads(subprocess.run(
+            [self.tools.crane, "config", self.function_image], check=True, capture_output=True, text=True).stdout)
+        self.image_config = config["config"]
+        return rootfs
+
+    def function_pod(self) -> dict[str, Any]:
+        """The pod spec Crossplane's package manager made for the function."""
+        deployments = self.hub.get("deployments", namespace=CROSSPLANE_NS)
+        deployment = next(d for d in deployments if d["metadata"]["name"].startswith(FUNCTION))
+        return deployment["spec"]["template"]["spec"]
+
+    def start_function(self) -> Process:
+        """Run the function pod's container from the image, as a kubelet would."""
+        pod = self.function_pod()
+        container = pod["containers"][0]
+        user = self._image_user(pod, container)
+        # The TLS Secret, mounted where the pod mounts it.
+        for volume in pod.get("volumes", []):
+            secret = (volume.get("secret") or {}).get("secretName")
+            mount = next((m for m in container.get("volumeMounts", []) if m["name"] == volume["name"]), None)
+            if secret and mount:
+                self._secret_to_dir(self.hub, secret, self.function_rootfs / mount["mountPath"].lstrip("/"), user[0])
+        env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+        for entry in self.image_config.get("Env") or []:
+            key, _, value = entry.partition("=")
+            env.setdefault(key, value)
+        command = container.get("command") or self.image_config.get("Entrypoint") or []
+        args = container.get("args") or ([] if container.get("command") else self.image_config.get("Cmd") or [])
+        workdir = container.get("workingDir") or self.image_config.get("WorkingDir") or "/"
+        if workdir != "/":
+            raise NotImplementedError(f"chroot starts in /, the image asks for {workdir}")
+        # The image has no shell and no env(1): the process gets the pod's
+        # environment and nothing of the harness's.
+        proc = self.spawn(
+            "function",
+            [shutil.which("ip") or "ip", "netns", "exec", NETNS, shutil.which("chroot") or "chroot",
+             f"--userspec={user[0]}:{user[1]}", str(self.function_rootfs), *command, *args],
+            env=env,
+            inherit=False,
+        )  # fmt: skip
+        port = next((p["containerPort"] for p in container.get("ports", []) if p.get("name") == "grpc"), 9443)
+        wait_for("the function to listen", lambda: _connects(FUNCTION_IP, port) or not proc.alive(), timeout=60)
+        if not proc.alive():
+            raise RuntimeError(f"the function exited:\n{proc.tail()}")
+        return proc
+
+    def _image_user(self, pod: dict[str, Any], container: dict[str, Any]) -> tuple[int, int]:
+        """The pod's runAsUser/runAsGroup, else the image's USER resolved in its own /etc/passwd."""
+        ctx = {**(pod.get("securityContext") or {}), **(container.get("securityContext") or {})}
+        name = (self.image_config.get("User") or "0").split(":")[0]
+        uid = ctx.get("runAsUser")
+        if uid is None:
+            uid = int(name) if name.isdigit() else _passwd(self.function_rootfs, name)[0]
+        gid = ctx.get("runAsGroup")
+        if gid is None:
+            gid = _passwd(self.function_rootfs, name)[1] if not name.isdigit() else uid
+        return int(uid), int(gid)
+
+    def _netns_up(self) -> None:
+        self._netns_down()
+        for cmd in [
+            ["ip", "netns", "add", NETNS],
+            ["ip", "link", "add", VETH_HOST, "type", "veth", "peer", "name", VETH_FN],
+            ["ip", "link", "set", VETH_FN, "netns", NETNS],
+            ["ip", "addr", "add", f"{HOST_IP}/30", "dev", VETH_HOST],
+            ["ip", "link", "set", VETH_HOST, "up"],
+            ["ip", "netns", "exec", NETNS, "ip", "addr", "add", f"{FUNCTION_IP}/30", "dev", VETH_FN],
+            ["ip", "netns", "exec", NETNS, "ip", "link", "set", VETH_FN, "up"],
+            ["ip", "netns", "exec", NETNS, "ip", "link", "set", "lo", "up"],
+        ]:
+            subprocess.run(cmd, check=True, capture_output=True)
+
+    def _netns_down(self) -> None:
+        subprocess.run(["ip", "link", "del", VETH_HOST], capture_output=True)
+        subprocess.run(["ip", "netns", "del", NETNS], capture_output=True)
+
+    # -- the API ------------------------------------------------------------------
+
+    def _install_api(self) -> None:
+        hub = self.hub
+        hub.apply(*self.provider_configs())
+        hub.kubectl("apply", "-f", str(self.xrd), "-f", str(self.composition))
+        xrd_name = yaml.safe_load(self.xrd.read_text())["metadata"]["name"]
+        wait_for(
+            f"XRD {xrd_name} Established",
+            lambda: condition(hub.get("compositeresourcedefinitions", xrd_name), "Established").get("status") == "True",
+            timeout=180,
+        )
+
+    def logs(self) -> str:
+        return "\n\n".join(f"== {p.name}\n{p.tail()}" for p in self.processes.values())
+
+
+def _volumes() -> list[dict[str, Any]]:
+    """Static volumes, as a storage admin provides them: claims of the default
+    class and of class `standard` (the examples use both) bind to these."""
+    volumes: list[dict[str, Any]] = [{
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "standard"},
+        "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "Immediate",
+    }]  # fmt: skip
+    for storage_class in ["standard", ""]:
+        for i in range(12):
+            volumes.append({
+                "apiVersion": "v1", "kind": "PersistentVolume",
+                "metadata": {"name": f"pv-{storage_class or 'default'}-{i}"},
+                "spec": {"capacity": {"storage": "50Gi"}, "accessModes": ["ReadWriteOnce"],
+                         "storageClassName": storage_class, "persistentVolumeReclaimPolicy": "Delete",
+                         "hostPath": {"path": f"/var/lib/e2e/pv-{storage_class or 'default'}-{i}"}},
+            })  # fmt: skip
+    return volumes
+
+
+def serve_load_balancers(clusters: list[Cluster]) -> None:
+    """Play a cloud's load-balancer controller: give each LoadBalancer Service an
+    ingress address from TEST-NET-3 (nothing is ever sent to it)."""
+    for cluster in clusters:
+        for svc in cluster.get("services"):
+            if svc["spec"].get("type") != "LoadBalancer" or (svc.get("status") or {}).get("loadBalancer", {}).get("ingress"):
+                continue
+            octet = 1 + sum(svc["metadata"]["uid"].encode()) % 250
+            patch = {"status": {"loadBalancer": {"ingress": [{"ip": f"203.0.113.{octet}"}]}}}
+            cluster.kubectl("patch", "service", svc["metadata"]["name"], "-n", svc["metadata"]["namespace"],
+                            "--subresource=status", "--type=merge", "-p", json.dumps(patch), check=False)
+
+
+def _connects(host: str, port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
+        return True
+    return False
+
+
+def _with_data(secret: dict[str, Any] | None) -> dict[str, Any] | None:
+    return secret if secret and secret.get("data") else None
+
+
+def _passwd(rootfs: pathlib.Path, name: str) -> tuple[int, int]:
+    for line in (rootfs / "etc" / "passwd").read_text().splitlines():
+        fields = line.split(":")
+        if fields[0] == name:
+            return int(fields[2]), int(fields[3])
+    raise KeyError(f"user {name} is not in the image's /etc/passwd")
+
+
+def _kubeconfig_secret(name: str, cluster: Cluster) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": CROSSPLANE_NS},
+        "stringData": {"kubeconfig": cluster.kubeconfig_text()},
+    }
+
+
+@contextlib.contextmanager
+def running(plane: ControlPlane) -> Iterator[ControlPlane]:
+    try:
+        plane.start()
+        yield plane
+    finally:
+        plane.stop()
