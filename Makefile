@@ -96,7 +96,7 @@ e2e: $(VENV)/.installed $(CRANK) e2e-tools $(PACKAGE)
 	E2E_TOOLS=$(abspath $(E2E_TOOLS)) FUNCTION_XPKG=$(abspath $(PACKAGE)) CRANK=$(abspath $(CRANK)) \
 		$(VENV)/bin/pytest tests/e2e $(PYTEST_ARGS)
 
-test: unit
+test: unit e2e
 
 bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench.py

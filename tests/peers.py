@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pathlib
+from types import ModuleType
 
 import pytest
 import yaml
@@ -28,3 +30,12 @@ def need(condition: bool, what: str) -> None:
 
 def load_all(path: pathlib.Path) -> list[dict]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def hack_module(name: str) -> ModuleType:
+    """A script under hack/, imported as a module (hack/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "hack" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

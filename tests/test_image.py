@@ -7,16 +7,12 @@ install step, user, entrypoint, port, working directory) must agree.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shlex
 
-from peers import ROOT
+from peers import ROOT, hack_module
 
-_spec = importlib.util.spec_from_file_location("build_image", ROOT / "hack" / "build_image.py")
-assert _spec and _spec.loader
-build_image = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(build_image)
+build_image = hack_module("build_image")
 
 
 def dockerfile_stages() -> list[dict[str, list[str]]]:

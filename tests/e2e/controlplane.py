@@ -35,10 +35,6 @@ import yaml
 
 CROSSPLANE_NS = "crossplane-system"
 FUNCTION = "function-flower"
-# The function's network namespace: a /30 only this machine routes.
-NETNS = "flwr-e2e-fn"
-VETH_HOST, VETH_FN = "flwr-e2e-h", "flwr-e2e-f"
-HOST_IP, FUNCTION_IP = "10.213.7.1", "10.213.7.2"
 # Fake nodes: enough room for every example, GPUs of both vendors included.
 NODE_CAPACITY = {"cpu": "64", "memory": "512Gi", "pods": "250", "nvidia.com/gpu": "8", "amd.com/gpu": "8"}
 
@@ -195,14 +191,37 @@ class ControlPlane:
     function_rootfs: pathlib.Path = field(init=False)
     hosts: pathlib.Path = field(init=False)
 
+    # -- names --------------------------------------------------------------------
+    # Each control plane has its own clusters and function network namespace
+    # (a /30 only this machine routes), so two minors can run side by side.
+
+    @property
+    def tag(self) -> str:
+        return self.tools.minor.replace(".", "")
+
+    @property
+    def netns(self) -> str:
+        return f"flwr-e2e-{self.tag}"
+
+    @property
+    def veth(self) -> tuple[str, str]:
+        return f"fe2e-{self.tag}-h", f"fe2e-{self.tag}-f"
+
+    @property
+    def function_ip(self) -> str:
+        return f"10.213.{int(self.tag) % 256}.2"
+
+    @property
+    def host_ip(self) -> str:
+        return f"10.213.{int(self.tag) % 256}.1"
+
     # -- lifecycle ----------------------------------------------------------------
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._cleanup_leftovers()
-        tag = self.tools.minor.replace(".", "")
-        self.hub = self._cluster(f"e2e-{tag}-hub")
-        self.spoke = self._cluster(f"e2e-{tag}-spoke")
+        self.hub = self._cluster(f"e2e-{self.tag}-hub")
+        self.spoke = self._cluster(f"e2e-{self.tag}-spoke")
         self._stopping = threading.Event()
         threading.Thread(target=self._load_balancer_loop, daemon=True).start()
         self._registry()
@@ -223,13 +242,12 @@ class ControlPlane:
             proc.stop()
         self.processes.clear()
         self._netns_down()
-        for name in [f"e2e-{self.tools.minor.replace('.', '')}-hub", f"e2e-{self.tools.minor.replace('.', '')}-spoke"]:
+        for name in [f"e2e-{self.tag}-hub", f"e2e-{self.tag}-spoke"]:
             self._kwokctl("delete", "cluster", "--name", name, check=False)
 
     def _cleanup_leftovers(self) -> None:
         """A run that died may have left clusters, processes or the namespace behind."""
-        tag = self.tools.minor.replace(".", "")
-        for name in [f"e2e-{tag}-hub", f"e2e-{tag}-spoke"]:
+        for name in [f"e2e-{self.tag}-hub", f"e2e-{self.tag}-spoke"]:
             self._kwokctl("delete", "cluster", "--name", name, check=False)
         pids = self.workdir / "pids"
         if pids.is_dir():
@@ -242,6 +260,8 @@ class ControlPlane:
     def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None, inherit: bool = True) -> Process:
         log = self.workdir / "logs" / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
+        if name not in self.processes and log.exists():
+            log.unlink()  # a new control plane: the last run's log would mislead
         popen = subprocess.Popen(
             args,
             stdout=log.open("ab"),
@@ -452,7 +472,7 @@ class ControlPlane:
         self.endpoint = revision["status"]["endpoint"]  # dns:///<service>.<namespace>:9443
         host = self.endpoint.removeprefix("dns:///").rsplit(":", 1)[0]
         with self.hosts.open("a") as f:  # in place: Crossplane's bind mount sees it
-            f.write(f"{FUNCTION_IP} {host}\n")
+            f.write(f"{self.function_ip} {host}\n")
         self._netns_up()
         self.function_rootfs = self._unpack_image()
         self.start_function()
@@ -508,13 +528,13 @@ class ControlPlane:
         # environment and nothing of the harness's.
         proc = self.spawn(
             "function",
-            [shutil.which("ip") or "ip", "netns", "exec", NETNS, shutil.which("chroot") or "chroot",
+            [shutil.which("ip") or "ip", "netns", "exec", self.netns, shutil.which("chroot") or "chroot",
              f"--userspec={user[0]}:{user[1]}", str(self.function_rootfs), *command, *args],
             env=env,
             inherit=False,
         )  # fmt: skip
         port = next((p["containerPort"] for p in container.get("ports", []) if p.get("name") == "grpc"), 9443)
-        wait_for("the function to listen", lambda: _connects(FUNCTION_IP, port) or not proc.alive(), timeout=60)
+        wait_for("the function to listen", lambda: _connects(self.function_ip, port) or not proc.alive(), timeout=60)
         if not proc.alive():
             raise RuntimeError(f"the function exited:\n{proc.tail()}")
         return proc
@@ -533,21 +553,23 @@ class ControlPlane:
 
     def _netns_up(self) -> None:
         self._netns_down()
+        host, fn = self.veth
+        inside = ["ip", "netns", "exec", self.netns]
         for cmd in [
-            ["ip", "netns", "add", NETNS],
-            ["ip", "link", "add", VETH_HOST, "type", "veth", "peer", "name", VETH_FN],
-            ["ip", "link", "set", VETH_FN, "netns", NETNS],
-            ["ip", "addr", "add", f"{HOST_IP}/30", "dev", VETH_HOST],
-            ["ip", "link", "set", VETH_HOST, "up"],
-            ["ip", "netns", "exec", NETNS, "ip", "addr", "add", f"{FUNCTION_IP}/30", "dev", VETH_FN],
-            ["ip", "netns", "exec", NETNS, "ip", "link", "set", VETH_FN, "up"],
-            ["ip", "netns", "exec", NETNS, "ip", "link", "set", "lo", "up"],
+            ["ip", "netns", "add", self.netns],
+            ["ip", "link", "add", host, "type", "veth", "peer", "name", fn],
+            ["ip", "link", "set", fn, "netns", self.netns],
+            ["ip", "addr", "add", f"{self.host_ip}/30", "dev", host],
+            ["ip", "link", "set", host, "up"],
+            [*inside, "ip", "addr", "add", f"{self.function_ip}/30", "dev", fn],
+            [*inside, "ip", "link", "set", fn, "up"],
+            [*inside, "ip", "link", "set", "lo", "up"],
         ]:
             subprocess.run(cmd, check=True, capture_output=True)
 
     def _netns_down(self) -> None:
-        subprocess.run(["ip", "link", "del", VETH_HOST], capture_output=True)
-        subprocess.run(["ip", "netns", "del", NETNS], capture_output=True)
+        subprocess.run(["ip", "link", "del", self.veth[0]], capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)
 
     # -- the API ------------------------------------------------------------------
 
@@ -582,6 +604,11 @@ def _volumes() -> list[dict[str, Any]]:
                          "storageClassName": storage_class, "persistentVolumeReclaimPolicy": "Delete",
                          "hostPath": {"path": f"/var/lib/e2e/pv-{storage_class or 'default'}-{i}"}},
             })  # fmt: skip
+    volumes.append({
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-shared"},
+        "spec": {"capacity": {"storage": "50Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+                 "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": "/var/lib/e2e/pv-shared"}},
+    })  # fmt: skip
     return volumes
 
 
