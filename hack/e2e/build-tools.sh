@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
-# Builds the real control plane `make e2e` runs, from the versions pinned under
-# tools/ (Go module proxy) and Debian's packages: no container runtime, no
-# download of a prebuilt binary. A binary is rebuilt only when its pins change.
+# Builds the real control plane `make e2e` runs, from the Go modules pinned
+# under tools/ (Go module proxy): no container runtime, no download of a
+# prebuilt binary. A binary is rebuilt only when its pins change.
 #
 # Usage: hack/e2e/build-tools.sh OUTDIR
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=$(mkdir -p "$1" && cd "$1" && pwd)
-
 
 # build MODULE_DIR OUTPUT PACKAGE [LDFLAGS]: go build unless OUTPUT is newer
 # than the module's go.sum.
