@@ -22,10 +22,6 @@ def _definitions() -> dict[str, Any]:
     return json.loads(DEFINITIONS_FILE.read_text())
 
 
-def kubernetes_version() -> str:
-    return _definitions()["kubernetesVersion"]
-
-
 @functools.cache
 def _validator(type_name: str) -> jsonschema.protocols.Validator:
     defs = _definitions()

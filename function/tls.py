@@ -16,7 +16,7 @@ import ipaddress
 from typing import Any
 
 from function import names
-from function.spec import FederationSpec, PoolSpec
+from function.spec import FederationSpec
 
 TLS_DIR = "/app/tls"
 TLS_VOLUME = "tls"
@@ -124,7 +124,3 @@ def ca_secret(federation: str, namespace: str, ca: str) -> dict[str, Any]:
         "metadata": {"name": ca_secret_name(federation), "namespace": namespace, "labels": names.superlink_labels(federation)},
         "data": {CA_FILE: ca},
     }
-
-
-def pool_needs_ca_copy(pool: PoolSpec, same_place_as_superlink: bool) -> bool:
-    return not same_place_as_superlink and pool.caSecretRef is None

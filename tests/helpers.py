@@ -28,7 +28,12 @@ PROCESS: dict[str, Any] = {
 
 
 def spec(base: dict[str, Any] = BASE, **changes: Any) -> dict[str, Any]:
-    """A copy of base with dotted-path changes, e.g. {"superlink.image": "x"}."""
+    """A copy of base with changes at paths whose parts are joined by "__".
+
+    Keyword names cannot hold dots, hence "__": spec(superlink__image="x")
+    sets superlink.image; a number picks a list item, as in
+    spec(supernodes__pools__0__replicas=3).
+    """
     out = copy.deepcopy(base)
     for dotted, value in changes.items():
         node = out
