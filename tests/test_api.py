@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from typing import Any
@@ -112,3 +113,13 @@ def test_composition_runs_this_function():
     names = {step["functionRef"]["name"] for step in composition["spec"]["pipeline"]}
     assert names == {functions["metadata"]["name"]} == {package["metadata"]["name"]}
     assert XRD["spec"]["defaultCompositionRef"]["name"] == composition["metadata"]["name"]
+
+
+def test_package_metadata_is_a_v1_composition_function():
+    package = yaml.safe_load((ROOT / "package" / "crossplane.yaml").read_text())
+    assert (package["apiVersion"], package["kind"]) == ("meta.pkg.crossplane.io/v1", "Function")
+    assert package["spec"]["capabilities"] == ["composition"]
+    # v1 Function metadata installs from Crossplane v1.17.2 on; the README says the same.
+    readme = (ROOT / "README.md").read_text()
+    oldest = re.search(r"Supported: [^\n]*Crossplane (\d+\.\d+\.\d+)\+", readme)
+    assert oldest and package["spec"]["crossplane"]["version"] == f">=v{oldest.group(1)}"
