@@ -71,7 +71,11 @@ def request(pools: int) -> fnv1.RunFunctionRequest:
                         "images": {"superexecClientApp": "flwr/superexec:1.25.0"},
                         "supernodeResources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
                         "gpu": {"enabled": True, "vendor": "nvidia"},
-                        "nodeConfig": {"partition-id": "{index}", "num-partitions": "{replicas}", "name": "c_{pool}_{index}"},
+                        "nodeConfig": {
+                            "partition-id": "{index}",
+                            "num-partitions": "{replicas}",
+                            "name": "c_{pool}_{index}",
+                        },
                         "podTemplate": {"spec": {"nodeSelector": {"pool": f"p{i}"}}},
                     }
                     for i in range(pools)

@@ -209,7 +209,9 @@ def _add_network_policies(
     external: str | None,
 ) -> None:
     local = [namespace for (_, namespace), (_, remote) in places.items() if not remote]
-    resources["networkpolicy-superlink"] = Composed(netpol.superlink_policy(fed.name, fed.namespace, fed.spec, local), hub)
+    resources["networkpolicy-superlink"] = Composed(
+        netpol.superlink_policy(fed.name, fed.namespace, fed.spec, local), hub
+    )
     for (cluster, namespace), (ref, remote) in sorted(places.items()):
         policy = netpol.supernode_policy(
             fed.name, namespace, fed.spec, None if remote else fed.namespace, external if remote else None
@@ -232,7 +234,9 @@ def namespace_resource(cluster: str, namespace: str) -> str:
     return f"namespace-{cluster}-{namespace}"
 
 
-def _add_service_account(resources: dict[str, Composed], fed: Federation, ref: ProviderConfigRef, namespace: str) -> None:
+def _add_service_account(
+    resources: dict[str, Composed], fed: Federation, ref: ProviderConfigRef, namespace: str
+) -> None:
     """The Federation's ServiceAccount, once per cluster and namespace its pods run in."""
     labels = names.labels(fed.name, "flower", "serviceaccount")
     resources.setdefault(

@@ -80,9 +80,7 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     """Answer one request; every failure is a fatal result with no desired resources."""
     rsp = response.to(req)
     xr = integral(resource.struct_to_dict(req.observed.composite.resource))
-    observed = {
-        name: integral(resource.struct_to_dict(r.resource)) for name, r in req.observed.resources.items()
-    }
+    observed = {name: integral(resource.struct_to_dict(r.resource)) for name, r in req.observed.resources.items()}
     try:
         fed = compose.federation(xr)
         remembered = ((xr.get("status") or {}).get("endpoints") or {}).get("external")
@@ -105,10 +103,19 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     if built.needs_ca:
         # Copying the CA to other namespaces and clusters needs the SuperLink's Secret.
         response.require_resources(
-            rsp, tls.REQUIREMENT, "v1", "Secret", match_name=tls.secret_name(fed.name, fed.spec), namespace=fed.namespace
+            rsp,
+            tls.REQUIREMENT,
+            "v1",
+            "Secret",
+            match_name=tls.secret_name(fed.name, fed.spec),
+            namespace=fed.namespace,
         )
     response.set_conditions(
-        rsp, *(resource.Condition(typ=c.type, status=c.status, reason=c.reason, message=c.message) for c in report.conditions)
+        rsp,
+        *(
+            resource.Condition(typ=c.type, status=c.status, reason=c.reason, message=c.message)
+            for c in report.conditions
+        ),
     )
     for warning in report.warnings:
         response.warning(rsp, warning)

@@ -58,7 +58,9 @@ def check(type_name: str, value: Any, field: str) -> list[tuple[str, str]]:
 
 @functools.lru_cache(maxsize=4096)
 def _problems(type_name: str, value_json: str) -> tuple[tuple[tuple[Any, ...], str], ...]:
-    errors = sorted(_validator(type_name).iter_errors(json.loads(value_json)), key=lambda e: list(map(str, e.absolute_path)))
+    errors = sorted(
+        _validator(type_name).iter_errors(json.loads(value_json)), key=lambda e: list(map(str, e.absolute_path))
+    )
     out = []
     for error in errors:
         inner = _innermost(error)

@@ -34,9 +34,7 @@ def add_missing(base: list[dict[str, Any]], extra: list[dict[str, Any]] | None) 
     return base + [item for item in extra or [] if item["name"] not in names]
 
 
-def pod_template(
-    labels: dict[str, str], pod_spec: dict[str, Any], template: dict[str, Any] | None
-) -> dict[str, Any]:
+def pod_template(labels: dict[str, str], pod_spec: dict[str, Any], template: dict[str, Any] | None) -> dict[str, Any]:
     """The pod template of a workload: ours, with the user's podTemplate merged in.
 
     The managed labels win over user labels, since selectors depend on them.

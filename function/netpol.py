@@ -49,7 +49,11 @@ def superlink_policy(
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {"name": names.superlink(federation), "namespace": namespace, "labels": names.superlink_labels(federation)},
+        "metadata": {
+            "name": names.superlink(federation),
+            "namespace": namespace,
+            "labels": names.superlink_labels(federation),
+        },
         "spec": {"podSelector": superlink_selector(federation), "policyTypes": ["Ingress"], "ingress": ingress},
     }
 

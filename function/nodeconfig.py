@@ -95,7 +95,7 @@ def _literal(value: Any) -> str:
     if "'" in value:
         raise NodeConfigError("cannot hold both ' and \" (Flower's parser splits on them)")
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value if c != "\t"):
-        raise NodeConfigError("cannot hold \" together with control characters")
+        raise NodeConfigError('cannot hold " together with control characters')
     return f"'{value}'"
 
 
@@ -205,6 +205,5 @@ def build(node_config: dict[str, NodeConfigValue], context: Context) -> tuple[st
 def env_vars(needs: list[str]) -> list[dict[str, Any]]:
     """Downward-API env vars for the per-pod placeholders."""
     return [
-        {"name": env, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": ENV_SOURCES[env]}}}
-        for env in needs
+        {"name": env, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": ENV_SOURCES[env]}}} for env in needs
     ]

@@ -68,7 +68,9 @@ def external(spec: FederationSpec, live_service: Any, remembered: Any) -> Extern
     status = service.get("status") if isinstance(service.get("status"), dict) else {}
     kind = link.service.type
     if kind == "LoadBalancer":
-        ingress = (status.get("loadBalancer") or {}).get("ingress") if isinstance(status.get("loadBalancer"), dict) else None
+        ingress = (
+            (status.get("loadBalancer") or {}).get("ingress") if isinstance(status.get("loadBalancer"), dict) else None
+        )
         for entry in ingress if isinstance(ingress, list) else []:
             host = entry.get("ip") or entry.get("hostname") if isinstance(entry, dict) else None
             if isinstance(host, str) and host:
@@ -83,9 +85,7 @@ def external(spec: FederationSpec, live_service: Any, remembered: Any) -> Extern
                 return External(f"{link.service.nodeAddress}:{port['nodePort']}", "nodePort")
         waiting = "the node port of the SuperLink Service"
     else:
-        return External(
-            None, "none", "spec.superlink.externalAddress, or service type LoadBalancer or NodePort"
-        )
+        return External(None, "none", "spec.superlink.externalAddress, or service type LoadBalancer or NodePort")
     if isinstance(remembered, str) and remembered:
         return External(remembered, "remembered")
     return External(None, "none", waiting)

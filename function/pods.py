@@ -53,7 +53,12 @@ def _harden_container(container: dict[str, Any], spec: FederationSpec) -> dict[s
     if spec.healthProbes:
         out["args"] = [*out["args"], f"--health-server-address=0.0.0.0:{port}"]
         out["readinessProbe"] = {"grpc": {"port": port}, "periodSeconds": 10, "failureThreshold": 3}
-        out["livenessProbe"] = {"grpc": {"port": port}, "initialDelaySeconds": 10, "periodSeconds": 20, "failureThreshold": 6}
+        out["livenessProbe"] = {
+            "grpc": {"port": port},
+            "initialDelaySeconds": 10,
+            "periodSeconds": 20,
+            "failureThreshold": 6,
+        }
     if spec.imagePullPolicy:
         out["imagePullPolicy"] = spec.imagePullPolicy
     # A container that needs privilege (AMD mountAll) keeps only that.

@@ -94,7 +94,9 @@ def request(
     return req
 
 
-def _satisfy(xr: dict[str, Any], observed: list[dict[str, Any]], required: list[dict[str, Any]]) -> fnv1.RunFunctionResponse:
+def _satisfy(
+    xr: dict[str, Any], observed: list[dict[str, Any]], required: list[dict[str, Any]]
+) -> fnv1.RunFunctionResponse:
     """Run as Crossplane does: answer the function's resource requirements from
     the given resources (by kind, name and namespace), then run it again."""
     rsp = fn.run(request(xr, observed))

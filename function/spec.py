@@ -51,9 +51,7 @@ def k8s(type_name: str, description: str) -> Any:
 
 def k8s_list(type_name: str, description: str) -> Any:
     """A field holding a list of Kubernetes objects of the named definition."""
-    return Field(
-        default_factory=list, description=description, json_schema_extra={K8S_TYPE: type_name}
-    )
+    return Field(default_factory=list, description=description, json_schema_extra={K8S_TYPE: type_name})
 
 
 class Model(BaseModel):
@@ -101,12 +99,8 @@ class ProviderConfigRef(Model):
 
 class ServicePorts(Model):
     grpc: Port = Field(default=FLEET_PORT, description="Fleet API port SuperNodes dial.")
-    serverAppIO: Port = Field(
-        default=SERVERAPPIO_PORT, description="ServerAppIO API port (process mode)."
-    )
-    extra: Port = Field(
-        default=CONTROL_PORT, description="Control API port, the one `flwr run` talks to."
-    )
+    serverAppIO: Port = Field(default=SERVERAPPIO_PORT, description="ServerAppIO API port (process mode).")
+    extra: Port = Field(default=CONTROL_PORT, description="Control API port, the one `flwr run` talks to.")
 
 
 class ServiceSpec(Model):
@@ -120,9 +114,7 @@ class ServiceSpec(Model):
         default_factory=dict,
         description="Extra Service labels; the managed labels take precedence.",
     )
-    annotations: dict[str, str] = Field(
-        default_factory=dict, description="Service annotations."
-    )
+    annotations: dict[str, str] = Field(default_factory=dict, description="Service annotations.")
     nodeAddress: str | None = Field(
         default=None,
         min_length=1,
@@ -137,9 +129,7 @@ class ServiceSpec(Model):
 class ClaimTemplateMeta(Model):
     name: str = Field(min_length=1, description="Name of the claim, also the volume name to mount.")
     labels: dict[str, str] = Field(default_factory=dict, description="Labels of the claim.")
-    annotations: dict[str, str] = Field(
-        default_factory=dict, description="Annotations of the claim."
-    )
+    annotations: dict[str, str] = Field(default_factory=dict, description="Annotations of the claim.")
 
 
 class VolumeClaimTemplate(Model):
@@ -219,18 +209,12 @@ class SuperLinkSpec(Storage):
     superexecImage: str | None = Field(
         default=None, description="SuperExec ServerApp sidecar image; process mode only."
     )
-    resources: K8sObject = k8s(
-        "io.k8s.api.core.v1.ResourceRequirements", "Resources of the superlink container."
-    )
+    resources: K8sObject = k8s("io.k8s.api.core.v1.ResourceRequirements", "Resources of the superlink container.")
     superexecResources: K8sObject = k8s(
         "io.k8s.api.core.v1.ResourceRequirements", "Resources of the SuperExec sidecar."
     )
-    env: K8sList = k8s_list(
-        "io.k8s.api.core.v1.EnvVar", "Environment of the superlink and its SuperExec sidecar."
-    )
-    extraArgs: list[str] = Field(
-        default_factory=list, description="Arguments appended to the superlink command line."
-    )
+    env: K8sList = k8s_list("io.k8s.api.core.v1.EnvVar", "Environment of the superlink and its SuperExec sidecar.")
+    extraArgs: list[str] = Field(default_factory=list, description="Arguments appended to the superlink command line.")
     podTemplate: K8sObject = k8s(
         "io.k8s.api.core.v1.PodTemplateSpec",
         "Pod-level settings merged into the SuperLink pod; containers are the function's.",
@@ -255,9 +239,7 @@ class GPUConfig(Model):
         description="Extended resource name; defaults from the vendor (nvidia.com/gpu, amd.com/gpu).",
     )
     count: int = Field(default=1, ge=1, description="GPUs per pod.")
-    mountAll: bool = Field(
-        default=False, description="Expose every GPU of the node; needs the vendor."
-    )
+    mountAll: bool = Field(default=False, description="Expose every GPU of the node; needs the vendor.")
 
 
 class PoolSpec(Storage):
@@ -267,9 +249,7 @@ class PoolSpec(Storage):
         pattern=DNS_LABEL_PATTERN,
         description="Pool name, unique in the Federation; part of generated names.",
     )
-    replicas: int | None = Field(
-        default=None, ge=1, description="SuperNodes in the pool; StatefulSet mode only."
-    )
+    replicas: int | None = Field(default=None, ge=1, description="SuperNodes in the pool; StatefulSet mode only.")
     providerConfigRef: ProviderConfigRef | None = Field(
         default=None,
         description="Cluster of this pool; defaults to spec.providerConfigRef.",
@@ -280,9 +260,7 @@ class PoolSpec(Storage):
         pattern=DNS_LABEL_PATTERN,
         description="Namespace of the pool in its cluster; defaults to the Federation's.",
     )
-    createNamespace: bool = Field(
-        default=False, description="Compose the pool's namespace in its cluster as well."
-    )
+    createNamespace: bool = Field(default=False, description="Compose the pool's namespace in its cluster as well.")
     caSecretRef: CASecretRef | None = Field(
         default=None,
         description=(
@@ -309,12 +287,8 @@ class PoolSpec(Storage):
         "io.k8s.api.core.v1.PodTemplateSpec",
         "Pod-level settings merged into the pool's pods; containers are the function's.",
     )
-    extraArgs: list[str] = Field(
-        default_factory=list, description="Arguments appended to the supernode command line."
-    )
-    env: K8sList = k8s_list(
-        "io.k8s.api.core.v1.EnvVar", "Environment; merged over spec.supernodes.env."
-    )
+    extraArgs: list[str] = Field(default_factory=list, description="Arguments appended to the supernode command line.")
+    env: K8sList = k8s_list("io.k8s.api.core.v1.EnvVar", "Environment; merged over spec.supernodes.env.")
     nodeConfig: dict[str, NodeConfigField] = Field(
         default_factory=dict,
         max_length=MAX_NODE_CONFIG_KEYS,
@@ -330,9 +304,7 @@ class PoolSpec(Storage):
 class SuperNodesSpec(Model):
     image: str = Field(min_length=1, description="Default SuperNode image.")
     env: K8sList = k8s_list("io.k8s.api.core.v1.EnvVar", "Environment of every pool.")
-    pools: list[PoolSpec] = Field(
-        min_length=1, max_length=MAX_POOLS, description="SuperNode pools, one workload each."
-    )
+    pools: list[PoolSpec] = Field(min_length=1, max_length=MAX_POOLS, description="SuperNode pools, one workload each.")
 
 
 # The operator's admission rules, with its messages, plus our own. Each is
@@ -348,8 +320,7 @@ CEL_RULES = [
         "message": "replicas must not be set for pools when mode is DaemonSet",
     },
     {
-        "rule": "self.mode == 'StatefulSet' ? "
-        "self.supernodes.pools.all(p, has(p.replicas) && p.replicas >= 1) : true",
+        "rule": "self.mode == 'StatefulSet' ? self.supernodes.pools.all(p, has(p.replicas) && p.replicas >= 1) : true",
         "message": "replicas must be set (>=1) for every pool when mode is StatefulSet",
     },
     {
@@ -378,16 +349,14 @@ CEL_RULES = [
         "message": "spec.supernodes.pools[*].gpu.vendor is required when gpu.mountAll=true",
     },
     {
-        "rule": "self.supernodes.pools.all(p, "
-        "self.supernodes.pools.exists_one(q, q.name == p.name))",
+        "rule": "self.supernodes.pools.all(p, self.supernodes.pools.exists_one(q, q.name == p.name))",
         "message": "spec.supernodes.pools[*].name must be unique",
     },
     {
         "rule": "self.mode != 'DaemonSet' || self.supernodes.pools.all(p, !has(p.nodeConfig) || "
         "p.nodeConfig.all(k, "
         "!(p.nodeConfig[k].contains('{index}') || p.nodeConfig[k].contains('{replicas}'))))",
-        "message": "spec.supernodes.pools[*].nodeConfig must not use {index} or {replicas} "
-        "when mode is DaemonSet",
+        "message": "spec.supernodes.pools[*].nodeConfig must not use {index} or {replicas} when mode is DaemonSet",
     },
     {
         "rule": "self.mode != 'DaemonSet' || self.supernodes.pools.all(p, !has(p.nodeConfig) || "
@@ -476,9 +445,7 @@ class FederationSpec(Model):
     isolationMode: Literal["process", "subprocess"] = Field(
         description="How ServerApps and ClientApps run: SuperExec sidecars (process) or in-process."
     )
-    version: str | None = Field(
-        default=None, min_length=1, description="Flower version, for information."
-    )
+    version: str | None = Field(default=None, min_length=1, description="Flower version, for information.")
     insecure: bool | None = Field(
         default=None,
         description=(
@@ -512,9 +479,7 @@ class FederationSpec(Model):
         description="NetworkPolicies, on by default.",
         json_schema_extra=OBJECT_DEFAULT,
     )
-    nodeAuthentication: NodeAuthentication | None = Field(
-        default=None, description="SuperNode authentication."
-    )
+    nodeAuthentication: NodeAuthentication | None = Field(default=None, description="SuperNode authentication.")
     healthProbes: bool = Field(
         default=True,
         description=(

@@ -75,7 +75,9 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
     pools, pool_judged, warnings = [], [], []
     for pool in fed.spec.supernodes.pools:
         name = compose.pool_resource(pool.name)
-        waiting_for = {"address": "the SuperLink's external address", "ca": "the CA certificate"}.get(built.held.get(pool.name, ""), "")
+        waiting_for = {"address": "the SuperLink's external address", "ca": "the CA certificate"}.get(
+            built.held.get(pool.name, ""), ""
+        )
         o = judged.get(name, readiness.Observed(False, detail=f"waiting for {waiting_for}"))
         pools.append(_pool_entry(fed, pool, o))
         pool_judged.append((f"Pool {pool.name}", o))
@@ -127,7 +129,9 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
 def _external_condition(built: compose.Plan) -> Condition:
     ext = built.external
     if ext.address:
-        return Condition("ExternalAddressReady", "True", "Available", f"pools in other clusters dial {ext.address} ({ext.source})")
+        return Condition(
+            "ExternalAddressReady", "True", "Available", f"pools in other clusters dial {ext.address} ({ext.source})"
+        )
     waiting = [name for name, reason in built.held.items() if reason == "address"]
     return Condition(
         "ExternalAddressReady",

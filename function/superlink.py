@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from function import merge, names, pods, tls
-from function.spec import CONTROL_PORT, FLEET_PORT, SERVERAPPIO_PORT, STATE_PATH, STATE_VOLUME, FederationSpec, Persistence
+from function.spec import (
+    CONTROL_PORT,
+    FLEET_PORT,
+    SERVERAPPIO_PORT,
+    STATE_PATH,
+    STATE_VOLUME,
+    FederationSpec,
+    Persistence,
+)
 
 
 def service_address(federation: str, namespace: str) -> str:

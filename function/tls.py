@@ -77,7 +77,11 @@ def certificate(federation: str, namespace: str, spec: FederationSpec, external:
     dns = [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
     ips: list[str] = []
     if external:
-        host = external.rsplit(":", 1)[0].strip("[]") if not external.startswith("[") else external[1 : external.index("]")]
+        host = (
+            external.rsplit(":", 1)[0].strip("[]")
+            if not external.startswith("[")
+            else external[1 : external.index("]")]
+        )
         try:
             ips.append(str(ipaddress.ip_address(host)))
         except ValueError:
@@ -121,6 +125,10 @@ def ca_secret(federation: str, namespace: str, ca: str) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
-        "metadata": {"name": ca_secret_name(federation), "namespace": namespace, "labels": names.superlink_labels(federation)},
+        "metadata": {
+            "name": ca_secret_name(federation),
+            "namespace": namespace,
+            "labels": names.superlink_labels(federation),
+        },
         "data": {CA_FILE: ca},
     }

@@ -46,9 +46,7 @@ def check(spec: FederationSpec) -> list[tuple[str, str]]:
     for i, pool in enumerate(pools):
         field = f"spec.supernodes.pools[{i}]"
         if spec.mode == "DaemonSet" and pool.replicas is not None:
-            errors.append(
-                (f"{field}.replicas", "replicas must not be set for pools when mode is DaemonSet")
-            )
+            errors.append((f"{field}.replicas", "replicas must not be set for pools when mode is DaemonSet"))
         if spec.mode == "StatefulSet" and pool.replicas is None:
             errors.append(
                 (
@@ -77,16 +75,14 @@ def check(spec: FederationSpec) -> list[tuple[str, str]]:
             errors.append(
                 (
                     f"{field}.images.superexecClientApp",
-                    "spec.supernodes.pools[*].images.superexecClientApp is required when "
-                    "isolationMode=process",
+                    "spec.supernodes.pools[*].images.superexecClientApp is required when isolationMode=process",
                 )
             )
         if spec.isolationMode == "subprocess" and sidecar:
             errors.append(
                 (
                     f"{field}.images.superexecClientApp",
-                    "spec.supernodes.pools[*].images.superexecClientApp must be empty when "
-                    "isolationMode=subprocess",
+                    "spec.supernodes.pools[*].images.superexecClientApp must be empty when isolationMode=subprocess",
                 )
             )
         if pool.gpu is not None and pool.gpu.mountAll and not pool.gpu.vendor:
@@ -102,8 +98,7 @@ def check(spec: FederationSpec) -> list[tuple[str, str]]:
             errors.append(
                 (
                     f"spec.supernodes.pools[{i}].name",
-                    f"spec.supernodes.pools[*].name must be unique: {pool.name!r} "
-                    f"is also pools[{seen[pool.name]}]",
+                    f"spec.supernodes.pools[*].name must be unique: {pool.name!r} is also pools[{seen[pool.name]}]",
                 )
             )
         seen.setdefault(pool.name, i)
@@ -111,9 +106,7 @@ def check(spec: FederationSpec) -> list[tuple[str, str]]:
         field = f"spec.supernodes.pools[{i}]"
         errors.extend(nodeconfig.check(pool.nodeConfig, spec.mode, f"{field}.nodeConfig"))
         if pool.volumeClaimTemplates and spec.mode != "StatefulSet":
-            errors.append(
-                (f"{field}.volumeClaimTemplates", "volumeClaimTemplates need mode StatefulSet")
-            )
+            errors.append((f"{field}.volumeClaimTemplates", "volumeClaimTemplates need mode StatefulSet"))
     if spec.tls is not None and (spec.tls.secretName is None) == (spec.tls.certManager is None):
         errors.append(("spec.tls", "spec.tls needs exactly one of secretName and certManager"))
     if spec.tls is not None and spec.insecure:
@@ -179,5 +172,3 @@ def _check_kubernetes_types(spec: FederationSpec) -> list[tuple[str, str]]:
 
     walk(spec, "spec")
     return errors
-
-

@@ -58,6 +58,8 @@ ACCOUNTS = {
 }
 
 
+# Long command lines here are wrapped by hand (`# fmt: skip`) so that each
+# option stays beside its value; the formatter would put one word a line.
 def run(*args: str | os.PathLike[str], env: dict[str, str] | None = None) -> None:
     print("+", " ".join(str(a) for a in args), file=sys.stderr)
     subprocess.run([str(a) for a in args], check=True, env={**os.environ, **(env or {})})
@@ -79,7 +81,7 @@ def wheels(dest: pathlib.Path) -> None:
     run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", dest, ROOT)
     wheel = next(dest.glob("function_flower-*.whl"))
     run(sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", dest,
-        "-c", ROOT / "requirements.lock", wheel)
+        "-c", ROOT / "requirements.lock", wheel)  # fmt: skip
     run(sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", dest / "pip", PIP)
 
 
@@ -87,9 +89,9 @@ def rootfs(target: pathlib.Path, wheel_dir: pathlib.Path, epoch: str) -> None:
     if not shutil.which("mmdebstrap"):  # a Debian package, as the Dockerfile's base
         run("apt-get", "update", "-qq")
         run("apt-get", "install", "-y", "-qq", "--no-install-recommends", "mmdebstrap",
-            env={"DEBIAN_FRONTEND": "noninteractive"})
+            env={"DEBIAN_FRONTEND": "noninteractive"})  # fmt: skip
     run("mmdebstrap", "--quiet", "--variant=extract", f"--include={','.join(PACKAGES)}", SUITE, target,
-        env={"SOURCE_DATE_EPOCH": epoch})
+        env={"SOURCE_DATE_EPOCH": epoch})  # fmt: skip
     run("chroot", target, "/usr/bin/python3", "-m", "venv", "--without-pip", VENV)
     build = target / "tmp" / "build"
     shutil.copytree(wheel_dir, build)
@@ -97,7 +99,7 @@ def rootfs(target: pathlib.Path, wheel_dir: pathlib.Path, epoch: str) -> None:
     pip = next((build / "pip").glob("pip-*.whl")).name
     run("chroot", target, PYTHON, f"/tmp/build/pip/{pip}/pip", "install", "--quiet", "--no-index",
         "--no-cache-dir", "--disable-pip-version-check", "--find-links", "/tmp/build",
-        "-c", "/tmp/build/requirements.lock", "function-flower")
+        "-c", "/tmp/build/requirements.lock", "function-flower")  # fmt: skip
     shutil.rmtree(build)
     for path, text in ACCOUNTS.items():
         (target / path).write_text(text)

@@ -26,7 +26,9 @@ for item in json.load(sys.stdin):
     try:
         with contextlib.redirect_stderr(stderr):
             namespace = parser.parse_args(item["args"])
-        out.append({"ok": {k: v for k, v in vars(namespace).items() if isinstance(v, (str, int, float, bool, type(None)))}})
+        out.append(
+            {"ok": {k: v for k, v in vars(namespace).items() if isinstance(v, (str, int, float, bool, type(None)))}}
+        )
     except SystemExit:
         out.append({"error": stderr.getvalue().strip().splitlines()[-1]})
 json.dump(out, sys.stdout)

@@ -20,9 +20,7 @@ PROCESS: dict[str, Any] = {
     "superlink": {"image": "flwr/superlink:1.25.0", "superexecImage": "flwr/superexec:1.25.0"},
     "supernodes": {
         "image": "flwr/supernode:1.25.0",
-        "pools": [
-            {"name": "default", "replicas": 2, "images": {"superexecClientApp": "flwr/superexec:1.25.0"}}
-        ],
+        "pools": [{"name": "default", "replicas": 2, "images": {"superexecClientApp": "flwr/superexec:1.25.0"}}],
     },
 }
 

@@ -55,7 +55,8 @@ def _port_matches(ports: list[dict[str, Any]] | None, port: int, protocol: str) 
 def _allowed(policies, subject: Endpoint, other: Endpoint, port: int, protocol: str, direction: str) -> bool:
     key, peers_key = ("ingress", "from") if direction == "Ingress" else ("egress", "to")
     relevant = [
-        p for p in policies
+        p
+        for p in policies
         if p["metadata"]["namespace"] == subject.namespace
         and _selects(p["spec"]["podSelector"], subject.label_map)
         and direction in p["spec"].get("policyTypes", ["Ingress"])
@@ -65,14 +66,16 @@ def _allowed(policies, subject: Endpoint, other: Endpoint, port: int, protocol: 
     for p in relevant:
         for rule in p["spec"].get(key) or []:
             peers = rule.get(peers_key)
-            if (not peers or any(_peer_matches(peer, p["metadata"]["namespace"], other) for peer in peers)) and _port_matches(
-                rule.get("ports"), port, protocol
-            ):
+            if (
+                not peers or any(_peer_matches(peer, p["metadata"]["namespace"], other) for peer in peers)
+            ) and _port_matches(rule.get("ports"), port, protocol):
                 return True
     return False
 
 
-def allowed(policies: list[dict[str, Any]], source: Endpoint, destination: Endpoint, port: int, protocol: str = "TCP") -> bool:
+def allowed(
+    policies: list[dict[str, Any]], source: Endpoint, destination: Endpoint, port: int, protocol: str = "TCP"
+) -> bool:
     """Both the source's egress and the destination's ingress must allow it."""
     egress = source.namespace is None or _allowed(policies, source, destination, port, protocol, "Egress")
     ingress = destination.namespace is None or _allowed(policies, destination, source, port, protocol, "Ingress")

@@ -23,7 +23,10 @@ from conftest import KUBERNETES_MINORS, ROOT, crdcheck
 
 FLAVORS = {
     # flavor: (XRD, names of the CRDs Crossplane generates from it)
-    "v1": (ROOT / "apis" / "definition.yaml", ["xfederations.flower.crossplane.io", "federations.flower.crossplane.io"]),
+    "v1": (
+        ROOT / "apis" / "definition.yaml",
+        ["xfederations.flower.crossplane.io", "federations.flower.crossplane.io"],
+    ),
     "v2": (ROOT / "apis" / "v2" / "definition.yaml", ["federations.flower.crossplane.io"]),
 }
 # The nodeConfig rules over int-or-string values, as landed first: minors
@@ -48,8 +51,7 @@ def check(minor: str, path: pathlib.Path) -> subprocess.CompletedProcess[str]:
 def spec_schemas(path: pathlib.Path) -> dict[str, dict[str, Any]]:
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
     return {
-        d["metadata"]["name"]: d["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-        for d in docs
+        d["metadata"]["name"]: d["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] for d in docs
     }
 
 
@@ -65,7 +67,9 @@ def test_api_server_accepts_the_generated_crds(xrd2crd, tmp_path, minor, flavor)
     proc = check(minor, crds)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # The verdict is the named minor's own code, not another's.
-    assert f"ok: {len(FLAVORS[flavor][1])} CRDs, k8s.io/apiextensions-apiserver v0.{minor.split('.')[1]}." in proc.stdout
+    assert (
+        f"ok: {len(FLAVORS[flavor][1])} CRDs, k8s.io/apiextensions-apiserver v0.{minor.split('.')[1]}." in proc.stdout
+    )
 
 
 @pytest.mark.parametrize("flavor", sorted(FLAVORS))

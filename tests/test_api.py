@@ -109,7 +109,10 @@ def test_composition_runs_this_function():
     functions = yaml.safe_load((EXAMPLES / "functions.yaml").read_text())
     package = yaml.safe_load((ROOT / "package" / "crossplane.yaml").read_text())
     assert composition["spec"]["mode"] == "Pipeline"
-    assert composition["spec"]["compositeTypeRef"] == {"apiVersion": "flower.crossplane.io/v1alpha1", "kind": "XFederation"}
+    assert composition["spec"]["compositeTypeRef"] == {
+        "apiVersion": "flower.crossplane.io/v1alpha1",
+        "kind": "XFederation",
+    }
     names = {step["functionRef"]["name"] for step in composition["spec"]["pipeline"]}
     assert names == {functions["metadata"]["name"]} == {package["metadata"]["name"]}
     assert XRD["spec"]["defaultCompositionRef"]["name"] == composition["metadata"]["name"]

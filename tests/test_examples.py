@@ -104,10 +104,21 @@ def _xr_file(tmp_path, example):
     return path
 
 
+def _specs_by_resource(docs):
+    """The composed resources of a render (the XR first) by composition resource name."""
+    return {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d["spec"] for d in docs[1:]}
+
+
 @pytest.mark.parametrize("example", EXAMPLE_FILES, ids=ids(EXAMPLE_FILES))
 def test_crank_render_matches_function_render(example, crank, functions_file, tmp_path):
     proc = subprocess.run(
-        [crank, "render", str(_xr_file(tmp_path, example)), str(ROOT / "apis" / "composition.yaml"), str(functions_file)],
+        [
+            crank,
+            "render",
+            str(_xr_file(tmp_path, example)),
+            str(ROOT / "apis" / "composition.yaml"),
+            str(functions_file),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -115,10 +126,7 @@ def test_crank_render_matches_function_render(example, crank, functions_file, tm
     assert proc.returncode == 0, proc.stderr
     crank_docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
     ours, _ = render.render(load_all(example)[0], [])
-    by_name = lambda docs: {  # noqa: E731
-        d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d["spec"] for d in docs[1:]
-    }
-    assert by_name(crank_docs) == by_name(ours)
+    assert _specs_by_resource(crank_docs) == _specs_by_resource(ours)
     # Status, conditions included: function render computes Ready as crossplane render does.
     assert crank_docs[0]["status"] == ours[0]["status"]
     (tmp_path / "rendered.yaml").write_text(proc.stdout)
@@ -127,7 +135,11 @@ def test_crank_render_matches_function_render(example, crank, functions_file, tm
 def test_crank_validate_accepts_examples(crank, validate_cache, shared_crds):
     proc = subprocess.run(
         [
-            crank, "beta", "validate", *validate_cache, "--error-on-missing-schemas",
+            crank,
+            "beta",
+            "validate",
+            *validate_cache,
+            "--error-on-missing-schemas",
             f"{ROOT / 'apis' / 'definition.yaml'},{shared_crds / 'crossplane'}",
             ",".join(str(p) for p in [*EXAMPLE_FILES, ROOT / "apis" / "composition.yaml", EXAMPLES / "functions.yaml"]),
         ],
@@ -158,8 +170,15 @@ def test_rendered_objects_pass_provider_kubernetes_crds(crank, validate_cache, s
         docs, _ = render.render(load_all(example)[0], [])
         (rendered / f"{example.stem}.yaml").write_text(yaml.safe_dump_all(docs[1:]))
     proc = subprocess.run(
-        [crank, "beta", "validate", *validate_cache, "--error-on-missing-schemas",
-         str(shared_crds / "provider-kubernetes"), str(rendered)],
+        [
+            crank,
+            "beta",
+            "validate",
+            *validate_cache,
+            "--error-on-missing-schemas",
+            str(shared_crds / "provider-kubernetes"),
+            str(rendered),
+        ],
         capture_output=True,
         text=True,
         timeout=120,

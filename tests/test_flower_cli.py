@@ -43,7 +43,9 @@ def test_flower_parses_every_container_command_line(flwr_python):
     assert {c["name"] for _, _, c in found} == set(BINARY)
     results = parse(flwr_python, [{"binary": BINARY[c["name"]], "args": c["args"]} for _, _, c in found])
     failures = [
-        f"{example}/{workload}/{c['name']}: {r['error']}" for (example, workload, c), r in zip(found, results) if "error" in r
+        f"{example}/{workload}/{c['name']}: {r['error']}"
+        for (example, workload, c), r in zip(found, results)
+        if "error" in r
     ]
     assert failures == []
     by_name = {(e, w, c["name"]): r["ok"] for (e, w, c), r in zip(found, results)}

@@ -85,7 +85,14 @@ def test_observed_counts_reach_status(channel):
     status = resource.struct_to_dict(rsp.desired.composite.resource)["status"]
     assert status["supernodes"] == "1/2"
     assert status["pools"] == [
-        {"name": "default", "kind": "StatefulSet", "desired": 2, "ready": 1, "namespace": "team-a", "providerConfig": "default"}
+        {
+            "name": "default",
+            "kind": "StatefulSet",
+            "desired": 2,
+            "ready": 1,
+            "namespace": "team-a",
+            "providerConfig": "default",
+        }
     ]
     assert rsp.desired.resources["pool-default"].ready == fnv1.READY_FALSE
     conditions = {c.type: c for c in rsp.conditions}

@@ -11,8 +11,12 @@ REMOTE = spec(
     BASE,
     providerConfigRef={"name": "hub"},
     superlink__externalAddress="203.0.113.7",
-    networkPolicy={"fleetCIDRs": ["198.51.100.0/24"], "controlNamespaces": ["ml-users"], "controlCIDRs": ["192.0.2.0/28"],
-                   "supernodeEgress": [{"to": [{"ipBlock": {"cidr": "10.1.0.0/16"}}], "ports": [{"port": 5432}]}]},
+    networkPolicy={
+        "fleetCIDRs": ["198.51.100.0/24"],
+        "controlNamespaces": ["ml-users"],
+        "controlCIDRs": ["192.0.2.0/28"],
+        "supernodeEgress": [{"to": [{"ipBlock": {"cidr": "10.1.0.0/16"}}], "ports": [{"port": 5432}]}],
+    },
     supernodes__pools=[
         {"name": "local", "replicas": 1},
         {"name": "other-ns", "replicas": 1},
@@ -69,7 +73,10 @@ def test_remote_supernodes_reach_the_external_address():
 
 
 def test_pools_in_other_namespaces_of_the_hub_are_admitted():
-    s = {**REMOTE, "supernodes": {**REMOTE["supernodes"], "pools": [{"name": "x", "replicas": 1, "namespace": "other"}]}}
+    s = {
+        **REMOTE,
+        "supernodes": {**REMOTE["supernodes"], "pools": [{"name": "x", "replicas": 1, "namespace": "other"}]},
+    }
     bare = {"metadata": {"name": "fed"}, "spec": {**s, "namespace": "team-a"}}
     from function import compose
 

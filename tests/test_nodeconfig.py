@@ -48,28 +48,65 @@ CASES = [
         4,
         {"partition-id": 2, "num-partitions": 4, "name": "client_default_2"},
     ),
-    ({"name": "client_{node}", "node-id": "{node}", "pool": "{pool}"}, "edge", None,
-     {"name": "client_gpu-node-1", "node-id": "gpu-node-1", "pool": "edge"}),
+    (
+        {"name": "client_{node}", "node-id": "{node}", "pool": "{pool}"},
+        "edge",
+        None,
+        {"name": "client_gpu-node-1", "node-id": "gpu-node-1", "pool": "edge"},
+    ),
     # Numeric-looking and boolean strings become typed values, as in the operator.
-    ({"dataset": "cifar10", "batch-size": "32", "learning-rate": "0.01", "augment": "true", "neg": "-3"}, "p", 1,
-     {"dataset": "cifar10", "batch-size": 32, "learning-rate": 0.01, "augment": True, "neg": -3}),
+    (
+        {"dataset": "cifar10", "batch-size": "32", "learning-rate": "0.01", "augment": "true", "neg": "-3"},
+        "p",
+        1,
+        {"dataset": "cifar10", "batch-size": 32, "learning-rate": 0.01, "augment": True, "neg": -3},
+    ),
     # Typed YAML values keep their type, as in the Helm chart.
-    ({"bool": False, "int": 1, "negative_int": -1, "float": 21.23, "negative_float": -1.34, "string": "value 1"}, "p", 1,
-     {"bool": False, "int": 1, "negative_int": -1, "float": 21.23, "negative_float": -1.34, "string": "value 1"}),
+    (
+        {"bool": False, "int": 1, "negative_int": -1, "float": 21.23, "negative_float": -1.34, "string": "value 1"},
+        "p",
+        1,
+        {"bool": False, "int": 1, "negative_int": -1, "float": 21.23, "negative_float": -1.34, "string": "value 1"},
+    ),
     # Text that a shell or the kubelet would have mangled reaches Flower unchanged.
-    ({"cmd": "$(rm -rf /); echo `id` && $HOME", "dollars": "$$(FLOWER_INDEX) $(FLOWER_INDEX)"}, "p", 1,
-     {"cmd": "$(rm -rf /); echo `id` && $HOME", "dollars": "$$(FLOWER_INDEX) $(FLOWER_INDEX)"}),
-    ({"quoted": 'say "hi"', "single": "it's", "spaces": "a  b\tc", "eq": "k=v x=y", "braces": "{other}"}, "p", 1,
-     {"quoted": 'say "hi"', "single": "it's", "spaces": "a  b\tc", "eq": "k=v x=y", "braces": "{other}"}),
-    ({"newline": "line1\nline2", "backslash": "C:\\data\\x", "unicode": "données ✓"}, "p", 1,
-     {"newline": "line1\nline2", "backslash": "C:\\data\\x", "unicode": "données ✓"}),
-    ({"model.lr": 0.1, "model.layers": 3, "leading-zero": "007", "exp": "1e3"}, "p", 1,
-     {"model.lr": 0.1, "model.layers": 3, "leading-zero": 7, "exp": 1000.0}),
+    (
+        {"cmd": "$(rm -rf /); echo `id` && $HOME", "dollars": "$$(FLOWER_INDEX) $(FLOWER_INDEX)"},
+        "p",
+        1,
+        {"cmd": "$(rm -rf /); echo `id` && $HOME", "dollars": "$$(FLOWER_INDEX) $(FLOWER_INDEX)"},
+    ),
+    (
+        {"quoted": 'say "hi"', "single": "it's", "spaces": "a  b\tc", "eq": "k=v x=y", "braces": "{other}"},
+        "p",
+        1,
+        {"quoted": 'say "hi"', "single": "it's", "spaces": "a  b\tc", "eq": "k=v x=y", "braces": "{other}"},
+    ),
+    (
+        {"newline": "line1\nline2", "backslash": "C:\\data\\x", "unicode": "données ✓"},
+        "p",
+        1,
+        {"newline": "line1\nline2", "backslash": "C:\\data\\x", "unicode": "données ✓"},
+    ),
+    (
+        {"model.lr": 0.1, "model.layers": 3, "leading-zero": "007", "exp": "1e3"},
+        "p",
+        1,
+        {"model.lr": 0.1, "model.layers": 3, "leading-zero": 7, "exp": 1000.0},
+    ),
     ({"idx-suffix": "{index}0", "quoted-index": "'{index}'"}, "p", 3, {"idx-suffix": "20", "quoted-index": "'2'"}),
     # Federation-wide placeholders: pod 9 of the federation, in cluster spoke-eu.
     (
-        {"partition-id": "{globalIndex}", "num-partitions": "{totalReplicas}", "site": "{cluster}", "id": "{cluster}-{globalIndex}"},
-        "eu", 3, {"partition-id": 9, "num-partitions": 12, "site": "spoke-eu", "id": "spoke-eu-9"}, "spoke-eu", 12,
+        {
+            "partition-id": "{globalIndex}",
+            "num-partitions": "{totalReplicas}",
+            "site": "{cluster}",
+            "id": "{cluster}-{globalIndex}",
+        },
+        "eu",
+        3,
+        {"partition-id": 9, "num-partitions": 12, "site": "spoke-eu", "id": "spoke-eu-9"},
+        "spoke-eu",
+        12,
     ),
 ]
 
@@ -81,7 +118,11 @@ def flower_results(flwr_python):
         text, _needs = build(config, pool_name, replicas, *extra)
         texts.append(kubelet_expand(text, POD_ENV))
     proc = subprocess.run(
-        [flwr_python, str(HERE / "flower_parse.py")], input=json.dumps(texts), capture_output=True, text=True, check=True
+        [flwr_python, str(HERE / "flower_parse.py")],
+        input=json.dumps(texts),
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(proc.stdout)
 
@@ -100,10 +141,14 @@ def test_flower_rejects_what_our_check_rejects(flwr_python):
     # The reason for the quote rule: a value with both quotes breaks Flower's split.
     broken = "q='it's \"x\"'"
     proc = subprocess.run(
-        [flwr_python, str(HERE / "flower_parse.py")], input=json.dumps([broken]), capture_output=True, text=True, check=True
+        [flwr_python, str(HERE / "flower_parse.py")],
+        input=json.dumps([broken]),
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    assert json.loads(proc.stdout)[0] != {"ok": {"q": "it's \"x\""}}
-    assert nodeconfig.check({"q": "it's \"x\""}, "StatefulSet", "f")
+    assert json.loads(proc.stdout)[0] != {"ok": {"q": 'it\'s "x"'}}
+    assert nodeconfig.check({"q": 'it\'s "x"'}, "StatefulSet", "f")
 
 
 def test_keys_are_sorted_and_only_needed_env_is_added():
@@ -114,12 +159,16 @@ def test_keys_are_sorted_and_only_needed_env_is_added():
 
 
 def test_supernode_container_gets_downward_api_env():
-    s = pool(BASE, nodeConfig={"partition-id": "{index}", "host": "{node}"}, env=[{"name": "FLOWER_INDEX", "value": "x"}])
+    s = pool(
+        BASE, nodeConfig={"partition-id": "{index}", "host": "{node}"}, env=[{"name": "FLOWER_INDEX", "value": "x"}]
+    )
     c = container(s)
-    assert c["args"][-2:] == ["--node-config", "host=\"$(FLOWER_NODE_NAME)\" partition-id=$(FLOWER_INDEX)"]
+    assert c["args"][-2:] == ["--node-config", 'host="$(FLOWER_NODE_NAME)" partition-id=$(FLOWER_INDEX)']
     env = {e["name"]: e for e in c["env"]}
     # Ours replace a user variable of the same name: the args depend on it.
-    assert env["FLOWER_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['apps.kubernetes.io/pod-index']"
+    assert (
+        env["FLOWER_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['apps.kubernetes.io/pod-index']"
+    )
     assert env["FLOWER_NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     assert [e["name"] for e in c["env"]] == ["FLOWER_INDEX", "FLOWER_NODE_NAME"]
 
@@ -196,8 +245,17 @@ def test_a_pool_without_global_index_keeps_its_range_and_its_own_ordinals():
 
 
 def test_cluster_placeholder_is_the_pools_provider_config():
-    s = spec(BASE, supernodes__pools=[{"name": "eu", "replicas": 1, "providerConfigRef": {"name": "spoke-eu"},
-                                        "nodeConfig": {"site": "{cluster}"}}])
+    s = spec(
+        BASE,
+        supernodes__pools=[
+            {
+                "name": "eu",
+                "replicas": 1,
+                "providerConfigRef": {"name": "spoke-eu"},
+                "nodeConfig": {"site": "{cluster}"},
+            }
+        ],
+    )
     s["superlink"]["externalAddress"] = "fleet.example.com"
     args = manifests(s)["pool-eu"]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--node-config") + 1] == 'site="spoke-eu"'

@@ -5,11 +5,17 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tomllib
 import venv
 
 import yaml
 
 from conftest import CLAIMS, ROOT
+
+
+def _normalized(distribution: str) -> str:
+    """A distribution name as wheels spell it in .dist-info folders, lowercased."""
+    return re.sub(r"[-_.]+", "_", distribution).lower()
 
 
 def test_dockerfile_steps_build_a_working_function(tmp_path):
@@ -37,6 +43,11 @@ def test_dockerfile_steps_build_a_working_function(tmp_path):
     site = next(env_dir.glob("lib/python*/site-packages"))
     assert (site / "function" / "k8s_definitions.json").is_file()
     assert not list(site.glob("kubernetes_validate*"))
+    # Nor any other development tool (pytest, linters, type checker and stubs).
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
+    dev_names = {_normalized(re.split(r"[=<>!~\[; ]", requirement)[0]) for requirement in dev}
+    installed = {_normalized(d.name.split("-")[0]) for d in site.glob("*.dist-info")}
+    assert not dev_names & installed
 
     helped = subprocess.run([env_dir / "bin" / "function", "--help"], capture_output=True, text=True, check=True)
     assert re.search(r"render\s", helped.stdout) and re.search(r"serve\s", helped.stdout)

@@ -23,7 +23,13 @@ REMOTE = spec(
     superlink__service={"type": "LoadBalancer"},
     supernodes__pools=[
         {"name": "local", "replicas": 1},
-        {"name": "eu", "replicas": 2, "providerConfigRef": {"name": "spoke-eu"}, "namespace": "fl", "createNamespace": True},
+        {
+            "name": "eu",
+            "replicas": 2,
+            "providerConfigRef": {"name": "spoke-eu"},
+            "namespace": "fl",
+            "createNamespace": True,
+        },
     ],
 )
 
@@ -48,7 +54,11 @@ def service_object(live_status=None, ports=None):
     manifest = {"apiVersion": "v1", "kind": "Service", "metadata": {"generation": 1}, "spec": {"ports": ports or []}}
     if live_status is not None:
         manifest["status"] = live_status
-    return {"apiVersion": "kubernetes.crossplane.io/v1alpha2", "kind": "Object", "status": {"atProvider": {"manifest": manifest}}}
+    return {
+        "apiVersion": "kubernetes.crossplane.io/v1alpha2",
+        "kind": "Object",
+        "status": {"atProvider": {"manifest": manifest}},
+    }
 
 
 def superlink_arg(obj):
@@ -57,14 +67,20 @@ def superlink_arg(obj):
 
 
 def test_each_part_goes_to_its_cluster_and_namespace():
-    _, objects, status, _ = run(REMOTE, {"superlink-service": service_object({"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}})})
+    _, objects, status, _ = run(
+        REMOTE, {"superlink-service": service_object({"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}})}
+    )
     assert objects["superlink"]["spec"]["providerConfigRef"] == {"name": "hub"}
     assert objects["pool-local"]["spec"]["providerConfigRef"] == {"name": "hub"}
     assert objects["pool-eu"]["spec"]["providerConfigRef"] == {"name": "spoke-eu"}
     assert objects["pool-eu"]["spec"]["forProvider"]["manifest"]["metadata"]["namespace"] == "fl"
     ns = objects["namespace-spoke-eu-fl"]
     assert ns["spec"]["providerConfigRef"] == {"name": "spoke-eu"}
-    assert ns["spec"]["forProvider"]["manifest"] == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fl"}}
+    assert ns["spec"]["forProvider"]["manifest"] == {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "fl"},
+    }
     assert [(p["name"], p["providerConfig"], p["namespace"]) for p in status["pools"]] == [
         ("local", "hub", "team-a"),
         ("eu", "spoke-eu", "fl"),
@@ -101,7 +117,9 @@ def test_remote_pools_wait_for_an_address():
     ],
 )
 def test_remote_pools_released_when_the_load_balancer_has_an_address(ingress, address):
-    rsp, objects, status, conditions = run(REMOTE, {"superlink-service": service_object({"loadBalancer": {"ingress": [ingress]}})})
+    rsp, objects, status, conditions = run(
+        REMOTE, {"superlink-service": service_object({"loadBalancer": {"ingress": [ingress]}})}
+    )
     assert superlink_arg(objects["pool-eu"]) == f"--superlink={address}"
     assert status["endpoints"]["external"] == address
     assert conditions["ExternalAddressReady"].status == fnv1.STATUS_CONDITION_TRUE
@@ -110,7 +128,11 @@ def test_remote_pools_released_when_the_load_balancer_has_an_address(ingress, ad
 
 @pytest.mark.parametrize(
     ("given", "address"),
-    [("fleet.example.com", "fleet.example.com:9092"), ("fleet.example.com:443", "fleet.example.com:443"), ("[2001:db8::1]:30092", "[2001:db8::1]:30092")],
+    [
+        ("fleet.example.com", "fleet.example.com:9092"),
+        ("fleet.example.com:443", "fleet.example.com:443"),
+        ("[2001:db8::1]:30092", "[2001:db8::1]:30092"),
+    ],
 )
 def test_explicit_external_address(given, address):
     _, objects, status, _ = run(spec(REMOTE, superlink__externalAddress=given))
@@ -143,7 +165,9 @@ def test_a_gap_in_observation_does_not_flap_the_address():
 
 
 def test_an_existing_remote_pool_is_kept_while_its_address_is_unknown():
-    _, before, _, _ = run(REMOTE, {"superlink-service": service_object({"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}})})
+    _, before, _, _ = run(
+        REMOTE, {"superlink-service": service_object({"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}})}
+    )
     observed = {"pool-eu": {**before["pool-eu"], "status": {"atProvider": {}}}}
     rsp, objects, _, _ = run(REMOTE, observed)
     assert objects["pool-eu"] == before["pool-eu"]
@@ -167,9 +191,20 @@ def test_crank_render_releases_pools_with_an_observed_load_balancer(crank, funct
     observed = {
         "apiVersion": "kubernetes.crossplane.io/v1alpha2",
         "kind": "Object",
-        "metadata": {"name": "federation-multicluster-svc", "annotations": {render.COMPOSITION_RESOURCE_NAME: "superlink-service"}},
+        "metadata": {
+            "name": "federation-multicluster-svc",
+            "annotations": {render.COMPOSITION_RESOURCE_NAME: "superlink-service"},
+        },
         "spec": {"forProvider": {"manifest": {}}},
-        "status": {"atProvider": {"manifest": {"apiVersion": "v1", "kind": "Service", "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}}},
+        "status": {
+            "atProvider": {
+                "manifest": {
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}},
+                }
+            }
+        },
     }
     observed_file = tmp_path / "observed.yaml"
     observed_file.write_text(yaml.safe_dump(observed))
@@ -194,9 +229,18 @@ def test_crank_render_releases_pools_with_an_observed_load_balancer(crank, funct
 
 def test_provider_configs_example_is_valid(crank, validate_cache, shared_crds):
     proc = subprocess.run(
-        [crank, "beta", "validate", *validate_cache, "--error-on-missing-schemas",
-         str(shared_crds / "provider-kubernetes"), str(EXAMPLES / "multicluster" / "providerconfigs.yaml")],
-        capture_output=True, text=True, timeout=120,
+        [
+            crank,
+            "beta",
+            "validate",
+            *validate_cache,
+            "--error-on-missing-schemas",
+            str(shared_crds / "provider-kubernetes"),
+            str(EXAMPLES / "multicluster" / "providerconfigs.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -208,7 +252,9 @@ def test_function_render_observed_releases_remote_pools(tmp_path):
         "apiVersion": "kubernetes.crossplane.io/v1alpha2",
         "kind": "Object",
         "metadata": {"annotations": {render.COMPOSITION_RESOURCE_NAME: "superlink-service"}},
-        "status": {"atProvider": {"manifest": {"status": {"loadBalancer": {"ingress": [{"hostname": "hub.example.com"}]}}}}},
+        "status": {
+            "atProvider": {"manifest": {"status": {"loadBalancer": {"ingress": [{"hostname": "hub.example.com"}]}}}}
+        },
     }
     (tmp_path / "service.yaml").write_text(yaml.safe_dump(observed))
     text, _ = render.render_file(str(HUB_SPOKES), str(tmp_path))

@@ -41,26 +41,46 @@ def test_every_default_pod_is_restricted():
     ("change", "control"),
     [
         (lambda p: p.update(hostNetwork=True), "hostNamespaces"),
-        (lambda p: p["containers"][0].update(securityContext={**pods.CONTAINER_SECURITY, "runAsNonRoot": False}), "runAsNonRoot"),
+        (
+            lambda p: p["containers"][0].update(securityContext={**pods.CONTAINER_SECURITY, "runAsNonRoot": False}),
+            "runAsNonRoot",
+        ),
         (lambda p: p["securityContext"].update(runAsUser=0), "runAsUser"),
         (lambda p: p["securityContext"].update(seccompProfile={"type": "Unconfined"}), "seccomp"),
-        (lambda p: p["containers"][0].update(securityContext={**pods.CONTAINER_SECURITY, "allowPrivilegeEscalation": True}), "allowPrivilegeEscalation"),
-        (lambda p: p["containers"][0].update(securityContext={**pods.CONTAINER_SECURITY, "capabilities": {"add": ["NET_ADMIN"]}}), "capabilities"),
+        (
+            lambda p: p["containers"][0].update(
+                securityContext={**pods.CONTAINER_SECURITY, "allowPrivilegeEscalation": True}
+            ),
+            "allowPrivilegeEscalation",
+        ),
+        (
+            lambda p: p["containers"][0].update(
+                securityContext={**pods.CONTAINER_SECURITY, "capabilities": {"add": ["NET_ADMIN"]}}
+            ),
+            "capabilities",
+        ),
         (lambda p: p["volumes"].append({"name": "h", "hostPath": {"path": "/"}}), "hostPath"),
         (lambda p: p["containers"][0]["ports"].append({"containerPort": 80, "hostPort": 80}), "hostPorts"),
     ],
 )
 def test_the_checker_catches_each_control(change, control):
     pod = manifests(BASE)["pool-default"]["spec"]["template"]["spec"]
-    pod = {**pod, "securityContext": dict(pod["securityContext"]), "volumes": list(pod["volumes"]),
-           "containers": [dict(c, ports=list(c.get("ports", []))) for c in pod["containers"]]}
+    pod = {
+        **pod,
+        "securityContext": dict(pod["securityContext"]),
+        "volumes": list(pod["volumes"]),
+        "containers": [dict(c, ports=list(c.get("ports", []))) for c in pod["containers"]],
+    }
     assert violations(pod) == set()
     change(pod)
     assert control in violations(pod)
 
 
 def test_each_container_has_its_own_health_port_and_probes():
-    for resource, names in (("superlink", ["superlink", "superexec-serverapp"]), ("pool-default", ["supernode", "superexec-clientapp"])):
+    for resource, names in (
+        ("superlink", ["superlink", "superexec-serverapp"]),
+        ("pool-default", ["supernode", "superexec-clientapp"]),
+    ):
         pod = manifests(PROCESS)[resource]["spec"]["template"]["spec"]
         ports = []
         for c in pod["containers"]:
@@ -90,7 +110,11 @@ def test_writable_scratch_for_flower_and_a_read_only_root():
 
 
 def test_a_user_mount_at_a_scratch_path_wins():
-    s = pool(BASE, volumes=[{"name": "big", "emptyDir": {"sizeLimit": "10Gi"}}], volumeMounts=[{"name": "big", "mountPath": "/tmp"}])
+    s = pool(
+        BASE,
+        volumes=[{"name": "big", "emptyDir": {"sizeLimit": "10Gi"}}],
+        volumeMounts=[{"name": "big", "mountPath": "/tmp"}],
+    )
     c = manifests(s)["pool-default"]["spec"]["template"]["spec"]["containers"][0]
     assert [m["mountPath"] for m in c["volumeMounts"]].count("/tmp") == 1
     assert {"name": "big", "mountPath": "/tmp"} in c["volumeMounts"]

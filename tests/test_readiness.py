@@ -17,7 +17,11 @@ CLUSTER_IP = {"kind": "Service", "spec": {"type": "ClusterIP"}}
 
 
 def sts(generation=1, observed=1, replicas=2, **status):
-    return {"metadata": {"generation": generation}, "spec": {"replicas": replicas}, "status": {"observedGeneration": observed, **status}}
+    return {
+        "metadata": {"generation": generation},
+        "spec": {"replicas": replicas},
+        "status": {"observedGeneration": observed, **status},
+    }
 
 
 def ds(generation=1, observed=1, **status):

@@ -21,7 +21,11 @@ def test_persistence_puts_database_and_storage_on_a_claim():
     assert sts["spec"]["volumeClaimTemplates"] == [
         {
             "metadata": {"name": "state"},
-            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "5Gi"}}, "storageClassName": "fast"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "5Gi"}},
+                "storageClassName": "fast",
+            },
         }
     ]
 
@@ -41,8 +45,16 @@ def test_no_persistence_keeps_state_in_memory():
             "spec.superlink.volumeClaimTemplates",
             "taken by spec.superlink.persistence",
         ),
-        (pool(AUTH, authKeySecretRef=None), "spec.supernodes.pools[0].authKeySecretRef", "required when nodeAuthentication.enabled=true"),
-        (pool(AUTH, authKeySecretRef={"name": "keys"}), "spec.supernodes.pools[0].authKeySecretRef.key", "Field required"),
+        (
+            pool(AUTH, authKeySecretRef=None),
+            "spec.supernodes.pools[0].authKeySecretRef",
+            "required when nodeAuthentication.enabled=true",
+        ),
+        (
+            pool(AUTH, authKeySecretRef={"name": "keys"}),
+            "spec.supernodes.pools[0].authKeySecretRef.key",
+            "Field required",
+        ),
     ],
 )
 def test_bad_settings_name_the_field(s, field, message):
@@ -58,7 +70,11 @@ def test_node_authentication():
     assert {"name": "auth-key", "mountPath": "/app/auth", "readOnly": True} in c["volumeMounts"]
     assert {
         "name": "auth-key",
-        "secret": {"secretName": "keys", "items": [{"key": "default.key", "path": "supernode.key"}], "defaultMode": 0o440},
+        "secret": {
+            "secretName": "keys",
+            "items": [{"key": "default.key", "path": "supernode.key"}],
+            "defaultMode": 0o440,
+        },
     } in pod(AUTH)["volumes"]
 
 

@@ -23,16 +23,23 @@ def sts_status(replicas, ready, updated=None, generation=1, observed=1):
     status = {"observedGeneration": observed, "replicas": replicas}
     if ready:
         status["readyReplicas"] = ready
-    if (updated if updated is not None else replicas):
-        status["updatedReplicas"] = updated if updated is not None else replicas
+    rolled = updated if updated is not None else replicas
+    if rolled:
+        status["updatedReplicas"] = rolled
     return generation, status
 
 
 def ds_status(scheduled, ready, updated=None):
-    status = {"observedGeneration": 1, "desiredNumberScheduled": scheduled, "numberReady": ready,
-              "currentNumberScheduled": scheduled, "numberMisscheduled": 0}
-    if (updated if updated is not None else scheduled):
-        status["updatedNumberScheduled"] = updated if updated is not None else scheduled
+    status = {
+        "observedGeneration": 1,
+        "desiredNumberScheduled": scheduled,
+        "numberReady": ready,
+        "currentNumberScheduled": scheduled,
+        "numberMisscheduled": 0,
+    }
+    rolled = updated if updated is not None else scheduled
+    if rolled:
+        status["updatedNumberScheduled"] = rolled
     return 1, status
 
 
@@ -55,7 +62,10 @@ def observed_objects(example, live):
             {
                 "apiVersion": doc["apiVersion"],
                 "kind": "Object",
-                "metadata": {"name": f"{doc['metadata']['generateName']}{name}", "annotations": doc["metadata"]["annotations"]},
+                "metadata": {
+                    "name": f"{doc['metadata']['generateName']}{name}",
+                    "annotations": doc["metadata"]["annotations"],
+                },
                 "spec": doc["spec"],
                 "status": {"atProvider": {"manifest": manifest}},
             }
@@ -77,8 +87,14 @@ SCENARIOS = {
         [("cpu-only", 4, 0), ("nvidia-gpus", 2, 0)],
         "0/6",
         {
-            "SuperLinkReady": ("False", "SuperLink not ready: not created yet; SuperLink Service not ready: not created yet"),
-            "SuperNodesReady": ("False", "Pool cpu-only not ready: not created yet; Pool nvidia-gpus not ready: not created yet"),
+            "SuperLinkReady": (
+                "False",
+                "SuperLink not ready: not created yet; SuperLink Service not ready: not created yet",
+            ),
+            "SuperNodesReady": (
+                "False",
+                "Pool cpu-only not ready: not created yet; Pool nvidia-gpus not ready: not created yet",
+            ),
         },
         [
             "networkpolicy-superlink",
@@ -188,7 +204,10 @@ def _removed_pool_object():
     return {
         "apiVersion": "kubernetes.crossplane.io/v1alpha2",
         "kind": "Object",
-        "metadata": {"name": "federation-nvidia-pool-old-pool", "annotations": {render.COMPOSITION_RESOURCE_NAME: "pool-old-pool"}},
+        "metadata": {
+            "name": "federation-nvidia-pool-old-pool",
+            "annotations": {render.COMPOSITION_RESOURCE_NAME: "pool-old-pool"},
+        },
         "spec": {"forProvider": {"manifest": {"apiVersion": "apps/v1", "kind": "StatefulSet"}}},
         "status": {"atProvider": {"manifest": {"status": {"readyReplicas": "garbage"}}}},
     }
@@ -241,9 +260,18 @@ def test_crank_render_observed(name, tmp_path, crank, functions_file):
     xr_file = tmp_path / "xr.yaml"
     xr_file.write_text(yaml.safe_dump(render.composite(load_all(example)[0])))
     proc = subprocess.run(
-        [crank, "render", str(xr_file), str(ROOT / "apis" / "composition.yaml"), str(functions_file),
-         f"--observed-resources={fixture_dir(tmp_path, name) / 'observed.yaml'}", "--include-function-results"],
-        capture_output=True, text=True, timeout=120,
+        [
+            crank,
+            "render",
+            str(xr_file),
+            str(ROOT / "apis" / "composition.yaml"),
+            str(functions_file),
+            f"--observed-resources={fixture_dir(tmp_path, name) / 'observed.yaml'}",
+            "--include-function-results",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     docs = [d for d in yaml.safe_load_all(proc.stdout) if d]

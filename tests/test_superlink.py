@@ -26,7 +26,13 @@ def test_statefulset_shape_names_and_labels():
     [
         (BASE, True, ["--isolation=subprocess", "--insecure"], [9092, 9093], ["superlink"]),
         (BASE, False, ["--isolation=subprocess"], [9092, 9093], ["superlink"]),
-        (PROCESS, True, ["--isolation=process", "--insecure"], [9092, 9093, 9091], ["superlink", "superexec-serverapp"]),
+        (
+            PROCESS,
+            True,
+            ["--isolation=process", "--insecure"],
+            [9092, 9093, 9091],
+            ["superlink", "superexec-serverapp"],
+        ),
     ],
 )
 def test_superlink_args_ports_and_sidecar(base, insecure, args, ports, containers):
@@ -60,7 +66,9 @@ def test_superexec_volume_mounts_override_main_mounts():
         superlink__volumeMounts=[{"name": "data", "mountPath": "/data"}],
         superlink__superexecVolumeMounts=[{"name": "data", "mountPath": "/app/data"}],
     )
-    assert container(s, "superexec-serverapp", "superlink")["volumeMounts"] == [{"name": "data", "mountPath": "/app/data"}]
+    assert container(s, "superexec-serverapp", "superlink")["volumeMounts"] == [
+        {"name": "data", "mountPath": "/app/data"}
+    ]
     assert container(s, "superlink", "superlink")["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
 
 
@@ -106,7 +114,11 @@ def test_superlink_pod_template_merge():
     [
         (BASE, {}, [("fleet", 9092, 9092), ("control", 9093, 9093)]),
         (BASE, {"grpc": 30092, "extra": 30093}, [("fleet", 30092, 9092), ("control", 30093, 9093)]),
-        (PROCESS, {"serverAppIO": 19091}, [("fleet", 9092, 9092), ("control", 9093, 9093), ("serverappio", 19091, 9091)]),
+        (
+            PROCESS,
+            {"serverAppIO": 19091},
+            [("fleet", 9092, 9092), ("control", 9093, 9093), ("serverappio", 19091, 9091)],
+        ),
     ],
 )
 def test_service_ports_map_to_flower_ports(base, ports, expected):

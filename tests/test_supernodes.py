@@ -23,7 +23,11 @@ def pool_labels(name):
 def test_workload_kind_name_labels(s, kind, pool_name):
     w = manifests(s)[f"pool-{pool_name}"]
     assert w["kind"] == kind
-    assert w["metadata"] == {"name": f"fed-supernode-{pool_name}", "namespace": "team-a", "labels": pool_labels(pool_name)}
+    assert w["metadata"] == {
+        "name": f"fed-supernode-{pool_name}",
+        "namespace": "team-a",
+        "labels": pool_labels(pool_name),
+    }
     assert w["spec"]["selector"] == {"matchLabels": pool_labels(pool_name)}
     assert w["spec"]["template"]["metadata"]["labels"] == pool_labels(pool_name)
     assert ("replicas" in w["spec"]) == (kind == "StatefulSet")
@@ -73,7 +77,13 @@ def test_supernode_has_no_shell():
 
 
 def test_image_override_and_default():
-    s = spec(BASE, supernodes__pools=[{"name": "a", "replicas": 1, "images": {"supernode": "mine:1"}}, {"name": "b", "replicas": 1}])
+    s = spec(
+        BASE,
+        supernodes__pools=[
+            {"name": "a", "replicas": 1, "images": {"supernode": "mine:1"}},
+            {"name": "b", "replicas": 1},
+        ],
+    )
     assert container(s, resource="pool-a")["image"] == "mine:1"
     assert container(s, resource="pool-b")["image"] == "flwr/supernode:1.25.0"
 
@@ -96,7 +106,11 @@ def test_superexec_clientapp_sidecar():
 def test_env_merge_pool_wins_and_order_is_stable():
     s = spec(
         BASE,
-        supernodes__env=[{"name": "A", "value": "base"}, {"name": "B", "value": "base"}, {"name": "C", "value": "base"}],
+        supernodes__env=[
+            {"name": "A", "value": "base"},
+            {"name": "B", "value": "base"},
+            {"name": "C", "value": "base"},
+        ],
     )
     s = pool(s, env=[{"name": "D", "value": "pool"}, {"name": "B", "value": "pool"}])
     assert container(s)["env"] == [
@@ -113,7 +127,12 @@ def test_env_merge_pool_wins_and_order_is_stable():
         (pool(BASE, gpu={"enabled": True, "vendor": "nvidia"}), "supernode", "nvidia.com/gpu", "1"),
         (pool(BASE, gpu={"enabled": True, "vendor": "amd", "count": 2}), "supernode", "amd.com/gpu", "2"),
         (pool(BASE, gpu={"enabled": True}), "supernode", "nvidia.com/gpu", "1"),
-        (pool(BASE, gpu={"enabled": True, "resourceName": "gpu.intel.com/i915"}), "supernode", "gpu.intel.com/i915", "1"),
+        (
+            pool(BASE, gpu={"enabled": True, "resourceName": "gpu.intel.com/i915"}),
+            "supernode",
+            "gpu.intel.com/i915",
+            "1",
+        ),
         # In process mode the ClientApp runs in the sidecar, so the GPU goes there.
         (pool(PROCESS, gpu={"enabled": True, "vendor": "nvidia"}), "superexec-clientapp", "nvidia.com/gpu", "1"),
     ],
@@ -132,7 +151,10 @@ def test_gpu_disabled_requests_nothing():
 
 def test_gpu_keeps_user_resources():
     s = pool(BASE, supernodeResources={"limits": {"cpu": "2"}}, gpu={"enabled": True})
-    assert container(s)["resources"] == {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}
+    assert container(s)["resources"] == {
+        "limits": {"cpu": "2", "nvidia.com/gpu": "1"},
+        "requests": {"nvidia.com/gpu": "1"},
+    }
 
 
 def test_mount_all_nvidia():
@@ -145,8 +167,14 @@ def test_mount_all_nvidia():
 
 
 def test_mount_all_amd_process_mode():
-    base = spec(PROCESS, mode="DaemonSet", supernodes__pools=[{"name": "edge", "images": {"superexecClientApp": "x:1"}}])
-    s = pool(base, gpu={"enabled": True, "vendor": "amd", "mountAll": True}, volumeMounts=[{"name": "data", "mountPath": "/d"}])
+    base = spec(
+        PROCESS, mode="DaemonSet", supernodes__pools=[{"name": "edge", "images": {"superexecClientApp": "x:1"}}]
+    )
+    s = pool(
+        base,
+        gpu={"enabled": True, "vendor": "amd", "mountAll": True},
+        volumeMounts=[{"name": "data", "mountPath": "/d"}],
+    )
     p = pod(s, "pool-edge")
     assert [v["name"] for v in p["volumes"]] == ["dev-kfd", "dev-dri"]
     assert p["volumes"][0]["hostPath"] == {"path": "/dev/kfd", "type": "CharDevice"}
@@ -188,7 +216,11 @@ def test_pod_template_merge_precedence():
 
 
 def test_pool_pod_template_runtime_class_overrides_gpu():
-    s = pool(DS, gpu={"enabled": True, "vendor": "nvidia", "mountAll": True}, podTemplate={"spec": {"runtimeClassName": "nvidia-cdi"}})
+    s = pool(
+        DS,
+        gpu={"enabled": True, "vendor": "nvidia", "mountAll": True},
+        podTemplate={"spec": {"runtimeClassName": "nvidia-cdi"}},
+    )
     assert pod(s, "pool-edge")["runtimeClassName"] == "nvidia-cdi"
 
 
@@ -201,7 +233,9 @@ def test_volumes_mounts_and_claim_templates():
         volumeClaimTemplates=[{"metadata": {"name": "scratch"}, "spec": {"accessModes": ["ReadWriteOnce"]}}],
     )
     w = manifests(s)["pool-default"]
-    assert w["spec"]["volumeClaimTemplates"] == [{"metadata": {"name": "scratch"}, "spec": {"accessModes": ["ReadWriteOnce"]}}]
+    assert w["spec"]["volumeClaimTemplates"] == [
+        {"metadata": {"name": "scratch"}, "spec": {"accessModes": ["ReadWriteOnce"]}}
+    ]
     assert container(s)["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
     assert container(s, "superexec-clientapp")["volumeMounts"] == [{"name": "scratch", "mountPath": "/app/scratch"}]
     assert pod(s)["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}]

@@ -26,7 +26,12 @@ CERT_MANAGER = spec(
     supernodes__pools=[
         {"name": "local", "replicas": 1},
         {"name": "eu", "replicas": 2, "providerConfigRef": {"name": "spoke-eu"}},
-        {"name": "us", "replicas": 1, "providerConfigRef": {"name": "spoke-us"}, "caSecretRef": {"name": "their-ca", "key": "root.pem"}},
+        {
+            "name": "us",
+            "replicas": 1,
+            "providerConfigRef": {"name": "spoke-us"},
+            "caSecretRef": {"name": "their-ca", "key": "root.pem"},
+        },
     ],
 )
 KEY = base64.b64encode(b"PRIVATE KEY MATERIAL").decode()
@@ -66,16 +71,24 @@ def manifest(objects, name):
 def test_superlink_serves_tls_from_the_secret():
     c = container(SECRET, "superlink", "superlink")
     assert "--insecure" not in c["args"]
-    assert {"--ssl-ca-certfile=/app/tls/ca.crt", "--ssl-certfile=/app/tls/tls.crt", "--ssl-keyfile=/app/tls/tls.key"} <= set(c["args"])
+    assert {
+        "--ssl-ca-certfile=/app/tls/ca.crt",
+        "--ssl-certfile=/app/tls/tls.crt",
+        "--ssl-keyfile=/app/tls/tls.key",
+    } <= set(c["args"])
     assert {"name": "tls", "mountPath": "/app/tls", "readOnly": True} in c["volumeMounts"]
-    assert {"name": "tls", "secret": {"secretName": "superlink-tls", "defaultMode": 0o440}} in pod(SECRET, "superlink")["volumes"]
+    volumes = pod(SECRET, "superlink")["volumes"]
+    assert {"name": "tls", "secret": {"secretName": "superlink-tls", "defaultMode": 0o440}} in volumes
 
 
 def test_supernodes_in_the_superlinks_namespace_mount_only_its_ca():
     c = container(SECRET)
     assert "--insecure" not in c["args"]
     assert "--root-certificates=/app/tls/ca.crt" in c["args"]
-    assert {"name": "tls", "secret": {"secretName": "superlink-tls", "items": [{"key": "ca.crt", "path": "ca.crt"}], "defaultMode": 0o440}} in pod(SECRET)["volumes"]
+    assert {
+        "name": "tls",
+        "secret": {"secretName": "superlink-tls", "items": [{"key": "ca.crt", "path": "ca.crt"}], "defaultMode": 0o440},
+    } in pod(SECRET)["volumes"]
 
 
 def test_superexec_sidecars_keep_plain_appio():
@@ -85,7 +98,10 @@ def test_superexec_sidecars_keep_plain_appio():
     assert "--insecure" not in container(s)["args"]
 
 
-@pytest.mark.parametrize(("s", "insecure"), [(BASE, True), (SECRET, False), (spec(SECRET, insecure=False), False), (spec(BASE, insecure=False), False)])
+@pytest.mark.parametrize(
+    ("s", "insecure"),
+    [(BASE, True), (SECRET, False), (spec(SECRET, insecure=False), False), (spec(BASE, insecure=False), False)],
+)
 def test_insecure_defaults_follow_tls(s, insecure):
     assert ("--insecure" in container(s)["args"]) is insecure
     assert ("--insecure" in container(s, "superlink", "superlink")["args"]) is insecure
@@ -97,7 +113,11 @@ def test_insecure_defaults_follow_tls(s, insecure):
         (spec(SECRET, insecure=True), "spec.insecure", "must not be true when spec.tls is set"),
         (spec(BASE, tls={}), "spec.tls", "exactly one of secretName and certManager"),
         (spec(BASE, tls={"secretName": "a", "certManager": {"issuerRef": {"name": "b"}}}), "spec.tls", "exactly one"),
-        (spec(BASE, tls={"certManager": {"issuerRef": {"name": "b", "kind": "Vault"}}}), "spec.tls.certManager.issuerRef.kind", "'Issuer' or 'ClusterIssuer'"),
+        (
+            spec(BASE, tls={"certManager": {"issuerRef": {"name": "b", "kind": "Vault"}}}),
+            "spec.tls.certManager.issuerRef.kind",
+            "'Issuer' or 'ClusterIssuer'",
+        ),
     ],
 )
 def test_bad_tls_names_the_field(s, field, message):
@@ -127,7 +147,12 @@ def test_remote_pools_wait_for_the_ca_and_it_is_requested():
     assert conditions["TLSReady"].status == fnv1.STATUS_CONDITION_FALSE
     assert "pools eu wait for the CA certificate" in conditions["TLSReady"].message
     selector = rsp.requirements.resources[tls.REQUIREMENT]
-    assert (selector.api_version, selector.kind, selector.match_name, selector.namespace) == ("v1", "Secret", "fed-superlink-tls", "team-a")
+    assert (selector.api_version, selector.kind, selector.match_name, selector.namespace) == (
+        "v1",
+        "Secret",
+        "fed-superlink-tls",
+        "team-a",
+    )
 
 
 def test_the_ca_is_copied_to_other_clusters_and_the_key_never_is():
@@ -138,10 +163,20 @@ def test_the_ca_is_copied_to_other_clusters_and_the_key_never_is():
     assert ca["data"] == {"ca.crt": CA}
     assert KEY not in json.dumps(objects)
     eu = manifest(objects, "pool-eu")["spec"]["template"]["spec"]
-    assert {"name": "tls", "secret": {"secretName": "fed-superlink-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}], "defaultMode": 0o440}} in eu["volumes"]
+    assert {
+        "name": "tls",
+        "secret": {
+            "secretName": "fed-superlink-ca",
+            "items": [{"key": "ca.crt", "path": "ca.crt"}],
+            "defaultMode": 0o440,
+        },
+    } in eu["volumes"]
     assert "--root-certificates=/app/tls/ca.crt" in eu["containers"][0]["args"]
     us = manifest(objects, "pool-us")["spec"]["template"]["spec"]
-    assert {"name": "tls", "secret": {"secretName": "their-ca", "items": [{"key": "root.pem", "path": "ca.crt"}], "defaultMode": 0o440}} in us["volumes"]
+    assert {
+        "name": "tls",
+        "secret": {"secretName": "their-ca", "items": [{"key": "root.pem", "path": "ca.crt"}], "defaultMode": 0o440},
+    } in us["volumes"]
     assert not any(k.startswith("ca-spoke-us") for k in objects)
 
 
@@ -182,16 +217,26 @@ def test_crank_render_with_required_resources(crank, functions_file, tmp_path):
     }
     (tmp_path / "observed.yaml").write_text(yaml.safe_dump(observed))
     proc = subprocess.run(
-        [crank, "render", str(xr_file), str(ROOT / "apis" / "composition.yaml"), str(functions_file),
-         f"--observed-resources={tmp_path / 'observed.yaml'}",
-         f"--required-resources={EXAMPLES / 'required' / 'superlink-tls.yaml'}"],
-        capture_output=True, text=True, timeout=120,
+        [
+            crank,
+            "render",
+            str(xr_file),
+            str(ROOT / "apis" / "composition.yaml"),
+            str(functions_file),
+            f"--observed-resources={tmp_path / 'observed.yaml'}",
+            f"--required-resources={EXAMPLES / 'required' / 'superlink-tls.yaml'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
     objects = {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d for d in docs[1:]}
     assert "pool-eu" in objects and "ca-spoke-eu-flower" in objects
-    ours, _ = render.render(load_all(example)[0], [observed], False, load_all(EXAMPLES / "required" / "superlink-tls.yaml"))
+    ours, _ = render.render(
+        load_all(example)[0], [observed], False, load_all(EXAMPLES / "required" / "superlink-tls.yaml")
+    )
     assert {k: v["spec"] for k, v in objects.items()} == {
         d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d["spec"] for d in ours[1:]
     }

@@ -29,17 +29,27 @@ def test_namespaced_federation_composes_namespaced_objects():
     xr, objects = rendered()
     assert (xr["kind"], xr["metadata"]) == ("Federation", {"name": "team-federation", "namespace": "team-a"})
     assert set(objects) == {
-        "superlink", "superlink-service", "pool-default", "pool-partner",
-        "serviceaccount-team-a-cluster-team-a", "serviceaccount-partner-cluster-team-a",
-        "networkpolicy-superlink", "networkpolicy-supernode-team-a-cluster-team-a",
+        "superlink",
+        "superlink-service",
+        "pool-default",
+        "pool-partner",
+        "serviceaccount-team-a-cluster-team-a",
+        "serviceaccount-partner-cluster-team-a",
+        "networkpolicy-superlink",
+        "networkpolicy-supernode-team-a-cluster-team-a",
         "networkpolicy-supernode-partner-cluster-team-a",
     }
     for obj in objects.values():
         assert obj["apiVersion"] == "kubernetes.m.crossplane.io/v1alpha1"
     assert objects["superlink"]["spec"]["providerConfigRef"] == {"kind": "ProviderConfig", "name": "team-a-cluster"}
-    assert objects["pool-partner"]["spec"]["providerConfigRef"] == {"kind": "ClusterProviderConfig", "name": "partner-cluster"}
+    assert objects["pool-partner"]["spec"]["providerConfigRef"] == {
+        "kind": "ClusterProviderConfig",
+        "name": "partner-cluster",
+    }
     assert objects["superlink"]["spec"]["forProvider"]["manifest"]["metadata"]["namespace"] == "team-a"
-    args = objects["pool-partner"]["spec"]["forProvider"]["manifest"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    args = objects["pool-partner"]["spec"]["forProvider"]["manifest"]["spec"]["template"]["spec"]["containers"][0][
+        "args"
+    ]
     assert "--superlink=fleet.team-a.example.com:443" in args
 
 
@@ -58,8 +68,12 @@ def test_the_v1_xrd_keeps_claim_semantics():
 def test_function_picks_the_object_api_from_the_xr_scope():
     req = fnv1.RunFunctionRequest()
     req.observed.composite.resource.update(
-        {"apiVersion": "flower.crossplane.io/v1alpha1", "kind": "Federation",
-         "metadata": {"name": "fed", "namespace": "team-b"}, "spec": BASE}
+        {
+            "apiVersion": "flower.crossplane.io/v1alpha1",
+            "kind": "Federation",
+            "metadata": {"name": "fed", "namespace": "team-b"},
+            "spec": BASE,
+        }
     )
     rsp = fn.run(req)
     objects = {k: resource.struct_to_dict(v.resource) for k, v in rsp.desired.resources.items()}
@@ -71,8 +85,12 @@ def test_function_picks_the_object_api_from_the_xr_scope():
 def test_a_namespaced_federation_stays_in_its_namespace():
     req = fnv1.RunFunctionRequest()
     req.observed.composite.resource.update(
-        {"apiVersion": "flower.crossplane.io/v1alpha1", "kind": "Federation",
-         "metadata": {"name": "fed", "namespace": "team-b"}, "spec": spec(BASE, namespace="kube-system")}
+        {
+            "apiVersion": "flower.crossplane.io/v1alpha1",
+            "kind": "Federation",
+            "metadata": {"name": "fed", "namespace": "team-b"},
+            "spec": spec(BASE, namespace="kube-system"),
+        }
     )
     rsp = fn.run(req)
     assert [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL][0].startswith(
@@ -94,8 +112,12 @@ def test_golden_v2_output():
 def test_crank_render_v2_matches_function_render(crank, functions_file, tmp_path):
     xr_file = tmp_path / "xr.yaml"
     xr_file.write_text(yaml.safe_dump(render.composite(load_all(EXAMPLE)[0], namespaced=True)))
-    proc = subprocess.run([crank, "render", str(xr_file), str(COMPOSITION_V2), str(functions_file)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [crank, "render", str(xr_file), str(COMPOSITION_V2), str(functions_file)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
     ours_xr, ours = rendered()
@@ -108,18 +130,36 @@ def test_crank_render_v2_matches_function_render(crank, functions_file, tmp_path
 
 def test_crank_validate_v2_examples_and_objects(crank, validate_cache, shared_crds, tmp_path):
     proc = subprocess.run(
-        [crank, "beta", "validate", *validate_cache, "--error-on-missing-schemas",
-         f"{XRD_V2},{shared_crds / 'crossplane'}", f"{EXAMPLE},{COMPOSITION_V2}"],
-        capture_output=True, text=True, timeout=120,
+        [
+            crank,
+            "beta",
+            "validate",
+            *validate_cache,
+            "--error-on-missing-schemas",
+            f"{XRD_V2},{shared_crds / 'crossplane'}",
+            f"{EXAMPLE},{COMPOSITION_V2}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 success cases, 0 failure cases" in proc.stdout
     _, objects = rendered()
     (tmp_path / "objects.yaml").write_text(yaml.safe_dump_all(list(objects.values())))
     proc = subprocess.run(
-        [crank, "beta", "validate", *validate_cache, "--error-on-missing-schemas", str(shared_crds / "provider-kubernetes"),
-         f"{tmp_path / 'objects.yaml'},{EXAMPLES / 'v2' / 'providerconfigs.yaml'}"],
-        capture_output=True, text=True, timeout=120,
+        [
+            crank,
+            "beta",
+            "validate",
+            *validate_cache,
+            "--error-on-missing-schemas",
+            str(shared_crds / "provider-kubernetes"),
+            f"{tmp_path / 'objects.yaml'},{EXAMPLES / 'v2' / 'providerconfigs.yaml'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{len(objects) + 2} success cases, 0 failure cases" in proc.stdout
@@ -129,7 +169,8 @@ def test_crank_validate_v2_examples_and_objects(crank, validate_cache, shared_cr
 def test_v2_xrd_rejects_invalid_examples_too(bad, crank, validate_cache):
     from test_examples import expected_message
 
-    proc = subprocess.run([crank, "beta", "validate", *validate_cache, str(XRD_V2), str(bad)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [crank, "beta", "validate", *validate_cache, str(XRD_V2), str(bad)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode != 0
     assert expected_message(bad) in proc.stdout, proc.stdout
