@@ -9,10 +9,10 @@ cd "$(dirname "$0")/../.."
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 
 # build MODULE_DIR OUTPUT PACKAGE [LDFLAGS]: go build unless OUTPUT is newer
-# than the module's go.sum.
+# than every file of the module folder (its pins and any source of ours).
 build() {
   local dir=$1 target=$2 pkg=$3 ldflags=${4:-}
-  if [ -x "$target" ] && [ "$target" -nt "$dir/go.sum" ]; then
+  if [ -x "$target" ] && [ -z "$(find "$dir" -type f -newer "$target")" ]; then
     return
   fi
   echo "building $target" >&2
@@ -47,6 +47,7 @@ build tools/crank "$out/crane" github.com/google/go-containerregistry/cmd/crane
 build tools/provider-kubernetes "$out/provider-kubernetes" github.com/crossplane-contrib/provider-kubernetes/cmd/provider
 build tools/kwok "$out/kwok" sigs.k8s.io/kwok/cmd/kwok
 build tools/kwok "$out/kwokctl" sigs.k8s.io/kwok/cmd/kwokctl
+build tools/cert-manager "$out/cert-manager" .
 
 # provider-kubernetes' CRDs ship in its module.
 (cd tools/provider-kubernetes && go mod download github.com/crossplane-contrib/provider-kubernetes)
@@ -55,4 +56,7 @@ rm -rf "$out/provider-crds" && cp -r "$provider/package/crds" "$out/provider-crd
 # Crossplane's CRDs ship in its module (cluster/crds).
 core=$(cd tools/crank && go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2)
 rm -rf "$out/crossplane-crds" && cp -r "$core/cluster/crds" "$out/crossplane-crds" && chmod -R u+w "$out/crossplane-crds"
+# cert-manager's CRDs ship in its module (deploy/crds).
+certmanager=$(cd tools/cert-manager && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)
+rm -rf "$out/cert-manager-crds" && cp -r "$certmanager/deploy/crds" "$out/cert-manager-crds" && chmod -R u+w "$out/cert-manager-crds"
 echo "e2e tools ready in $out" >&2

@@ -3,7 +3,8 @@
 Each part is a real process built by hack/e2e/build-tools.sh: per cluster etcd,
 kube-apiserver, kube-controller-manager, kube-scheduler and KWOK (which stands
 in for kubelets), started by kwokctl; Crossplane core and provider-kubernetes;
-a local OCI registry (crane). The function is installed as users install it:
+a local OCI registry (crane); cert-manager's controllers in the hub, with a
+CA ClusterIssuer `flower-ca` as the examples expect. The function is installed as users install it:
 its package is pushed to the registry and a `Function` applied, so Crossplane's
 package manager pulls it, creates its Deployment, Service and TLS Secret. KWOK
 runs no container, so the harness plays the kubelet for that one pod: it runs
@@ -34,6 +35,9 @@ from typing import Any
 import yaml
 
 CROSSPLANE_NS = "crossplane-system"
+CERT_MANAGER_NS = "cert-manager"
+# The ClusterIssuer the cert-manager examples name, and the Secret of its CA.
+CA_ISSUER = "flower-ca"
 FUNCTION = "function-flower"
 # Fake nodes: enough room for every example, GPUs of both vendors included.
 NODE_CAPACITY = {"cpu": "64", "memory": "512Gi", "pods": "250", "nvidia.com/gpu": "8", "amd.com/gpu": "8"}
@@ -225,6 +229,7 @@ class ControlPlane:
         self._stopping = threading.Event()
         threading.Thread(target=self._load_balancer_loop, daemon=True).start()
         self._registry()
+        self._cert_manager()
         self._crossplane()
         self._provider()
         self._install_function()
@@ -333,6 +338,43 @@ class ControlPlane:
         self.spawn("registry", [self.tools.crane, "registry", "serve", "--address", f"127.0.0.1:{port}"])
         self.registry = f"127.0.0.1:{port}"
         wait_for("the registry", lambda: _connects("127.0.0.1", port), timeout=30)
+
+    # -- cert-manager ------------------------------------------------------------
+
+    def _cert_manager(self) -> None:
+        """cert-manager in the hub and a CA issuer made the way its docs make
+        one: a self-signed ClusterIssuer signs a CA Certificate, whose Secret
+        backs the CA ClusterIssuer `flower-ca`."""
+        hub = self.hub
+        crds = sorted((self.tools.root / "cert-manager-crds").glob("*.yaml"))
+        hub.kubectl("apply", "--server-side", *(a for crd in crds for a in ("-f", str(crd))))
+        hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CERT_MANAGER_NS}})
+        for crd in crds:
+            name = yaml.safe_load(crd.read_text())["metadata"]["name"]
+            wait_for(f"CRD {name} established",
+                     lambda n=name: condition(hub.get("crd", n), "Established").get("status") == "True")  # fmt: skip
+        self.spawn("cert-manager", [self.tools.cert_manager, "--kubeconfig", str(hub.kubeconfig),
+                                    "--cluster-resource-namespace", CERT_MANAGER_NS])  # fmt: skip
+        issuer = "cert-manager.io/v1"
+        hub.apply(
+            {"apiVersion": issuer, "kind": "ClusterIssuer", "metadata": {"name": "selfsigned"},
+             "spec": {"selfSigned": {}}},
+            {"apiVersion": issuer, "kind": "Certificate", "metadata": {"name": CA_ISSUER, "namespace": CERT_MANAGER_NS},
+             "spec": {"isCA": True, "commonName": "flower-e2e-ca", "secretName": CA_ISSUER,
+                      "privateKey": {"algorithm": "ECDSA", "size": 256},
+                      "issuerRef": {"name": "selfsigned", "kind": "ClusterIssuer", "group": "cert-manager.io"}}},
+            {"apiVersion": issuer, "kind": "ClusterIssuer", "metadata": {"name": CA_ISSUER},
+             "spec": {"ca": {"secretName": CA_ISSUER}}},
+        )  # fmt: skip
+        wait_for(
+            f"ClusterIssuer {CA_ISSUER} Ready",
+            lambda: condition(hub.get("clusterissuers.cert-manager.io", CA_ISSUER), "Ready").get("status") == "True",
+            timeout=120,
+        )
+
+    def ca_certificate(self) -> str:
+        """The CA certificate (base64) of the `flower-ca` issuer."""
+        return self.hub.get("secret", CA_ISSUER, CERT_MANAGER_NS)["data"]["ca.crt"]
 
     # -- Crossplane ---------------------------------------------------------------
 

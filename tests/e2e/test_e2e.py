@@ -12,19 +12,16 @@ import json
 import pathlib
 import re
 import subprocess
+import tempfile
 import time
 from typing import Any
 
 from peers import CLAIMS, INVALID, ROOT, hack_module, load_all
 
-from controlplane import CROSSPLANE_NS, FUNCTION, Cluster, ControlPlane, condition, wait_for
+from controlplane import CA_ISSUER, CROSSPLANE_NS, FUNCTION, Cluster, ControlPlane, condition, wait_for
 
 build_image = hack_module("build_image")
 
-# Examples whose certificate cert-manager issues: this control plane has no
-# cert-manager, so their Certificate can never turn Ready.
-NEEDS_CERT_MANAGER = {"production.yaml", "tls-cert-manager-multicluster.yaml"}
-APPLIED = [c for c in CLAIMS if c.name not in NEEDS_CERT_MANAGER]
 NAMESPACES = ["flower", "ml-platform"]
 READY_TIMEOUT = 300
 V2 = CLAIMS[0].parent.parent.parent / "apis" / "v2"
@@ -114,10 +111,14 @@ def generations(plane: ControlPlane, composite_name: str) -> dict[str, int]:
     return out
 
 
+def ec_private_key() -> bytes:
+    """A SuperNode's private key (PEM), as `flwr` expects one."""
+    return subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout"],
+                          check=True, capture_output=True).stdout  # fmt: skip
+
+
 def openssl_tls_secret(name: str, namespace: str, hosts: list[str]) -> dict[str, Any]:
     """A CA and a server certificate signed by it, as a cluster admin would supply them."""
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
         d = pathlib.Path(tmp)
 
@@ -225,20 +226,32 @@ def test_every_example_becomes_ready(plane):
     hub = plane.hub
     # What the examples expect a cluster admin to have made: nodes labelled for
     # the pools' selectors, the claims' namespaces in every cluster (pools
-    # without createNamespace land in theirs), the Secret tls-secret.yaml names
-    # and the shared data set volumes.yaml mounts.
-    label_nodes_for(plane, APPLIED)
+    # without createNamespace land in theirs), the Secret tls-secret.yaml names,
+    # the shared data set volumes.yaml mounts, production.yaml's pull and
+    # SuperNode key Secrets, and the CA Secret a spoke's platform team put in
+    # place (tls-cert-manager-multicluster.yaml's pool us). The control plane
+    # already has cert-manager with the ClusterIssuer flower-ca.
+    label_nodes_for(plane, CLAIMS)
     for cluster in (hub, plane.spoke):
         for namespace in NAMESPACES:
             cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     hub.apply(openssl_tls_secret("superlink-tls", "default", ["federation-tls-superlink.default.svc"]))
+    hub.apply(
+        {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+         "metadata": {"name": "registry-credentials", "namespace": "ml-platform"},
+         "stringData": {".dockerconfigjson": json.dumps({"auths": {"registry.example.com": {"auth": "ZTJlOmUyZQ=="}}})}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "supernode-keys", "namespace": "ml-platform"},
+         "data": {"gpu.key": base64.b64encode(ec_private_key()).decode()}},
+    )  # fmt: skip
+    plane.spoke.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": CA_ISSUER, "namespace": "flower"},
+                       "data": {"ca.crt": plane.ca_certificate()}})  # fmt: skip
     hub.apply({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                "metadata": {"name": "training-data-pvc", "namespace": "default"},
                "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "",
                         "resources": {"requests": {"storage": "10Gi"}}}})  # fmt: skip
-    for path in APPLIED:
+    for path in CLAIMS:
         hub.kubectl("apply", "-f", str(path))
-    for path in APPLIED:
+    for path in CLAIMS:
         claim = claim_of(path)
         name, namespace = claim["metadata"]["name"], claim["metadata"]["namespace"]
         live_claim = wait_ready(plane, name, namespace)
@@ -305,6 +318,31 @@ def test_remote_pools_land_in_the_spoke(plane):
     spoke_sets = plane.spoke.get("statefulsets.apps", namespace="flower-clients")
     args = [a for s in spoke_sets for c in s["spec"]["template"]["spec"]["containers"] for a in c.get("args", [])]
     assert f"--superlink={external}" in args, (external, args)
+
+
+def test_cert_manager_issues_the_superlink_certificate(plane):
+    # The Certificate the function composed is issued by the flower-ca
+    # ClusterIssuer for the Service names and the load balancer's address;
+    # pool eu trusts a CA Secret composed in the spoke from the issued one
+    # (the CA only), pool us the CA Secret its platform team put there.
+    hub, name = plane.hub, "federation-tls-multicluster"
+    claim = get_claim(plane, name, "flower")
+    external_host = claim["status"]["endpoints"]["external"].rpartition(":")[0]
+    certificate = hub.get("certificates.cert-manager.io", f"{name}-superlink-tls", "flower")
+    assert condition(certificate, "Ready").get("status") == "True", certificate.get("status")
+    issued = hub.get("secret", f"{name}-superlink-tls", "flower")
+    assert issued["data"]["ca.crt"] == plane.ca_certificate()
+    sans = subprocess.run(["openssl", "x509", "-noout", "-ext", "subjectAltName"], check=True, capture_output=True,
+                          text=True, input=base64.b64decode(issued["data"]["tls.crt"]).decode()).stdout  # fmt: skip
+    assert f"IP Address:{external_host}" in sans and f"DNS:{name}-superlink.flower.svc" in sans, sans
+    copied = plane.spoke.get("secret", f"{name}-superlink-ca", "flower")
+    assert copied["data"] == {"ca.crt": plane.ca_certificate()}  # never the key
+    trusted = {}
+    for pool in ("eu", "us"):
+        workload = plane.spoke.get("statefulsets.apps", f"{name}-supernode-{pool}", "flower")
+        volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"]["volumes"]}
+        trusted[pool] = volumes["tls"]["secret"]["secretName"]
+    assert trusted == {"eu": f"{name}-superlink-ca", "us": CA_ISSUER}
 
 
 def test_tls_ca_copied_to_the_spoke_and_nodeport_address(plane):
