@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import os
 import pathlib
@@ -172,7 +173,9 @@ class Tools:
             raise AttributeError(f"{path} is missing: run hack/e2e/build-tools.sh")
         return str(path)
 
+    @functools.cached_property
     def kube_version(self) -> str:
+        """The API server's release, asked once: kwokctl wants it at every call."""
         out = subprocess.run([self.kube("kube-apiserver"), "--version"], capture_output=True, text=True, check=True)
         return out.stdout.split()[-1]  # "Kubernetes v1.35.4"
 
@@ -287,7 +290,7 @@ class ControlPlane:
         env = {
             **os.environ,
             "KWOK_WORKDIR": str(self.workdir / "kwok"),
-            "KWOK_KUBE_VERSION": self.tools.kube_version(),
+            "KWOK_KUBE_VERSION": self.tools.kube_version,
             "PATH": f"{self.tools.root}:{os.environ.get('PATH', '')}",
         }
         proc = subprocess.run([self.tools.kwokctl, *args], capture_output=True, text=True, env=env, timeout=300)
