@@ -70,9 +70,11 @@ generate: $(VENV)/.installed
 # they are formatted; they join this list then.
 LINT_PATHS := function benchmarks $(wildcard hack/*.py) $(wildcard tests/*.py)
 
-# Style, run before the tests: ruff's formatter as the one layout.
+# Style and lint, run before the tests: ruff's formatter as the one layout,
+# ruff's rules as configured in pyproject.toml.
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	$(VENV)/bin/ruff check $(LINT_PATHS)
 
 # The fast suite: every test but the real control plane.
 unit: lint $(VENV)/.installed $(FLWR_VENV)/.installed $(CRANK) $(CELCHECK) $(XRD2CRD) $(CRDCHECKS)

@@ -19,12 +19,13 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests" / "e2e"), str(ROOT / "tests")]
 
-from controlplane import ControlPlane, Tools, condition, running  # noqa: E402
+from controlplane import ControlPlane, Tools, condition, running  # noqa: E402 - needs the sys.path set-up above
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def federation(index: int, pools: int) -> dict:
+    """The index-th namespaced Federation of the load, with pools StatefulSet pools."""
     return {
         "apiVersion": "flower.crossplane.io/v1alpha1",
         "kind": "Federation",
@@ -42,11 +43,13 @@ def federation(index: int, pools: int) -> dict:
 
 
 def cpu_seconds(pid: int) -> float:
+    """CPU time a process has used so far, user and system."""
     fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
 
 
 def peak_rss_mib(pid: int) -> float:
+    """A process' peak resident memory (VmHWM)."""
     for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
@@ -54,6 +57,7 @@ def peak_rss_mib(pid: int) -> float:
 
 
 def main() -> None:
+    """Apply the Federations at once on a real control plane; time them to Ready, report the cost."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--federations", type=int, default=50)
     parser.add_argument("--pools", type=int, default=4)

@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 from function import names, netpol, nodeconfig, placement, pods, readiness, superlink, supernodes, tls, validation
-from function.spec import FederationSpec, ProviderConfigRef
+from function.spec import FederationSpec, PoolSpec, ProviderConfigRef
 from function.validation import SpecError
 
 OBJECT_API = "kubernetes.crossplane.io/v1alpha2"
@@ -36,11 +36,14 @@ CERTIFICATE = "superlink-certificate"
 
 
 def pool_resource(pool_name: str) -> str:
+    """Composition resource name of a pool's workload."""
     return f"pool-{pool_name}"
 
 
 @dataclasses.dataclass(frozen=True)
 class Federation:
+    """A checked Federation: its name and namespace as deployed, and its spec."""
+
     name: str
     namespace: str
     spec: FederationSpec
@@ -103,6 +106,8 @@ def live(observed: dict[str, Any], name: str) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class Composed:
+    """One composed Kubernetes object and the cluster (ProviderConfig) it goes to."""
+
     manifest: dict[str, Any]
     provider_config: ProviderConfigRef
 
@@ -161,44 +166,84 @@ def plan(
         fleet = local_fleet
         remote = placement.remote(spec, pool)
         remote_pools = remote_pools or remote
-        if remote and external.address is None:
-            held[pool.name] = "address"
-        elif remote:
-            fleet = external.address
-        trust = None
-        copy_ca = False
-        if spec.tls is not None:
-            same_place = not remote and namespace == fed.namespace
-            if same_place:
-                trust = tls.pool_volume(tls.secret_name(fed.name, spec), tls.CA_FILE)
-            elif pool.caSecretRef is not None:
-                trust = tls.pool_volume(pool.caSecretRef.name, pool.caSecretRef.key)
+        if remote:
+            if external.address is None:
+                held[pool.name] = "address"
             else:
-                ca_pools.append(pool.name)
-                copy_ca = True
-                trust = tls.pool_volume(tls.ca_secret_name(fed.name), tls.CA_FILE)
-                if ca is None:
-                    held.setdefault(pool.name, "ca")
+                fleet = external.address
+        trust, copy_ca = _trust(fed, pool, namespace, remote=remote)
+        if copy_ca:
+            ca_pools.append(pool.name)
+            if ca is None:
+                held.setdefault(pool.name, "ca")
         if pool.name in held:
             # Never emitted with a wrong address or no CA; one that exists is kept as it is.
-            if isinstance(observed.get(name), dict) and isinstance(observed[name].get("spec"), dict):
-                kept[name] = {k: observed[name][k] for k in ("apiVersion", "kind", "spec") if k in observed[name]}
+            previous = _as_observed(observed.get(name))
+            if previous is not None:
+                kept[name] = previous
             continue
         context = nodeconfig.Context(pool.name, pool.replicas, ref.name, total)
-        resources[name] = Composed(
-            supernodes.workload(fed.name, namespace, spec, pool, fleet, context, offsets.get(pool.name, 0), trust), ref
+        workload = supernodes.workload(
+            fed.name,
+            namespace,
+            spec,
+            pool,
+            fleet=fleet,
+            context=context,
+            offset=offsets.get(pool.name, 0),
+            trust=trust,
         )
-        _add_service_account(resources, fed, ref, namespace)
+        resources[name] = Composed(workload, ref)
         places.setdefault((ref.name, namespace), (ref, remote))
-        if copy_ca:
-            resources.setdefault(f"ca-{ref.name}-{namespace}", Composed(tls.ca_secret(fed.name, namespace, ca), ref))
-        if pool.createNamespace:
-            resources[namespace_resource(ref.name, namespace)] = Composed(
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, ref
-            )
+        _add_pool_place(resources, fed, pool, ref, namespace, ca_copy=ca if copy_ca else None)
     if spec.networkPolicy.enabled:
         _add_network_policies(resources, fed, hub, places, external.address)
     return Plan(resources, kept, held, external, remote_pools, bool(ca_pools), ca is not None, ca_pools)
+
+
+def _add_pool_place(
+    resources: dict[str, Composed],
+    fed: Federation,
+    pool: PoolSpec,
+    ref: ProviderConfigRef,
+    namespace: str,
+    *,
+    ca_copy: str | None,
+) -> None:
+    """What a pool's cluster and namespace need besides its workload, each object once.
+
+    Its ServiceAccount; ca_copy, if given, as a Secret the pool's pods trust;
+    and the Namespace itself if the pool asks for it.
+    """
+    _add_service_account(resources, fed, ref, namespace)
+    if ca_copy is not None:
+        resources.setdefault(f"ca-{ref.name}-{namespace}", Composed(tls.ca_secret(fed.name, namespace, ca_copy), ref))
+    if pool.createNamespace:
+        resources[namespace_resource(ref.name, namespace)] = Composed(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, ref
+        )
+
+
+def _trust(fed: Federation, pool: PoolSpec, namespace: str, *, remote: bool) -> tuple[dict[str, Any] | None, bool]:
+    """With TLS, the volume of the CA a pool trusts, and whether it is the function's copy of it.
+
+    Beside the SuperLink a pool mounts ca.crt of its Secret; elsewhere the
+    Secret the user names, or else the copy the function composes.
+    """
+    if fed.spec.tls is None:
+        return None, False
+    if not remote and namespace == fed.namespace:
+        return tls.pool_volume(tls.secret_name(fed.name, fed.spec), tls.CA_FILE), False
+    if pool.caSecretRef is not None:
+        return tls.pool_volume(pool.caSecretRef.name, pool.caSecretRef.key), False
+    return tls.pool_volume(tls.ca_secret_name(fed.name), tls.CA_FILE), True
+
+
+def _as_observed(obj: Any) -> dict[str, Any] | None:
+    """An observed Object's apiVersion, kind and spec, to return it unchanged; None if it has no spec."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("spec"), dict):
+        return None
+    return {k: obj[k] for k in ("apiVersion", "kind", "spec") if k in obj}
 
 
 def _add_network_policies(
@@ -231,6 +276,7 @@ def global_offsets(spec: FederationSpec) -> dict[str, int]:
 
 
 def namespace_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of a pool's Namespace in one cluster."""
     return f"namespace-{cluster}-{namespace}"
 
 
@@ -250,7 +296,7 @@ def manifests(fed: Federation) -> dict[str, dict[str, Any]]:
     return {name: c.manifest for name, c in plan(fed).resources.items()}
 
 
-def wrap(manifest: dict[str, Any], ref: ProviderConfigRef, namespaced: bool = False) -> dict[str, Any]:
+def wrap(manifest: dict[str, Any], ref: ProviderConfigRef, *, namespaced: bool = False) -> dict[str, Any]:
     """A provider-kubernetes Object that applies manifest to the chosen cluster.
 
     A namespaced XR composes namespaced Objects, which name the kind of their
@@ -269,6 +315,6 @@ def wrap(manifest: dict[str, Any], ref: ProviderConfigRef, namespaced: bool = Fa
 
 def desired(fed: Federation, built: Plan) -> dict[str, dict[str, Any]]:
     """The Objects to return: the planned ones wrapped, the kept ones as observed."""
-    out = {name: wrap(c.manifest, c.provider_config, fed.namespaced) for name, c in built.resources.items()}
+    out = {name: wrap(c.manifest, c.provider_config, namespaced=fed.namespaced) for name, c in built.resources.items()}
     out.update(built.kept)
     return out

@@ -6,17 +6,17 @@ import json
 from typing import Any
 
 import grpc
-from google.protobuf import struct_pb2 as structpb
 from crossplane.function import logging, request, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from google.protobuf import struct_pb2 as structpb
 
 from function import compose, status, tls
 from function.validation import SpecError
 
 
 def integral(value: Any) -> Any:
-    """protobuf Structs carry every number as a double; give whole numbers back as ints."""
+    """Protobuf Structs carry every number as a double; give whole numbers back as ints."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, dict):
@@ -90,7 +90,7 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
         report = status.report(fed, built, observed, (xr.get("metadata") or {}).get("generation"))
     except SpecError as err:
         return _fatal(rsp, f"invalid Federation: {err}")
-    except Exception as err:  # noqa: BLE001 - a bug must not crash the server or drop resources
+    except Exception as err:  # a bug must not crash the server or drop resources
         logging.get_logger().exception("cannot compose Federation")
         return _fatal(rsp, f"cannot compose Federation: {type(err).__name__}: {err}")
     for name, obj in desired.items():
@@ -135,11 +135,13 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     """Serves RunFunction over gRPC."""
 
     def __init__(self) -> None:
+        """Log through the SDK's structured logger."""
         self.log = logging.get_logger()
 
     async def RunFunction(  # noqa: N802 - the gRPC method name
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext
     ) -> fnv1.RunFunctionResponse:
+        """Answer one request (see run), logging its tag and what it returned."""
         log = self.log.bind(tag=req.meta.tag)
         rsp = run(req)
         log.debug("ran function", resources=len(rsp.desired.resources), results=len(rsp.results))

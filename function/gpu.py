@@ -10,6 +10,7 @@ DEFAULT_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
 
 
 def resource_name(gpu: GPUConfig) -> str:
+    """The extended resource a pod requests: as given, else the vendor's (NVIDIA's by default)."""
     return gpu.resourceName or DEFAULT_RESOURCE.get(gpu.vendor or "nvidia", "nvidia.com/gpu")
 
 
@@ -21,6 +22,7 @@ def requests(gpu: GPUConfig | None) -> dict[str, str]:
 
 
 def with_gpus(resources: dict[str, Any] | None, gpu: GPUConfig | None) -> dict[str, Any]:
+    """A container's resources with the GPU requests added to both limits and requests."""
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in (resources or {}).items()}
     extra = requests(gpu)
     if extra:
@@ -35,6 +37,7 @@ def mount_all(gpu: GPUConfig | None) -> str | None:
 
 
 def env(gpu: GPUConfig | None) -> list[dict[str, str]]:
+    """With mountAll, the vendor's variable that makes every GPU of the node visible."""
     vendor = mount_all(gpu)
     if vendor == "nvidia":
         return [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
@@ -44,6 +47,7 @@ def env(gpu: GPUConfig | None) -> list[dict[str, str]]:
 
 
 def volumes(gpu: GPUConfig | None) -> list[dict[str, Any]]:
+    """With AMD mountAll, the node's device files as hostPath volumes."""
     if mount_all(gpu) != "amd":
         return []
     return [
@@ -53,15 +57,20 @@ def volumes(gpu: GPUConfig | None) -> list[dict[str, Any]]:
 
 
 def volume_mounts(gpu: GPUConfig | None) -> list[dict[str, str]]:
+    """Where the container sees the volumes() device files: at the same paths."""
     if mount_all(gpu) != "amd":
         return []
     return [{"name": "dev-kfd", "mountPath": "/dev/kfd"}, {"name": "dev-dri", "mountPath": "/dev/dri"}]
 
 
 def security_context(gpu: GPUConfig | None) -> dict[str, Any] | None:
-    # AMD's device files need a privileged container; NVIDIA uses its runtime class.
+    """The container's security context with AMD mountAll, or None.
+
+    AMD's device files need a privileged container; NVIDIA uses its runtime class.
+    """
     return {"privileged": True} if mount_all(gpu) == "amd" else None
 
 
 def runtime_class(gpu: GPUConfig | None) -> str | None:
+    """The pod's runtimeClassName with NVIDIA mountAll, or None."""
     return "nvidia" if mount_all(gpu) == "nvidia" else None

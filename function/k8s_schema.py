@@ -26,7 +26,8 @@ def _definitions() -> dict[str, Any]:
 def _validator(type_name: str) -> jsonschema.protocols.Validator:
     defs = _definitions()
     if type_name not in defs["$defs"]:
-        raise KeyError(f"no Kubernetes definition {type_name} in {DEFINITIONS_FILE.name}")
+        msg = f"no Kubernetes definition {type_name} in {DEFINITIONS_FILE.name}"
+        raise KeyError(msg)
     root = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$defs": defs["$defs"]}
     resource = referencing.Resource.from_contents(root)
     registry = referencing.Registry().with_resource("urn:k8s", resource)

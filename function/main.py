@@ -8,6 +8,7 @@ import click
 from crossplane.function import logging, runtime
 
 from function import fn
+from function import render as renderer
 
 SERVE_OPTIONS = [
     click.option("--debug", "-d", is_flag=True, help="Emit debug logs."),
@@ -31,12 +32,13 @@ SERVE_OPTIONS = [
 
 
 def serve_options(command):
+    """Decorate a command with the serving options, in SERVE_OPTIONS' order."""
     for option in reversed(SERVE_OPTIONS):
         command = option(command)
     return command
 
 
-def _serve(debug: bool, address: str, tls_certs_dir: str | None, insecure: bool) -> None:
+def _serve(*, debug: bool, address: str, tls_certs_dir: str | None, insecure: bool) -> None:
     logging.configure(level=logging.Level.DEBUG if debug else logging.Level.INFO)
     try:
         runtime.serve(
@@ -45,7 +47,7 @@ def _serve(debug: bool, address: str, tls_certs_dir: str | None, insecure: bool)
             creds=runtime.load_credentials(tls_certs_dir),
             insecure=insecure,
         )
-    except Exception as err:  # noqa: BLE001 - report, then fail the process
+    except Exception as err:  # report, then fail the process
         click.echo(f"cannot run function: {err}", err=True)
         sys.exit(1)
 
@@ -53,20 +55,20 @@ def _serve(debug: bool, address: str, tls_certs_dir: str | None, insecure: bool)
 @click.group(invoke_without_command=True)
 @serve_options
 @click.pass_context
-def cli(ctx: click.Context, debug: bool, address: str, tls_certs_dir: str | None, insecure: bool) -> None:
+def cli(ctx: click.Context, *, debug: bool, address: str, tls_certs_dir: str | None, insecure: bool) -> None:
     """A Crossplane composition function that deploys Flower federations.
 
     With no command it serves gRPC, as Crossplane runs it.
     """
     if ctx.invoked_subcommand is None:
-        _serve(debug, address, tls_certs_dir, insecure)
+        _serve(debug=debug, address=address, tls_certs_dir=tls_certs_dir, insecure=insecure)
 
 
 @cli.command()
 @serve_options
-def serve(debug: bool, address: str, tls_certs_dir: str | None, insecure: bool) -> None:
+def serve(*, debug: bool, address: str, tls_certs_dir: str | None, insecure: bool) -> None:
     """Serve gRPC for Crossplane (the same as no command)."""
-    _serve(debug, address, tls_certs_dir, insecure)
+    _serve(debug=debug, address=address, tls_certs_dir=tls_certs_dir, insecure=insecure)
 
 
 @cli.command()
@@ -90,8 +92,6 @@ def serve(debug: bool, address: str, tls_certs_dir: str | None, insecure: bool) 
 )
 def render(file: str, observed: str | None, xrd: str | None, required: str | None) -> None:
     """Render FILE (an XR, a claim or a flower-operator Federation) to a YAML stream."""
-    from function import render as renderer
-
     try:
         text, warnings = renderer.render_file(file, observed, xrd, required)
     except renderer.RenderError as err:

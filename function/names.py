@@ -22,14 +22,17 @@ _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 def superlink(federation: str) -> str:
+    """Name of the SuperLink's StatefulSet and Service."""
     return f"{federation}-superlink"
 
 
 def pool(federation: str, pool_name: str) -> str:
+    """Name of a pool's DaemonSet or StatefulSet."""
     return f"{federation}-supernode-{pool_name}"
 
 
 def labels(federation: str, name: str, component: str, pool_name: str | None = None) -> dict[str, str]:
+    """The app.kubernetes.io labels of an object, and its pool's label if it has one."""
     out = {
         "app.kubernetes.io/component": component,
         "app.kubernetes.io/instance": federation,
@@ -42,10 +45,12 @@ def labels(federation: str, name: str, component: str, pool_name: str | None = N
 
 
 def superlink_labels(federation: str) -> dict[str, str]:
+    """Labels of the SuperLink's objects; its pods are selected by them."""
     return labels(federation, "superlink", "superlink")
 
 
 def pool_labels(federation: str, pool_name: str) -> dict[str, str]:
+    """Labels of a pool's objects; its pods are selected by them."""
     return labels(federation, "supernode", f"pool-{pool_name}", pool_name)
 
 

@@ -1,7 +1,9 @@
-"""NetworkPolicies: the SuperLink takes Fleet traffic from its SuperNodes (and
-listed remote ranges) and Control traffic from listed namespaces and ranges;
-SuperNode pods take no traffic and reach only the SuperLink, DNS and what the
-user adds. In-pod links (AppIO, health) never leave the pod.
+"""NetworkPolicies that admit only the traffic Flower needs.
+
+The SuperLink takes Fleet traffic from its SuperNodes (and listed remote
+ranges) and Control traffic from listed namespaces and ranges; SuperNode pods
+take no traffic and reach only the SuperLink, DNS and what the user adds.
+In-pod links (AppIO, health) never leave the pod.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ NAMESPACE_LABEL = "kubernetes.io/metadata.name"
 
 
 def supernode_selector(federation: str) -> dict[str, Any]:
+    """The SuperNode pods of every pool of a Federation."""
     return {"matchLabels": {"app.kubernetes.io/instance": federation, "app.kubernetes.io/name": "supernode"}}
 
 
 def superlink_selector(federation: str) -> dict[str, Any]:
+    """The SuperLink pod of a Federation."""
     return {"matchLabels": names.superlink_labels(federation)}
 
 

@@ -52,10 +52,12 @@ FLOWER_PAIR = re.compile(r"(\S+?)=('[^']*'|\"[^\"]*\"|\S+)")
 KEY = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 INT = re.compile(r"^[+-]?[0-9]+$")
 FLOAT = re.compile(r"^[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?$")
+# What a TOML literal string cannot hold: control characters other than tab.
+_CONTROL = frozenset(chr(c) for c in [*range(0x20), 0x7F]) - {"\t"}
 
 
 class NodeConfigError(ValueError):
-    pass
+    """A nodeConfig key or value Flower would not read back as written."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +71,7 @@ class Context:
 
 
 def uses_global_index(node_config: dict[str, NodeConfigValue]) -> bool:
+    """Whether a value uses {globalIndex}, so the pool's ordinals start at its offset."""
     return any(isinstance(v, str) and "{globalIndex}" in v for v in node_config.values())
 
 
@@ -86,16 +89,19 @@ def _typed(text: str) -> NodeConfigValue:
 def _literal(value: Any) -> str:
     """The TOML literal of one value, in a form Flower's regex keeps whole."""
     if isinstance(value, float) and not math.isfinite(value):
-        raise NodeConfigError("must be a finite number")
+        msg = "must be a finite number"
+        raise NodeConfigError(msg)
     text = tomli_w.dumps({"v": value})[len("v = ") :].rstrip("\n")
     if not isinstance(value, str) or '"' not in value:
         return text
     # A basic string cannot hold its own quote for Flower's regex; a TOML
     # literal string can, if it needs no escapes.
     if "'" in value:
-        raise NodeConfigError("cannot hold both ' and \" (Flower's parser splits on them)")
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value if c != "\t"):
-        raise NodeConfigError('cannot hold " together with control characters')
+        msg = "cannot hold both ' and \" (Flower's parser splits on them)"
+        raise NodeConfigError(msg)
+    if any(c in _CONTROL for c in value):
+        msg = 'cannot hold " together with control characters'
+        raise NodeConfigError(msg)
     return f"'{value}'"
 
 
@@ -103,11 +109,13 @@ def _flower_parse(key: str, token: str) -> Any:
     """What Flower's parser makes of `key=token`."""
     pairs = FLOWER_PAIR.findall(f"{key}={token}")
     if len(pairs) != 1 or pairs[0] != (key, token):
-        raise NodeConfigError("does not survive Flower's key=value splitting")
+        msg = "does not survive Flower's key=value splitting"
+        raise NodeConfigError(msg)
     try:
         parsed = tomllib.loads(f"{key} = {token}")
     except tomllib.TOMLDecodeError as err:
-        raise NodeConfigError(f"is not valid TOML for Flower: {err}") from None
+        msg = f"is not valid TOML for Flower: {err}"
+        raise NodeConfigError(msg) from None
     for part in key.split("."):
         parsed = parsed[part]
     return parsed
@@ -138,14 +146,38 @@ def value_token(value: NodeConfigValue, key: str, context: Context) -> str:
         if isinstance(expected, str):
             expected = expected.replace(placeholder, sample_value)
     if _flower_parse(key, sample) != expected:
-        raise NodeConfigError("does not read back unchanged through Flower's parser")
+        msg = "does not read back unchanged through Flower's parser"
+        raise NodeConfigError(msg)
     token = token.replace("$", "$$")
     for placeholder, reference in RUNTIME.items():
         token = token.replace(placeholder, reference)
     return token
 
 
+def _daemonset_problems(value: str, path: str) -> list[tuple[str, str]]:
+    """Placeholders a DaemonSet pool cannot fill: its pods have no index or count."""
+    return [
+        (
+            path,
+            f"spec.supernodes.pools[*].nodeConfig must not use {group[0]} or {group[1]} when mode is DaemonSet",
+        )
+        for group in (POOL_ONLY, FEDERATION_WIDE)
+        if any(p in value for p in group)
+    ]
+
+
+def _clashes(keys: list[str], field: str) -> list[tuple[str, str]]:
+    """Dotted keys under another key: TOML cannot make that key both a value and a table."""
+    return [
+        (f"{field}.{other}", f"clashes with key {key!r}: a key cannot be both a value and a table")
+        for key in keys
+        for other in keys
+        if other.startswith(key + ".")
+    ]
+
+
 def check(node_config: dict[str, NodeConfigValue], mode: str, field: str) -> list[tuple[str, str]]:
+    """Return (field path, message) for each nodeConfig entry Flower would not read as written."""
     errors = []
     keys = sorted(node_config)
     strings = {k: v for k, v in node_config.items() if isinstance(v, str)}
@@ -158,16 +190,9 @@ def check(node_config: dict[str, NodeConfigValue], mode: str, field: str) -> lis
             continue
         value = node_config[key]
         if mode == "DaemonSet" and key in strings:
-            for group in (POOL_ONLY, FEDERATION_WIDE):
-                if any(p in value for p in group):
-                    errors.append(
-                        (
-                            path,
-                            f"spec.supernodes.pools[*].nodeConfig must not use {group[0]} or {group[1]} "
-                            "when mode is DaemonSet",
-                        )
-                    )
-            if any(p in value for p in POOL_ONLY + FEDERATION_WIDE):
+            problems = _daemonset_problems(strings[key], path)
+            errors.extend(problems)
+            if problems:
                 continue
         try:
             value_token(value, key, Context("pool", 1, "cluster", 1))
@@ -177,17 +202,13 @@ def check(node_config: dict[str, NodeConfigValue], mode: str, field: str) -> lis
         errors.append(
             (
                 field,
-                "spec.supernodes.pools[*].nodeConfig cannot use both {index} and {globalIndex}: "
-                "with {globalIndex} the pool's pods are numbered from its offset in the federation",
+                (
+                    "spec.supernodes.pools[*].nodeConfig cannot use both {index} and {globalIndex}: "
+                    "with {globalIndex} the pool's pods are numbered from its offset in the federation"
+                ),
             )
         )
-    for key in keys:
-        for other in keys:
-            if other.startswith(key + "."):
-                errors.append(
-                    (f"{field}.{other}", f"clashes with key {key!r}: a key cannot be both a value and a table")
-                )
-    return errors
+    return errors + _clashes(keys, field)
 
 
 def build(node_config: dict[str, NodeConfigValue], context: Context) -> tuple[str, list[str]]:

@@ -1,5 +1,7 @@
-"""What every Flower pod gets: the restricted Pod Security Standard, writable
-scratch space, health probes, its ServiceAccount and image pull settings.
+"""What every Flower pod gets.
+
+That is the restricted Pod Security Standard, writable scratch space, health
+probes, its ServiceAccount and image pull settings.
 
 The Flower images run as user app (uid 49999) with HOME=/app. With a
 read-only root filesystem, Flower needs somewhere to write: each container
@@ -26,15 +28,19 @@ CONTAINER_SECURITY = {
     "readOnlyRootFilesystem": True,
     "runAsNonRoot": True,
 }
-SCRATCH = (("flwr", "/app/.flwr"), ("tmp", "/tmp"))
+SCRATCH = (("flwr", "/app/.flwr"), ("tmp", "/tmp"))  # noqa: S108 - paths in the container, on its own emptyDir
 
 
 def service_account(federation: str) -> str:
+    """Name of the Federation's ServiceAccount, the same in every namespace its pods run in."""
     return f"{federation}-flower"
 
 
 def service_account_manifest(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
-    # Flower never talks to the Kubernetes API: no token in its pods.
+    """The ServiceAccount of the Flower pods in one namespace.
+
+    Flower never talks to the Kubernetes API: no token in its pods.
+    """
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",

@@ -1,8 +1,10 @@
-"""When a composed workload counts as ready, said twice: as a CEL query that
-provider-kubernetes evaluates on the live object (so `kubectl get objects`
-agrees), and as the same rule in Python, which the function applies to what
-Crossplane observed (so the XR's Ready condition means what the operator's
-meant). tests/test_readiness.py holds the two to each other through cel-go.
+"""When a composed workload counts as ready, said twice.
+
+Once as a CEL query that provider-kubernetes evaluates on the live object (so
+`kubectl get objects` agrees), and once as the same rule in Python, which the
+function applies to what Crossplane observed (so the XR's Ready condition
+means what the operator's meant). tests/test_readiness.py holds the two to
+each other through cel-go.
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ CEL = {
             f"{_field('updatedNumberScheduled')} == {_field('desiredNumberScheduled')}",
         ]
     ),
-    "LoadBalancer": "has(object.status) && has(object.status.loadBalancer) && "
-    "has(object.status.loadBalancer.ingress) && size(object.status.loadBalancer.ingress) > 0",
+    "LoadBalancer": (
+        "has(object.status) && has(object.status.loadBalancer) && "
+        "has(object.status.loadBalancer.ingress) && size(object.status.loadBalancer.ingress) > 0"
+    ),
 }
 
 
@@ -67,32 +71,34 @@ class Observed:
 def _count(status: dict[str, Any], key: str) -> int:
     value = status.get(key, 0)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"status.{key} is {value!r}, not a count")
+        msg = f"status.{key} is {value!r}, not a count"
+        raise ValueError(msg)
     return value
 
 
 def observe(manifest: dict[str, Any], live: Any) -> Observed:
     """Judge the observed object live (status.atProvider.manifest) for manifest."""
     if not isinstance(live, dict) or not live:
-        return Observed(False, detail="not created yet")
+        return Observed(ready=False, detail="not created yet")
     try:
         return _observe(manifest, live)
     except (ValueError, TypeError, AttributeError) as err:
-        return Observed(False, detail=f"status unknown: {err}", unknown=True)
+        return Observed(ready=False, detail=f"status unknown: {err}", unknown=True)
 
 
 def _observe(manifest: dict[str, Any], live: dict[str, Any]) -> Observed:
     kind = manifest["kind"]
     if kind not in ("StatefulSet", "DaemonSet", "Service"):
         # A ServiceAccount or Namespace is ready once it exists.
-        return Observed(True)
+        return Observed(ready=True)
     status = live.get("status") or {}
     metadata = live.get("metadata") or {}
     if not isinstance(status, dict) or not isinstance(metadata, dict):
-        raise ValueError("status or metadata is not an object")
+        msg = "status or metadata is not an object"
+        raise ValueError(msg)
     if kind == "Service":
         if manifest["spec"]["type"] != "LoadBalancer":
-            return Observed(True)
+            return Observed(ready=True)
         ingress = (status.get("loadBalancer") or {}).get("ingress") or []
         return Observed(bool(ingress), detail="" if ingress else "no load-balancer address yet")
     generation = metadata.get("generation")
@@ -101,7 +107,8 @@ def _observe(manifest: dict[str, Any], live: dict[str, Any]) -> Observed:
     if kind == "StatefulSet":
         desired = (live.get("spec") or {}).get("replicas", manifest["spec"].get("replicas", 1))
         if isinstance(desired, bool) or not isinstance(desired, int):
-            raise ValueError(f"spec.replicas is {desired!r}")
+            msg = f"spec.replicas is {desired!r}"
+            raise ValueError(msg)
         ready, updated = _count(status, "readyReplicas"), _count(status, "updatedReplicas")
     else:
         desired = _count(status, "desiredNumberScheduled")

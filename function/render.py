@@ -21,7 +21,7 @@ COMPOSITION_RESOURCE_NAME = "crossplane.io/composition-resource-name"
 
 
 class RenderError(Exception):
-    pass
+    """An input that cannot be rendered, or a fatal result from the function."""
 
 
 def _load(path: str) -> list[dict[str, Any]]:
@@ -32,10 +32,12 @@ def _load(path: str) -> list[dict[str, Any]]:
         try:
             docs += [d for d in yaml.safe_load_all(f.read_text()) if d]
         except yaml.YAMLError as err:
-            raise RenderError(f"{f}: not YAML: {err}") from None
+            msg = f"{f}: not YAML: {err}"
+            raise RenderError(msg) from None
     for d in docs:
         if not isinstance(d, dict):
-            raise RenderError(f"{path}: every document must be a mapping")
+            msg = f"{path}: every document must be a mapping"
+            raise RenderError(msg)
     return docs
 
 
@@ -44,19 +46,21 @@ def namespaced_xrd(path: str) -> bool:
     docs = _load(path)
     xrd = next((d for d in docs if d.get("kind") == "CompositeResourceDefinition"), None)
     if xrd is None:
-        raise RenderError(f"{path}: no CompositeResourceDefinition")
+        msg = f"{path}: no CompositeResourceDefinition"
+        raise RenderError(msg)
     default = "Namespaced" if str(xrd.get("apiVersion", "")).endswith("/v2") else "LegacyCluster"
     return ((xrd.get("spec") or {}).get("scope") or default) == "Namespaced"
 
 
-def composite(manifest: dict[str, Any], namespaced: bool = False) -> dict[str, Any]:
+def composite(manifest: dict[str, Any], *, namespaced: bool = False) -> dict[str, Any]:
     """The XR Crossplane would pass for an XR, a claim or an operator Federation.
 
     With namespaced (an XRD of scope Namespaced), a Federation is the XR itself.
     """
     metadata = manifest.get("metadata") or {}
     if not isinstance(metadata, dict) or not metadata.get("name"):
-        raise RenderError("metadata.name is required")
+        msg = "metadata.name is required"
+        raise RenderError(msg)
     spec = manifest.get("spec")
     if manifest.get("kind") == "XFederation":
         return {"apiVersion": GROUP_VERSION, "kind": "XFederation", "metadata": metadata, "spec": spec}
@@ -83,6 +87,7 @@ def composite(manifest: dict[str, Any], namespaced: bool = False) -> dict[str, A
 def request(
     xr: dict[str, Any], observed: list[dict[str, Any]], required: list[dict[str, Any]] | None = None
 ) -> fnv1.RunFunctionRequest:
+    """A RunFunctionRequest as Crossplane sends it, observed resources keyed by their annotation."""
     req = fnv1.RunFunctionRequest()
     req.observed.composite.resource.update(xr)
     for obj in observed:
@@ -97,8 +102,11 @@ def request(
 def _satisfy(
     xr: dict[str, Any], observed: list[dict[str, Any]], required: list[dict[str, Any]]
 ) -> fnv1.RunFunctionResponse:
-    """Run as Crossplane does: answer the function's resource requirements from
-    the given resources (by kind, name and namespace), then run it again."""
+    """Run as Crossplane does, requirements included.
+
+    The function's resource requirements are answered from the given
+    resources (by kind, name and namespace), then it runs again.
+    """
     rsp = fn.run(request(xr, observed))
     for _ in range(3):
         wanted = rsp.requirements.resources
@@ -126,15 +134,17 @@ def _satisfy(
 def render(
     manifest: dict[str, Any],
     observed: list[dict[str, Any]],
+    *,
     namespaced: bool = False,
     required: list[dict[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The rendered documents and any warnings; RenderError for a fatal result."""
-    xr = composite(manifest, namespaced)
+    xr = composite(manifest, namespaced=namespaced)
     rsp = _satisfy(xr, observed, required or [])
     fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     if fatal:
-        raise RenderError("; ".join(fatal))
+        msg = "; ".join(fatal)
+        raise RenderError(msg)
     warnings = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_WARNING]
     xr_name = xr["metadata"]["name"]
     status = fn.integral(resource.struct_to_dict(rsp.desired.composite.resource)).get("status", {})
@@ -169,8 +179,11 @@ def _names(names: list[str], first: int = 3) -> str:
 
 
 def conditions(rsp: fnv1.RunFunctionResponse) -> list[dict[str, str]]:
-    """The XR's conditions as Crossplane sets them: Ready from the composed
-    resources' readiness, then the function's own."""
+    """The XR's conditions as Crossplane sets them.
+
+    Ready comes from the composed resources' readiness, then come the
+    function's own conditions.
+    """
     unready = [name for name, r in rsp.desired.resources.items() if r.ready != fnv1.READY_TRUE]
     ready = {"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": CONDITION_TIME}
     if rsp.desired.composite.ready == fnv1.READY_FALSE:
@@ -194,11 +207,14 @@ def conditions(rsp: fnv1.RunFunctionResponse) -> list[dict[str, str]]:
 def render_file(
     path: str, observed_path: str | None = None, xrd_path: str | None = None, required_path: str | None = None
 ) -> tuple[str, list[str]]:
+    """Render the first document of path to a YAML stream; also return the function's warnings."""
     docs = _load(path)
     if not docs:
-        raise RenderError(f"{path}: no document")
+        msg = f"{path}: no document"
+        raise RenderError(msg)
     observed = _load(observed_path) if observed_path else []
     required = _load(required_path) if required_path else []
-    rendered, warnings = render(docs[0], observed, namespaced_xrd(xrd_path) if xrd_path else False, required)
+    namespaced = namespaced_xrd(xrd_path) if xrd_path else False
+    rendered, warnings = render(docs[0], observed, namespaced=namespaced, required=required)
     text = "".join("---\n" + yaml.safe_dump(d, sort_keys=True) for d in rendered)
     return text, warnings

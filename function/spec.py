@@ -73,9 +73,11 @@ MAX_NODE_CONFIG_VALUE = 1024
 
 def _scalar(value: Any) -> NodeConfigValue:
     if not isinstance(value, (str, bool, int, float)):
-        raise ValueError(f"must be a string, integer, number or boolean, not {type(value).__name__}")
+        msg = f"must be a string, integer, number or boolean, not {type(value).__name__}"
+        raise ValueError(msg)
     if isinstance(value, str) and len(value) > MAX_NODE_CONFIG_VALUE:
-        raise ValueError(f"must be at most {MAX_NODE_CONFIG_VALUE} characters long")
+        msg = f"must be at most {MAX_NODE_CONFIG_VALUE} characters long"
+        raise ValueError(msg)
     return value
 
 

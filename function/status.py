@@ -1,5 +1,7 @@
-"""XR status, per-resource readiness, conditions and warnings, from what
-Crossplane observed. The desired resources never depend on any of this."""
+"""XR status, per-resource readiness, conditions and warnings, from what Crossplane observed.
+
+The desired resources never depend on any of this.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from function import compose, placement, readiness, superlink, tls
 
 @dataclasses.dataclass(frozen=True)
 class Condition:
+    """One condition of the XR, as the function reports it to Crossplane."""
+
     type: str
     status: str  # "True", "False" or "Unknown"
     reason: str
@@ -19,8 +23,10 @@ class Condition:
 
 @dataclasses.dataclass
 class Report:
-    status: dict[str, Any]
-    ready: dict[str, bool]
+    """What the function reports besides the desired resources."""
+
+    status: dict[str, Any]  # the XR's status
+    ready: dict[str, bool]  # by composition resource name
     conditions: list[Condition]
     warnings: list[str]
 
@@ -70,6 +76,7 @@ def _manifests(built: compose.Plan) -> dict[str, dict[str, Any]]:
 
 
 def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any], generation: Any) -> Report:
+    """Judge the observed resources of a Federation against what was planned."""
     manifests = _manifests(built)
     judged = {name: readiness.observe(m, compose.live(observed, name)) for name, m in manifests.items()}
     pools, pool_judged, warnings = [], [], []
@@ -78,7 +85,7 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
         waiting_for = {"address": "the SuperLink's external address", "ca": "the CA certificate"}.get(
             built.held.get(pool.name, ""), ""
         )
-        o = judged.get(name, readiness.Observed(False, detail=f"waiting for {waiting_for}"))
+        o = judged.get(name, readiness.Observed(ready=False, detail=f"waiting for {waiting_for}"))
         pools.append(_pool_entry(fed, pool, o))
         pool_judged.append((f"Pool {pool.name}", o))
         if fed.spec.mode == "DaemonSet" and o.settled and o.desired == 0:

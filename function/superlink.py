@@ -17,6 +17,7 @@ from function.spec import (
 
 
 def service_address(federation: str, namespace: str) -> str:
+    """The SuperLink Service's DNS name inside its cluster."""
     return f"{names.superlink(federation)}.{namespace}.svc"
 
 
@@ -81,6 +82,7 @@ def _superexec(spec: FederationSpec) -> dict[str, Any]:
 
 
 def statefulset(federation: str, namespace: str, spec: FederationSpec) -> dict[str, Any]:
+    """The SuperLink's one-replica StatefulSet, its SuperExec sidecar in process mode."""
     name = names.superlink(federation)
     labels = names.superlink_labels(federation)
     containers = [_container(spec)]
@@ -112,6 +114,7 @@ def statefulset(federation: str, namespace: str, spec: FederationSpec) -> dict[s
 
 
 def service(federation: str, namespace: str, spec: FederationSpec) -> dict[str, Any]:
+    """The SuperLink's Service: Fleet and Control ports, ServerAppIO too in process mode."""
     svc = spec.superlink.service
     managed = names.superlink_labels(federation)
     ports = [

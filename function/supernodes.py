@@ -84,6 +84,7 @@ def workload(
     namespace: str,
     spec: FederationSpec,
     pool: PoolSpec,
+    *,
     fleet: str,
     context: nodeconfig.Context,
     offset: int = 0,

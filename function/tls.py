@@ -1,6 +1,7 @@
-"""TLS for the Fleet and Control APIs: the SuperLink's certificate (an existing
-Secret, or a cert-manager Certificate the function composes) and the CA that
-SuperNodes trust.
+"""TLS for the Fleet and Control APIs.
+
+That is the SuperLink's certificate (an existing Secret, or a cert-manager
+Certificate the function composes) and the CA that SuperNodes trust.
 
 SuperNodes never see the SuperLink's private key. In the SuperLink's own
 namespace they mount only ca.crt of its Secret; elsewhere they mount a Secret
@@ -16,7 +17,7 @@ import ipaddress
 from typing import Any
 
 from function import names
-from function.spec import FederationSpec
+from function.spec import FederationSpec, TLSSpec
 
 TLS_DIR = "/app/tls"
 TLS_VOLUME = "tls"
@@ -25,6 +26,7 @@ REQUIREMENT = "superlink-tls"
 
 
 def enabled(spec: FederationSpec) -> bool:
+    """Whether the Fleet and Control APIs serve TLS."""
     return spec.tls is not None
 
 
@@ -33,16 +35,26 @@ def insecure(spec: FederationSpec) -> bool:
     return spec.insecure if spec.insecure is not None else not enabled(spec)
 
 
+def _tls(spec: FederationSpec) -> TLSSpec:
+    """spec.tls, for callers that only run with TLS configured."""
+    if spec.tls is None:
+        msg = "spec.tls is not set"
+        raise ValueError(msg)
+    return spec.tls
+
+
 def secret_name(federation: str, spec: FederationSpec) -> str:
-    assert spec.tls is not None
-    return spec.tls.secretName or f"{names.superlink(federation)}-tls"
+    """The SuperLink's TLS Secret: the one named, or the one cert-manager fills."""
+    return _tls(spec).secretName or f"{names.superlink(federation)}-tls"
 
 
 def ca_secret_name(federation: str) -> str:
+    """The Secret the function composes beside remote pools, holding only the CA certificate."""
     return f"{names.superlink(federation)}-ca"
 
 
 def superlink_args() -> list[str]:
+    """The SuperLink's certificate, key and CA, as mounted by mount()."""
     return [
         f"--ssl-ca-certfile={TLS_DIR}/ca.crt",
         f"--ssl-certfile={TLS_DIR}/tls.crt",
@@ -51,14 +63,17 @@ def superlink_args() -> list[str]:
 
 
 def supernode_args() -> list[str]:
+    """The CA certificate SuperNodes trust, as mounted by mount()."""
     return [f"--root-certificates={TLS_DIR}/{CA_FILE}"]
 
 
 def mount() -> dict[str, Any]:
+    """The TLS volume's mount, read-only, in the SuperLink or SuperNode container."""
     return {"name": TLS_VOLUME, "mountPath": TLS_DIR, "readOnly": True}
 
 
 def superlink_volume(federation: str, spec: FederationSpec) -> dict[str, Any]:
+    """The SuperLink's whole TLS Secret as its TLS volume."""
     return {"name": TLS_VOLUME, "secret": {"secretName": secret_name(federation, spec), "defaultMode": 0o440}}
 
 
@@ -72,7 +87,10 @@ def pool_volume(secret: str, key: str) -> dict[str, Any]:
 
 def certificate(federation: str, namespace: str, spec: FederationSpec, external: str | None) -> dict[str, Any]:
     """A cert-manager Certificate for the SuperLink Service, and its external address if any."""
-    assert spec.tls is not None and spec.tls.certManager is not None
+    cert_manager = _tls(spec).certManager
+    if cert_manager is None:
+        msg = "spec.tls.certManager is not set"
+        raise ValueError(msg)
     service = names.superlink(federation)
     dns = [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
     ips: list[str] = []
@@ -86,7 +104,7 @@ def certificate(federation: str, namespace: str, spec: FederationSpec, external:
             ips.append(str(ipaddress.ip_address(host)))
         except ValueError:
             dns.append(host)
-    issuer = spec.tls.certManager.issuerRef
+    issuer = cert_manager.issuerRef
     cert_spec: dict[str, Any] = {
         "secretName": secret_name(federation, spec),
         "issuerRef": {"name": issuer.name, "kind": issuer.kind, "group": issuer.group},
@@ -121,6 +139,7 @@ def ca_from_secret(secret: Any) -> str | None:
 
 
 def ca_secret(federation: str, namespace: str, ca: str) -> dict[str, Any]:
+    """The Secret named ca_secret_name(), holding ca (base64) as ca.crt."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",

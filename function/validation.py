@@ -18,7 +18,8 @@ from function.spec import K8S_TYPE, STATE_VOLUME, FederationSpec
 class SpecError(Exception):
     """The spec is invalid; errors holds (field path, message) pairs."""
 
-    def __init__(self, errors: list[tuple[str, str]]):
+    def __init__(self, errors: list[tuple[str, str]]) -> None:
+        """Hold errors; the message lists them all."""
         self.errors = errors
         super().__init__("; ".join(f"{field}: {message}" for field, message in errors))
 
@@ -41,9 +42,21 @@ def parse(raw: Any) -> FederationSpec:
 
 def check(spec: FederationSpec) -> list[tuple[str, str]]:
     """The rules that need more than one field, in the XRD's order."""
-    errors: list[tuple[str, str]] = []
-    pools = spec.supernodes.pools
-    for i, pool in enumerate(pools):
+    return [
+        *_replicas(spec),
+        *_superexec_images(spec),
+        *_unique_pool_names(spec),
+        *_pool_settings(spec),
+        *_tls(spec),
+        *_auth_keys(spec),
+        *_state_volume(spec),
+        *_check_kubernetes_types(spec),
+    ]
+
+
+def _replicas(spec: FederationSpec) -> list[tuple[str, str]]:
+    errors = []
+    for i, pool in enumerate(spec.supernodes.pools):
         field = f"spec.supernodes.pools[{i}]"
         if spec.mode == "DaemonSet" and pool.replicas is not None:
             errors.append((f"{field}.replicas", "replicas must not be set for pools when mode is DaemonSet"))
@@ -54,6 +67,12 @@ def check(spec: FederationSpec) -> list[tuple[str, str]]:
                     "replicas must be set (>=1) for every pool when mode is StatefulSet",
                 )
             )
+    return errors
+
+
+def _superexec_images(spec: FederationSpec) -> list[tuple[str, str]]:
+    """SuperExec images go with process isolation, and only with it (the GPU vendor rule rides along)."""
+    errors = []
     if spec.isolationMode == "process" and not spec.superlink.superexecImage:
         errors.append(
             (
@@ -68,7 +87,7 @@ def check(spec: FederationSpec) -> list[tuple[str, str]]:
                 "spec.superlink.superexecImage must be empty when isolationMode=subprocess",
             )
         )
-    for i, pool in enumerate(pools):
+    for i, pool in enumerate(spec.supernodes.pools):
         field = f"spec.supernodes.pools[{i}]"
         sidecar = pool.images.superexecClientApp
         if spec.isolationMode == "process" and not sidecar:
@@ -92,8 +111,13 @@ def check(spec: FederationSpec) -> list[tuple[str, str]]:
                     "spec.supernodes.pools[*].gpu.vendor is required when gpu.mountAll=true",
                 )
             )
+    return errors
+
+
+def _unique_pool_names(spec: FederationSpec) -> list[tuple[str, str]]:
+    errors = []
     seen: dict[str, int] = {}
-    for i, pool in enumerate(pools):
+    for i, pool in enumerate(spec.supernodes.pools):
         if pool.name in seen:
             errors.append(
                 (
@@ -102,32 +126,49 @@ def check(spec: FederationSpec) -> list[tuple[str, str]]:
                 )
             )
         seen.setdefault(pool.name, i)
-    for i, pool in enumerate(pools):
+    return errors
+
+
+def _pool_settings(spec: FederationSpec) -> list[tuple[str, str]]:
+    errors = []
+    for i, pool in enumerate(spec.supernodes.pools):
         field = f"spec.supernodes.pools[{i}]"
         errors.extend(nodeconfig.check(pool.nodeConfig, spec.mode, f"{field}.nodeConfig"))
         if pool.volumeClaimTemplates and spec.mode != "StatefulSet":
             errors.append((f"{field}.volumeClaimTemplates", "volumeClaimTemplates need mode StatefulSet"))
+    return errors
+
+
+def _tls(spec: FederationSpec) -> list[tuple[str, str]]:
+    errors = []
     if spec.tls is not None and (spec.tls.secretName is None) == (spec.tls.certManager is None):
         errors.append(("spec.tls", "spec.tls needs exactly one of secretName and certManager"))
     if spec.tls is not None and spec.insecure:
         errors.append(("spec.insecure", "spec.insecure must not be true when spec.tls is set"))
-    auth = spec.nodeAuthentication is not None and spec.nodeAuthentication.enabled
-    for i, pool in enumerate(pools):
-        if auth and pool.authKeySecretRef is None:
-            errors.append(
-                (
-                    f"spec.supernodes.pools[{i}].authKeySecretRef",
-                    "spec.supernodes.pools[*].authKeySecretRef is required when nodeAuthentication.enabled=true",
-                )
-            )
+    return errors
+
+
+def _auth_keys(spec: FederationSpec) -> list[tuple[str, str]]:
+    if spec.nodeAuthentication is None or not spec.nodeAuthentication.enabled:
+        return []
+    return [
+        (
+            f"spec.supernodes.pools[{i}].authKeySecretRef",
+            "spec.supernodes.pools[*].authKeySecretRef is required when nodeAuthentication.enabled=true",
+        )
+        for i, pool in enumerate(spec.supernodes.pools)
+        if pool.authKeySecretRef is None
+    ]
+
+
+def _state_volume(spec: FederationSpec) -> list[tuple[str, str]]:
     if spec.superlink.persistence is not None and any(
         t.metadata.name == STATE_VOLUME for t in spec.superlink.volumeClaimTemplates
     ):
-        errors.append(
+        return [
             ("spec.superlink.volumeClaimTemplates", f"the name {STATE_VOLUME!r} is taken by spec.superlink.persistence")
-        )
-    errors.extend(_check_kubernetes_types(spec))
-    return errors
+        ]
+    return []
 
 
 def check_names(federation: str, spec: FederationSpec) -> list[tuple[str, str]]:
@@ -137,6 +178,25 @@ def check_names(federation: str, spec: FederationSpec) -> list[tuple[str, str]]:
         problem = names.problem(name, kind)
         if problem:
             errors.append((field, f"generated {kind} name {name!r} {problem}"))
+    return errors
+
+
+def _kubernetes_field(type_name: str, name: str, value: Any, path: str) -> list[tuple[str, str]]:
+    """Check one Kubernetes-typed field (an object, or a list of them) against its definition."""
+    if isinstance(value, list):
+        errors = [e for i, item in enumerate(value) for e in k8s_schema.check(type_name, item, f"{path}[{i}]")]
+    else:
+        errors = k8s_schema.check(type_name, value, path)
+    if name == "podTemplate" and (value.get("spec") or {}).get("containers"):
+        errors.append(
+            (
+                f"{path}.spec.containers",
+                (
+                    "containers are built by the function; set images, env, "
+                    "resources and volumeMounts in the spec instead"
+                ),
+            )
+        )
     return errors
 
 
@@ -150,19 +210,7 @@ def _check_kubernetes_types(spec: FederationSpec) -> list[tuple[str, str]]:
             extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
             type_name = extra.get(K8S_TYPE)
             if type_name and value is not None:
-                if isinstance(value, list):
-                    for i, item in enumerate(value):
-                        errors.extend(k8s_schema.check(type_name, item, f"{path}[{i}]"))
-                else:
-                    errors.extend(k8s_schema.check(type_name, value, path))
-                if name == "podTemplate" and (value.get("spec") or {}).get("containers"):
-                    errors.append(
-                        (
-                            f"{path}.spec.containers",
-                            "containers are built by the function; set images, env, "
-                            "resources and volumeMounts in the spec instead",
-                        )
-                    )
+                errors.extend(_kubernetes_field(type_name, name, value, path))
             elif isinstance(value, pydantic.BaseModel):
                 walk(value, path)
             elif isinstance(value, list):

@@ -14,7 +14,7 @@ Needs root (mmdebstrap into a directory, chroot). Usage:
 from __future__ import annotations
 
 import argparse
-import datetime
+import datetime as dt
 import gzip
 import hashlib
 import io
@@ -30,7 +30,7 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from function.__version__ import __version__  # noqa: E402
+from function.__version__ import __version__  # noqa: E402 - needs the sys.path set-up above
 
 SUITE = "bookworm"  # Debian 12, as the Dockerfile's stages.
 # Debian 12's Python and the C++ runtime grpcio needs, without a shell or a
@@ -41,6 +41,8 @@ PYTHON = f"{VENV}/bin/python3"
 # pip runs from its own wheel inside the image's root, so the scripts it
 # writes point at the image's Python; it is not left in the image.
 PIP = "pip==26.3"
+# Where the wheels wait inside the image's root during the install (removed after).
+BUILD = "/tmp/build"  # noqa: S108 - a folder of the image being built, seen through chroot
 USER = "nonroot:nonroot"
 NONROOT_ID = 65532  # distroless' nonroot
 CONFIG = {
@@ -61,6 +63,7 @@ ACCOUNTS = {
 # Long command lines here are wrapped by hand (`# fmt: skip`) so that each
 # option stays beside its value; the formatter would put one word a line.
 def run(*args: str | os.PathLike[str], env: dict[str, str] | None = None) -> None:
+    """Run a command (echoed to stderr), env added to this process' environment; fail if it fails."""
     print("+", " ".join(str(a) for a in args), file=sys.stderr)
     subprocess.run([str(a) for a in args], check=True, env={**os.environ, **(env or {})})
 
@@ -86,6 +89,7 @@ def wheels(dest: pathlib.Path) -> None:
 
 
 def rootfs(target: pathlib.Path, wheel_dir: pathlib.Path, epoch: str) -> None:
+    """The image's files in target: Debian's packages, the venv with the wheels, the nonroot user."""
     if not shutil.which("mmdebstrap"):  # a Debian package, as the Dockerfile's base
         run("apt-get", "update", "-qq")
         run("apt-get", "install", "-y", "-qq", "--no-install-recommends", "mmdebstrap",
@@ -93,13 +97,13 @@ def rootfs(target: pathlib.Path, wheel_dir: pathlib.Path, epoch: str) -> None:
     run("mmdebstrap", "--quiet", "--variant=extract", f"--include={','.join(PACKAGES)}", SUITE, target,
         env={"SOURCE_DATE_EPOCH": epoch})  # fmt: skip
     run("chroot", target, "/usr/bin/python3", "-m", "venv", "--without-pip", VENV)
-    build = target / "tmp" / "build"
+    build = target / BUILD.lstrip("/")
     shutil.copytree(wheel_dir, build)
     shutil.copy(ROOT / "requirements.lock", build / "requirements.lock")
     pip = next((build / "pip").glob("pip-*.whl")).name
-    run("chroot", target, PYTHON, f"/tmp/build/pip/{pip}/pip", "install", "--quiet", "--no-index",
-        "--no-cache-dir", "--disable-pip-version-check", "--find-links", "/tmp/build",
-        "-c", "/tmp/build/requirements.lock", "function-flower")  # fmt: skip
+    run("chroot", target, PYTHON, f"{BUILD}/pip/{pip}/pip", "install", "--quiet", "--no-index",
+        "--no-cache-dir", "--disable-pip-version-check", "--find-links", BUILD,
+        "-c", f"{BUILD}/requirements.lock", "function-flower")  # fmt: skip
     shutil.rmtree(build)
     for path, text in ACCOUNTS.items():
         (target / path).write_text(text)
@@ -133,7 +137,7 @@ def layer(root: pathlib.Path, epoch: int) -> bytes:
 def archive(layer_tar: bytes, tag: str, epoch: int, out: pathlib.Path) -> dict[str, object]:
     """A `docker save` archive of one layer; returns the image config."""
     diff_id = "sha256:" + hashlib.sha256(layer_tar).hexdigest()
-    created = datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc)
+    created = dt.datetime.fromtimestamp(epoch, dt.UTC)
     config = {
         "architecture": "amd64",
         "os": "linux",
@@ -159,6 +163,7 @@ def archive(layer_tar: bytes, tag: str, epoch: int, out: pathlib.Path) -> dict[s
 
 
 def main() -> None:
+    """Build the image archive named on the command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=pathlib.Path)
     parser.add_argument("--tag", default=f"function-flower:v{__version__}")

@@ -20,14 +20,15 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "hack"))
 
-import generated  # noqa: E402
-from function.spec import K8S_TYPE, FederationSpec  # noqa: E402
+import generated  # noqa: E402 - needs the sys.path set-up above
+from function.spec import K8S_TYPE, FederationSpec  # noqa: E402 - needs the sys.path set-up above
 
 KUBERNETES_VERSION = "1.33.0"
 OUT = ROOT / "function" / "k8s_definitions.json"
 
 
 def named_types() -> list[str]:
+    """The Kubernetes definitions the spec's fields name (K8S_TYPE markers)."""
     names: set[str] = set()
 
     def walk(node: Any) -> None:
@@ -45,6 +46,7 @@ def named_types() -> list[str]:
 
 
 def strip(node: Any) -> Any:
+    """The schema node with its descriptions left out: the function never shows them."""
     if isinstance(node, dict):
         return {k: strip(v) for k, v in node.items() if k != "description"}
     if isinstance(node, list):
@@ -53,6 +55,7 @@ def strip(node: Any) -> Any:
 
 
 def extract() -> dict[str, Any]:
+    """The named definitions and every one they refer to, from kubernetes-validate's schemas."""
     source = pathlib.Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
     defs = json.loads((source / f"v{KUBERNETES_VERSION}-local-strict" / "_definitions.json").read_text())["$defs"]
     keep: dict[str, Any] = {}
@@ -63,7 +66,7 @@ def extract() -> dict[str, Any]:
             continue
         keep[name] = strip(defs[name])
         text = json.dumps(keep[name])
-        for ref in set(part.split('"')[0] for part in text.split('"$ref": "#/$defs/')[1:]):
+        for ref in {part.split('"')[0] for part in text.split('"$ref": "#/$defs/')[1:]}:
             todo.append(ref)
     # The function owns the containers of its pods: a podTemplate need not list any.
     pod_spec = keep["io.k8s.api.core.v1.PodSpec"]
@@ -72,6 +75,7 @@ def extract() -> dict[str, Any]:
 
 
 def render() -> str:
+    """function/k8s_definitions.json as committed."""
     return json.dumps(extract(), sort_keys=True, separators=(",", ":")) + "\n"
 
 

@@ -23,8 +23,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "hack"))
 
-import generated  # noqa: E402
-from function.spec import K8S_TYPE, NODE_CONFIG, FederationSpec  # noqa: E402
+import generated  # noqa: E402 - needs the sys.path set-up above
+from function.spec import K8S_TYPE, NODE_CONFIG, FederationSpec  # noqa: E402 - needs the sys.path set-up above
 
 OUT = ROOT / "apis" / "definition.yaml"
 OUT_V2 = ROOT / "apis" / "v2" / "definition.yaml"
@@ -101,49 +101,68 @@ def _resolve(node: Any, defs: dict[str, Any]) -> Any:
     return node
 
 
-def _structural(node: dict[str, Any]) -> dict[str, Any]:
-    """Turn one resolved pydantic JSON-schema node into a structural schema."""
+def _without_null(node: dict[str, Any]) -> dict[str, Any]:
+    """Optional[X] is anyOf[X, null]; Kubernetes has no null type, unset is enough."""
     node = dict(node)
-    # Optional[X] is anyOf[X, null]; Kubernetes has no null type, unset is enough.
     if "anyOf" in node:
         options = [o for o in node.pop("anyOf") if o.get("type") != "null"]
         if len(options) != 1:
-            raise ValueError(f"no structural form for a union: {options}")
+            msg = f"no structural form for a union: {options}"
+            raise ValueError(msg)
         node = {**options[0], **node}
-    out: dict[str, Any] = {}
+    return node
+
+
+def _node_config(node: dict[str, Any]) -> dict[str, Any]:
+    """A nodeConfig map: string values at admission.
+
+    As the operator's map[string]string ("32", "true", "0.5" still become
+    typed values in the function). Kubernetes CEL cannot read values of no
+    type, and before 1.34 the cost estimate puts no bound on an int-or-string
+    value, which pushes the placeholder rules over the budget: a typed string
+    fits on 1.30+.
+    """
+    return {
+        "type": "object",
+        "description": node["description"],
+        "maxProperties": node["maxProperties"],
+        "additionalProperties": {"type": "string", "maxLength": node[NODE_CONFIG]},
+    }
+
+
+def _kubernetes_typed(node: dict[str, Any]) -> dict[str, Any]:
+    """A Kubernetes-typed field, open here; the function checks it against its definition."""
+    out: dict[str, Any] = {"description": f"{node.get('description', '')} ({node[K8S_TYPE]})".strip()}
+    if node.get("type") == "array":
+        out["type"] = "array"
+        out["items"] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    else:
+        out["type"] = "object"
+        out["x-kubernetes-preserve-unknown-fields"] = True
+    return out
+
+
+def _default(node: dict[str, Any]) -> dict[str, Any]:
+    """The default to keep: scalars as they are, objects as {} (their own field defaults fill in)."""
+    default = node.get("default")
+    if isinstance(default, dict):
+        return {"default": {}}
+    if default is None or isinstance(default, list):
+        return {}
+    return {"default": default}
+
+
+def _structural(node: dict[str, Any]) -> dict[str, Any]:
+    """Turn one resolved pydantic JSON-schema node into a structural schema."""
+    node = _without_null(node)
     if node.get(NODE_CONFIG):
-        # Values are strings at admission, as the operator's map[string]string
-        # ("32", "true", "0.5" still become typed values in the function).
-        # Kubernetes CEL cannot read values of no type, and before 1.34 the
-        # cost estimate puts no bound on an int-or-string value, which pushes
-        # the placeholder rules over the budget: a typed string fits on 1.30+.
-        return {
-            "type": "object",
-            "description": node["description"],
-            "maxProperties": node["maxProperties"],
-            "additionalProperties": {"type": "string", "maxLength": node[NODE_CONFIG]},
-        }
+        return _node_config(node)
     if node.get(K8S_TYPE):
-        out["description"] = f"{node.get('description', '')} ({node[K8S_TYPE]})".strip()
-        if node.get("type") == "array":
-            out["type"] = "array"
-            out["items"] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-        else:
-            out["type"] = "object"
-            out["x-kubernetes-preserve-unknown-fields"] = True
-        return out
+        return _kubernetes_typed(node)
     if "const" in node:
         node["enum"] = [node.pop("const")]
-    for key in KEEP:
-        if key in node:
-            out[key] = node[key]
-    if "default" in node and node["default"] is not None:
-        default = node["default"]
-        if isinstance(default, dict):
-            # Nested defaults fill in once the object exists.
-            out["default"] = {}
-        elif not isinstance(default, list):
-            out["default"] = default
+    out = {key: node[key] for key in KEEP if key in node}
+    out.update(_default(node))
     if node.get("x-kubernetes-preserve-unknown-fields"):
         out["x-kubernetes-preserve-unknown-fields"] = True
     if node.get("type") == "object" or "properties" in node:
@@ -161,6 +180,7 @@ def _structural(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def spec_schema() -> dict[str, Any]:
+    """The structural schema of spec, from the model's JSON schema."""
     raw = FederationSpec.model_json_schema(mode="validation")
     resolved = _resolve(raw, copy.deepcopy(raw.get("$defs", {})))
     resolved.pop("$defs", None)
@@ -194,6 +214,7 @@ def _version() -> dict[str, Any]:
 
 
 def definition() -> dict[str, Any]:
+    """The apiextensions.crossplane.io/v1 XRD: cluster-scoped XFederation, claim Federation."""
     return {
         "apiVersion": "apiextensions.crossplane.io/v1",
         "kind": "CompositeResourceDefinition",
@@ -218,6 +239,7 @@ def definition() -> dict[str, Any]:
 
 
 def definition_v2() -> dict[str, Any]:
+    """The apiextensions.crossplane.io/v2 XRD: a namespaced Federation, no claim."""
     return {
         "apiVersion": "apiextensions.crossplane.io/v2",
         "kind": "CompositeResourceDefinition",
@@ -241,10 +263,12 @@ HEADER = "# Generated by hack/gen_xrd.py from function/spec.py. Do not edit.\n"
 
 
 def render() -> str:
+    """apis/definition.yaml as committed."""
     return HEADER + yaml.safe_dump(definition(), sort_keys=False, width=100)
 
 
 def render_v2() -> str:
+    """apis/v2/definition.yaml as committed."""
     return HEADER + yaml.safe_dump(definition_v2(), sort_keys=False, width=100)
 
 

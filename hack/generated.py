@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 
 def main(outputs: dict[pathlib.Path, Callable[[], str]], doc: str | None, script: str) -> int:
+    """Write each output from its render function, or with --check report the stale ones; the exit status."""
     parser = argparse.ArgumentParser(description=doc)
     parser.add_argument("--check", action="store_true", help="fail if a committed file is stale")
     args = parser.parse_args()

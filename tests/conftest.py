@@ -14,7 +14,7 @@ import time
 import pytest
 import yaml
 
-from peers import CLAIMS, EXAMPLES, IN_CI, INVALID, ROOT, SHARED_CRDS, load_all, need  # noqa: F401
+from peers import CLAIMS, EXAMPLES, IN_CI, INVALID, ROOT, SHARED_CRDS, load_all, need  # noqa: F401 - re-exported to tests
 
 
 def tool(variable: str, what: str, fallback: str = "") -> str:
@@ -104,7 +104,8 @@ def function_address():
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"function exited: {proc.stdout.read().decode()}")
+            msg = f"function exited: {proc.stdout.read().decode()}"
+            raise RuntimeError(msg)
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 break
@@ -112,7 +113,8 @@ def function_address():
             time.sleep(0.1)
     else:
         proc.kill()
-        raise RuntimeError("function did not start listening within 30s")
+        msg = "function did not start listening within 30s"
+        raise RuntimeError(msg)
     yield address
     proc.terminate()
     proc.wait(timeout=10)

@@ -13,6 +13,6 @@ out = []
 for text in json.load(sys.stdin):
     try:
         out.append({"ok": parse_config_args([text])})
-    except BaseException as err:  # noqa: BLE001 - Flower exits through typer on bad input
+    except BaseException as err:  # Flower exits through typer on bad input
         out.append({"error": f"{type(err).__name__}: {err}"})
 json.dump(out, sys.stdout)

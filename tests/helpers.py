@@ -82,8 +82,8 @@ def without_hardening(pod_spec: dict[str, Any]) -> dict[str, Any]:
     else:
         out.pop("volumes", None)
     containers = []
-    for c in out["containers"]:
-        c = {k: v for k, v in c.items() if k not in HARDENING_CONTAINER_FIELDS}
+    for original in out["containers"]:
+        c = {k: v for k, v in original.items() if k not in HARDENING_CONTAINER_FIELDS}
         c["args"] = [a for a in c["args"] if not a.startswith("--health-server-address=")]
         if c.get("securityContext") == pods.CONTAINER_SECURITY:
             del c["securityContext"]

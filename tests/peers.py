@@ -19,7 +19,7 @@ INVALID = sorted((EXAMPLES / "invalid").glob("*.yaml"))
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
-def need(condition: bool, what: str) -> None:
+def need(condition: bool, what: str) -> None:  # noqa: FBT001 - reads as a sentence: need(crank exists, "crank")
     """Skip a real-peer test locally when the peer is missing; in CI that is a failure."""
     if condition:
         return

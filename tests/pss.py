@@ -51,12 +51,18 @@ def _containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def violations(pod: dict[str, Any]) -> set[str]:
+    """The Pod Security Standard controls a pod spec breaks, Baseline and Restricted."""
+    return _baseline(pod) | _baseline_contexts(pod) | _restricted(pod)
+
+
+def _contexts(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    return [pod.get("securityContext") or {}] + [c.get("securityContext") or {} for c in _containers(pod)]
+
+
+def _baseline(pod: dict[str, Any]) -> set[str]:
     found: set[str] = set()
-    pod_sc = pod.get("securityContext") or {}
     containers = _containers(pod)
-    contexts = [pod_sc] + [c.get("securityContext") or {} for c in containers]
-    # Baseline.
-    if any((sc.get("windowsOptions") or {}).get("hostProcess") for sc in contexts):
+    if any((sc.get("windowsOptions") or {}).get("hostProcess") for sc in _contexts(pod)):
         found.add("hostProcess")
     if pod.get("hostNetwork") or pod.get("hostPID") or pod.get("hostIPC"):
         found.add("hostNamespaces")
@@ -66,12 +72,19 @@ def violations(pod: dict[str, Any]) -> set[str]:
         added = set(((c.get("securityContext") or {}).get("capabilities") or {}).get("add") or [])
         if added - BASELINE_CAPABILITIES:
             found.add("capabilities")
-    volumes = pod.get("volumes") or []
-    if any("hostPath" in v for v in volumes):
+    if any("hostPath" in v for v in pod.get("volumes") or []):
         found.add("hostPath")
     if any(p.get("hostPort") for c in containers for p in c.get("ports") or []):
         found.add("hostPorts")
-    for sc in contexts:
+    if any(s.get("name") not in SAFE_SYSCTLS for s in (pod.get("securityContext") or {}).get("sysctls") or []):
+        found.add("sysctls")
+    return found
+
+
+def _baseline_contexts(pod: dict[str, Any]) -> set[str]:
+    """Baseline controls of each security context, the pod's and its containers'."""
+    found: set[str] = set()
+    for sc in _contexts(pod):
         apparmor = (sc.get("appArmorProfile") or {}).get("type")
         if apparmor not in (None, "RuntimeDefault", "Localhost"):
             found.add("appArmor")
@@ -82,12 +95,15 @@ def violations(pod: dict[str, Any]) -> set[str]:
             found.add("procMount")
         if (sc.get("seccompProfile") or {}).get("type") == "Unconfined":
             found.add("seccomp")
-    if any(s.get("name") not in SAFE_SYSCTLS for s in pod_sc.get("sysctls") or []):
-        found.add("sysctls")
-    # Restricted.
-    if any(not (set(v) - {"name"}) <= RESTRICTED_VOLUMES for v in volumes):
+    return found
+
+
+def _restricted(pod: dict[str, Any]) -> set[str]:
+    found: set[str] = set()
+    pod_sc = pod.get("securityContext") or {}
+    if any(not (set(v) - {"name"}) <= RESTRICTED_VOLUMES for v in pod.get("volumes") or []):
         found.add("volumeTypes")
-    for c in containers:
+    for c in _containers(pod):
         sc = c.get("securityContext") or {}
         if sc.get("allowPrivilegeEscalation") is not False:
             found.add("allowPrivilegeEscalation")
@@ -99,6 +115,6 @@ def violations(pod: dict[str, Any]) -> set[str]:
         seccomp = (sc.get("seccompProfile") or pod_sc.get("seccompProfile") or {}).get("type")
         if seccomp not in ("RuntimeDefault", "Localhost"):
             found.add("seccomp")
-    if any(sc.get("runAsUser") == 0 for sc in contexts):
+    if any(sc.get("runAsUser") == 0 for sc in _contexts(pod)):
         found.add("runAsUser")
     return found

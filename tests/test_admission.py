@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from function.spec import CEL_RULES
-
 from conftest import KUBERNETES_MINORS, ROOT, crdcheck
+from function.spec import CEL_RULES
 
 FLAVORS = {
     # flavor: (XRD, names of the CRDs Crossplane generates from it)
@@ -45,7 +44,7 @@ def generated(xrd2crd: str, xrd: dict[str, Any], tmp_path: pathlib.Path) -> path
 
 
 def check(minor: str, path: pathlib.Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([crdcheck(minor), str(path)], capture_output=True, text=True, timeout=120)
+    return subprocess.run([crdcheck(minor), str(path)], capture_output=True, text=True, timeout=120, check=False)
 
 
 def spec_schemas(path: pathlib.Path) -> dict[str, dict[str, Any]]:

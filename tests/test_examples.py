@@ -5,18 +5,18 @@ from __future__ import annotations
 import os
 import pathlib
 import subprocess
+import sys
 
 import kubernetes_validate
 import pytest
 import yaml
 
-from function import render
-
 from conftest import CLAIMS, EXAMPLES, INVALID, ROOT, load_all
+from function import render
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 KUBERNETES_VERSIONS = ["1.28", "1.33"]  # 1.28: the first with the pod-index label
-EXAMPLE_FILES = CLAIMS + [EXAMPLES / "xr.yaml"]
+EXAMPLE_FILES = [*CLAIMS, EXAMPLES / "xr.yaml"]
 
 
 def ids(paths):
@@ -61,12 +61,12 @@ def test_function_rejects_invalid_examples(bad):
 
 def test_render_cli_exit_status_and_stderr():
     ok = subprocess.run(
-        ["function", "render", str(CLAIMS[0])], cwd=ROOT, capture_output=True, text=True, env=_venv_env()
+        ["function", "render", str(CLAIMS[0])], cwd=ROOT, capture_output=True, text=True, env=_venv_env(), check=False
     )
     assert ok.returncode == 0, ok.stderr
-    assert [d["kind"] for d in yaml.safe_load_all(ok.stdout)][0] == "XFederation"
+    assert next(d["kind"] for d in yaml.safe_load_all(ok.stdout)) == "XFederation"
     bad = subprocess.run(
-        ["function", "render", str(INVALID[0])], cwd=ROOT, capture_output=True, text=True, env=_venv_env()
+        ["function", "render", str(INVALID[0])], cwd=ROOT, capture_output=True, text=True, env=_venv_env(), check=False
     )
     assert bad.returncode == 1
     assert bad.stdout == ""
@@ -87,8 +87,6 @@ def test_render_reads_observed_state(tmp_path):
 
 
 def _venv_env():
-    import sys
-
     env = dict(os.environ)
     env["PATH"] = f"{pathlib.Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
@@ -122,6 +120,7 @@ def test_crank_render_matches_function_render(example, crank, functions_file, tm
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     crank_docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
@@ -146,6 +145,7 @@ def test_crank_validate_accepts_examples(crank, validate_cache, shared_crds):
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{len(EXAMPLE_FILES) + 2} success cases, 0 failure cases" in proc.stdout
@@ -158,6 +158,7 @@ def test_crank_validate_rejects_invalid_examples(bad, crank, validate_cache):
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
     assert proc.returncode != 0
     assert expected_message(bad) in proc.stdout, proc.stdout
@@ -182,6 +183,7 @@ def test_rendered_objects_pass_provider_kubernetes_crds(crank, validate_cache, s
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 failure cases" in proc.stdout

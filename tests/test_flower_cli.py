@@ -6,9 +6,8 @@ import json
 import pathlib
 import subprocess
 
-from function import render
-
 from conftest import CLAIMS, EXAMPLES, load_all
+from function import render
 
 HERE = pathlib.Path(__file__).parent
 BINARY = {
@@ -20,7 +19,7 @@ BINARY = {
 
 
 def containers():
-    for example in CLAIMS + [EXAMPLES / "xr.yaml"]:
+    for example in [*CLAIMS, EXAMPLES / "xr.yaml"]:
         docs, _ = render.render(load_all(example)[0], [])
         for doc in docs[1:]:
             manifest = doc["spec"]["forProvider"]["manifest"]
@@ -44,11 +43,11 @@ def test_flower_parses_every_container_command_line(flwr_python):
     results = parse(flwr_python, [{"binary": BINARY[c["name"]], "args": c["args"]} for _, _, c in found])
     failures = [
         f"{example}/{workload}/{c['name']}: {r['error']}"
-        for (example, workload, c), r in zip(found, results)
+        for (example, workload, c), r in zip(found, results, strict=True)
         if "error" in r
     ]
     assert failures == []
-    by_name = {(e, w, c["name"]): r["ok"] for (e, w, c), r in zip(found, results)}
+    by_name = {(e, w, c["name"]): r["ok"] for (e, w, c), r in zip(found, results, strict=True)}
     # Spot-check that Flower read what we meant, not just that it did not fail.
     supernode = by_name[("quickstart", "my-federation-supernode-default", "supernode")]
     assert supernode["superlink"] == "my-federation-superlink.default.svc:9092"

@@ -9,9 +9,10 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
 from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
+from google.protobuf import struct_pb2
 
+from function import fn
 from helpers import BASE, pool, xr
-
 
 COMPOSED = [
     "networkpolicy-superlink",
@@ -101,10 +102,6 @@ def test_observed_counts_reach_status(channel):
 
 
 def test_fast_struct_builder_matches_the_sdk():
-    from google.protobuf import struct_pb2
-
-    from function import fn
-
     obj = {"a": {"b": [1, 2.5, "x", True, None, {}, []], "c": {}}, "d": [], "e": "", "f": 0, "g": False}
     expected = struct_pb2.Struct()
     expected.update(obj)

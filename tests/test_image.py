@@ -19,8 +19,8 @@ def dockerfile_stages() -> list[dict[str, list[str]]]:
     """Each stage's instructions (continuations joined), keyed by instruction."""
     text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
     stages: list[dict[str, list[str]]] = []
-    for line in text.splitlines():
-        line = line.strip()
+    for raw in text.splitlines():
+        line = raw.strip()
         if not line or line.startswith("#"):
             continue
         instruction, _, rest = line.partition(" ")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from function import names
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from helpers import BASE, manifests, spec
+from function import compose, fn, names
+from helpers import BASE, manifests, spec, xr
 from netpol_eval import allowed, external, pod
 
 REMOTE = spec(
@@ -78,8 +79,6 @@ def test_pools_in_other_namespaces_of_the_hub_are_admitted():
         "supernodes": {**REMOTE["supernodes"], "pools": [{"name": "x", "replicas": 1, "namespace": "other"}]},
     }
     bare = {"metadata": {"name": "fed"}, "spec": {**s, "namespace": "team-a"}}
-    from function import compose
-
     out = compose.manifests(compose.federation(bare))
     pols = [m for k, m in out.items() if k.startswith("networkpolicy-")]
     node = pod("other", names.pool_labels("fed", "x"))
@@ -92,11 +91,6 @@ def test_policies_can_be_turned_off():
 
 
 def test_remote_pools_without_fleet_cidrs_are_warned_about():
-    from crossplane.function.proto.v1 import run_function_pb2 as fnv1
-
-    from function import fn
-    from helpers import xr
-
     def warnings(s):
         req = fnv1.RunFunctionRequest()
         req.observed.composite.resource.update(xr(s))

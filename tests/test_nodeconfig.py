@@ -10,7 +10,6 @@ import subprocess
 import pytest
 
 from function import nodeconfig
-
 from helpers import BASE, container, manifests, pool, spec
 
 HERE = pathlib.Path(__file__).parent

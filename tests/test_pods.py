@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import CLAIMS, EXAMPLES, load_all
 from function import pods, render
 from function.spec import HEALTH_PORTS
-
-from conftest import CLAIMS, EXAMPLES, load_all
 from helpers import BASE, PROCESS, manifests, pool, spec
 from pss import violations
 
@@ -16,7 +15,7 @@ AMD_MOUNT_ALL = {"privileged", "hostPath", "volumeTypes", "allowPrivilegeEscalat
 
 
 def example_pods():
-    for example in CLAIMS + [EXAMPLES / "xr.yaml", EXAMPLES / "v2" / "federation.yaml"]:
+    for example in [*CLAIMS, EXAMPLES / "xr.yaml", EXAMPLES / "v2" / "federation.yaml"]:
         docs, _ = render.render(load_all(example)[0], [])
         for doc in docs[1:]:
             manifest = doc["spec"]["forProvider"]["manifest"]

@@ -11,11 +11,10 @@ import yaml
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
+from conftest import EXAMPLES, ROOT, load_all
 from function import fn, render, tls
 from function.validation import SpecError, parse
-
-from conftest import EXAMPLES, ROOT, load_all
-from helpers import BASE, PROCESS, container, manifests, pod, spec, xr
+from helpers import BASE, PROCESS, container, pod, spec, xr
 
 SECRET = spec(BASE, tls={"secretName": "superlink-tls"})
 CERT_MANAGER = spec(
@@ -156,7 +155,7 @@ def test_remote_pools_wait_for_the_ca_and_it_is_requested():
 
 
 def test_the_ca_is_copied_to_other_clusters_and_the_key_never_is():
-    rsp, objects, conditions = run(CERT_MANAGER, LB, TLS_SECRET)
+    _rsp, objects, conditions = run(CERT_MANAGER, LB, TLS_SECRET)
     assert conditions["TLSReady"].status == fnv1.STATUS_CONDITION_TRUE
     ca = manifest(objects, "ca-spoke-eu-team-a")
     assert objects["ca-spoke-eu-team-a"]["spec"]["providerConfigRef"] == {"name": "spoke-eu"}
@@ -229,13 +228,14 @@ def test_crank_render_with_required_resources(crank, functions_file, tmp_path):
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
     objects = {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d for d in docs[1:]}
     assert "pool-eu" in objects and "ca-spoke-eu-flower" in objects
     ours, _ = render.render(
-        load_all(example)[0], [observed], False, load_all(EXAMPLES / "required" / "superlink-tls.yaml")
+        load_all(example)[0], [observed], required=load_all(EXAMPLES / "required" / "superlink-tls.yaml")
     )
     assert {k: v["spec"] for k, v in objects.items()} == {
         d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d["spec"] for d in ours[1:]

@@ -4,7 +4,6 @@ import pytest
 
 from function import compose
 from function.validation import SpecError, parse
-
 from helpers import BASE, PROCESS, pool, spec, xr
 
 DS = spec(BASE, mode="DaemonSet", supernodes__pools=[{"name": "edge"}])
