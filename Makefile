@@ -70,11 +70,12 @@ generate: $(VENV)/.installed
 # they are formatted; they join this list then.
 LINT_PATHS := function benchmarks $(wildcard hack/*.py) $(wildcard tests/*.py)
 
-# Style and lint, run before the tests: ruff's formatter as the one layout,
-# ruff's rules as configured in pyproject.toml.
+# Style, lint and types, run before the tests: ruff's formatter as the one
+# layout, ruff's rules and mypy (strict, on function/) as pyproject.toml says.
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/mypy
 
 # The fast suite: every test but the real control plane.
 unit: lint $(VENV)/.installed $(FLWR_VENV)/.installed $(CRANK) $(CELCHECK) $(XRD2CRD) $(CRDCHECKS)

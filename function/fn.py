@@ -139,7 +139,9 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
         self.log = logging.get_logger()
 
     async def RunFunction(  # noqa: N802 - the gRPC method name
-        self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext
+        self,
+        req: fnv1.RunFunctionRequest,
+        _: grpc.aio.ServicerContext[fnv1.RunFunctionRequest, fnv1.RunFunctionResponse],
     ) -> fnv1.RunFunctionResponse:
         """Answer one request (see run), logging its tag and what it returned."""
         log = self.log.bind(tag=req.meta.tag)

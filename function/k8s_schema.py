@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import pathlib
+from collections.abc import Iterable
 from typing import Any
 
 import jsonschema
@@ -19,7 +20,8 @@ DEFINITIONS_FILE = pathlib.Path(__file__).with_name("k8s_definitions.json")
 
 @functools.cache
 def _definitions() -> dict[str, Any]:
-    return json.loads(DEFINITIONS_FILE.read_text())
+    definitions: dict[str, Any] = json.loads(DEFINITIONS_FILE.read_text())
+    return definitions
 
 
 @functools.cache
@@ -35,7 +37,7 @@ def _validator(type_name: str) -> jsonschema.protocols.Validator:
     return jsonschema.Draft202012Validator(schema, registry=registry)
 
 
-def field_path(prefix: str, parts: Any) -> str:
+def field_path(prefix: str, parts: Iterable[str | int]) -> str:
     """spec.a[0].b from a prefix and path parts (ints are list indexes)."""
     out = prefix
     for part in parts:
@@ -58,7 +60,7 @@ def check(type_name: str, value: Any, field: str) -> list[tuple[str, str]]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _problems(type_name: str, value_json: str) -> tuple[tuple[tuple[Any, ...], str], ...]:
+def _problems(type_name: str, value_json: str) -> tuple[tuple[tuple[str | int, ...], str], ...]:
     errors = sorted(
         _validator(type_name).iter_errors(json.loads(value_json)), key=lambda e: list(map(str, e.absolute_path))
     )

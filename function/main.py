@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 from crossplane.function import logging, runtime
@@ -31,7 +33,10 @@ SERVE_OPTIONS = [
 ]
 
 
-def serve_options(command):
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def serve_options(command: Command) -> Command:
     """Decorate a command with the serving options, in SERVE_OPTIONS' order."""
     for option in reversed(SERVE_OPTIONS):
         command = option(command)
@@ -44,7 +49,9 @@ def _serve(*, debug: bool, address: str, tls_certs_dir: str | None, insecure: bo
         runtime.serve(
             fn.FunctionRunner(),
             address,
-            creds=runtime.load_credentials(tls_certs_dir),
+            # The SDK returns None for None (and serve then needs --insecure),
+            # though it annotates a str.
+            creds=runtime.load_credentials(tls_certs_dir),  # type: ignore[arg-type]
             insecure=insecure,
         )
     except Exception as err:  # report, then fail the process

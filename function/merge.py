@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from function.spec import VolumeClaimTemplate
+
 # Pod-level fields a podTemplate may set; a set field replaces ours, except
 # volumes and imagePullSecrets, which are added to ours by name. Containers
 # are the function's and are rejected by validation.
@@ -52,7 +54,7 @@ def pod_template(labels: dict[str, str], pod_spec: dict[str, Any], template: dic
     return {"metadata": meta, "spec": spec}
 
 
-def claim_templates(templates: list[Any]) -> list[dict[str, Any]]:
+def claim_templates(templates: list[VolumeClaimTemplate]) -> list[dict[str, Any]]:
     """StatefulSet volumeClaimTemplates from the spec's claim templates."""
     out = []
     for template in templates:

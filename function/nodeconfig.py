@@ -86,7 +86,7 @@ def _typed(text: str) -> NodeConfigValue:
     return text
 
 
-def _literal(value: Any) -> str:
+def _literal(value: NodeConfigValue) -> str:
     """The TOML literal of one value, in a form Flower's regex keeps whole."""
     if isinstance(value, float) and not math.isfinite(value):
         msg = "must be a finite number"

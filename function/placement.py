@@ -61,9 +61,9 @@ def _live_service(live: Any) -> dict[str, Any]:
 
 def _load_balancer_address(service: dict[str, Any], grpc: int) -> External | None:
     """The first ingress address of an observed LoadBalancer Service."""
-    status = service.get("status") if isinstance(service.get("status"), dict) else {}
-    balancer = status.get("loadBalancer")
-    ingress = (balancer or {}).get("ingress") if isinstance(balancer, dict) else None
+    status = service.get("status")
+    balancer = status.get("loadBalancer") if isinstance(status, dict) else None
+    ingress = balancer.get("ingress") if isinstance(balancer, dict) else None
     for entry in ingress if isinstance(ingress, list) else []:
         host = entry.get("ip") or entry.get("hostname") if isinstance(entry, dict) else None
         if isinstance(host, str) and host:

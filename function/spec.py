@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
 # Markers read by hack/gen_xrd.py: the sub-object is open in the XRD and
 # validated against this Kubernetes definition by the function.
@@ -38,7 +38,7 @@ STATE_PATH = "/app/state"
 AUTH_KEY_PATH = "/app/auth/supernode.key"
 
 # An object field defaulted to {} in the XRD, so its own field defaults apply.
-OBJECT_DEFAULT = {"default": {}}
+OBJECT_DEFAULT: dict[str, JsonValue] = {"default": {}}
 
 # A DNS name or IPv4 address, or a bracketed IPv6 address; optionally :port.
 HOST_PATTERN = r"^([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?$"
@@ -312,7 +312,7 @@ class SuperNodesSpec(Model):
 # The operator's admission rules, with its messages, plus our own. Each is
 # also enforced by the function (function/validation.py) so a render without
 # the XRD gets the same answer.
-CEL_RULES = [
+CEL_RULES: list[JsonValue] = [
     {
         "rule": "size(self.supernodes.pools) > 0",
         "message": "spec.supernodes.pools must contain at least one pool",

@@ -9,6 +9,7 @@ import dataclasses
 from typing import Any
 
 from function import compose, placement, readiness, superlink, tls
+from function.spec import PoolSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +50,7 @@ def _condition(kind: str, judged: list[tuple[str, readiness.Observed]], ok_messa
     return Condition(kind, "True", "Available", ok_message)
 
 
-def _pool_entry(fed: compose.Federation, pool: Any, o: readiness.Observed) -> dict[str, Any]:
+def _pool_entry(fed: compose.Federation, pool: PoolSpec, o: readiness.Observed) -> dict[str, Any]:
     spec = fed.spec
     if o.desired is not None:
         desired, ready = o.desired, o.ready_count

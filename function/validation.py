@@ -209,7 +209,7 @@ def _check_kubernetes_types(spec: FederationSpec) -> list[tuple[str, str]]:
             path = f"{field}.{name}"
             extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
             type_name = extra.get(K8S_TYPE)
-            if type_name and value is not None:
+            if isinstance(type_name, str) and type_name and value is not None:
                 errors.extend(_kubernetes_field(type_name, name, value, path))
             elif isinstance(value, pydantic.BaseModel):
                 walk(value, path)
