@@ -64,6 +64,7 @@ serve: $(VENV)/.installed
 
 generate: $(VENV)/.installed
 	$(VENV)/bin/python hack/gen_xrd.py
+	$(VENV)/bin/python hack/gen_api_docs.py
 	$(VENV)/bin/python hack/gen_k8s_schemas.py
 
 # The Python this project checks. tests/e2e and hack/e2e are left out until
