@@ -279,13 +279,13 @@ def test_crank_render_observed(name, tmp_path, crank, functions_file):
     check_xr(name, docs[0], results)
 
 
-def test_readme_status_section_is_real_output():
+def test_operations_guide_status_is_real_output():
     example = EXAMPLES / "claims" / "gpu-nvidia.yaml"
     observed = EXAMPLES / "observed" / "gpu-nvidia-partly-ready.yaml"
     text, _ = render.render_file(str(example), str(observed))
     xr_text = text.split("---\n")[1]
-    readme = (ROOT / "README.md").read_text()
-    assert f"```yaml\n{xr_text}...\n```" in readme
+    guide = (ROOT / "docs" / "operations.md").read_text()
+    assert f"```yaml\n{xr_text}...\n```" in guide
     xr = yaml.safe_load(xr_text)
     assert xr["status"]["supernodes"] == "5/6"
 
