@@ -67,9 +67,8 @@ generate: $(VENV)/.installed
 	$(VENV)/bin/python hack/gen_api_docs.py
 	$(VENV)/bin/python hack/gen_k8s_schemas.py
 
-# The Python this project checks. tests/e2e and hack/e2e are left out until
-# they are formatted; they join this list then.
-LINT_PATHS := function benchmarks $(wildcard hack/*.py) $(wildcard tests/*.py)
+# The Python this project checks: all of it.
+LINT_PATHS := function benchmarks hack tests
 
 # Style, lint and types, run before the tests: ruff's formatter as the one
 # layout, ruff's rules and mypy (strict, on function/) as pyproject.toml says.

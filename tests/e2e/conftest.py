@@ -8,9 +8,8 @@ import re
 
 import pytest
 
-from peers import ROOT, need
-
 from controlplane import ControlPlane, Tools
+from peers import ROOT, need
 
 TOOLS = pathlib.Path(os.environ.get("E2E_TOOLS") or ROOT / ".cache" / "e2e")
 PACKAGE = pathlib.Path(os.environ.get("FUNCTION_XPKG") or ROOT / ".cache" / "package" / "function-flower.xpkg")
@@ -41,7 +40,7 @@ def plane(request):
     try:
         control_plane.start()
     except BaseException:
-        print(control_plane.logs())
+        print(control_plane.logs())  # noqa: T201 - pytest shows a failed fixture's output
         control_plane.stop()
         raise
     yield control_plane
@@ -49,7 +48,7 @@ def plane(request):
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
+def pytest_runtest_makereport(item):
     outcome = yield
     report = outcome.get_result()
     if report.when == "call" and report.failed and "plane" in item.funcargs:

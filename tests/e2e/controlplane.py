@@ -44,7 +44,7 @@ FUNCTION = "function-flower"
 NODE_CAPACITY = {"cpu": "64", "memory": "512Gi", "pods": "250", "nvidia.com/gpu": "8", "amd.com/gpu": "8"}
 
 
-class Timeout(AssertionError):
+class WaitTimeoutError(AssertionError):
     pass
 
 
@@ -61,7 +61,8 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 180, interval
             if last:
                 return last
         time.sleep(interval)
-    raise Timeout(f"timed out after {timeout:.0f}s waiting for {what}; last: {str(last)[:2000]}")
+    msg = f"timed out after {timeout:.0f}s waiting for {what}; last: {str(last)[:2000]}"
+    raise WaitTimeoutError(msg)
 
 
 def free_port() -> int:
@@ -106,6 +107,7 @@ class Cluster:
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60) -> str:
         proc = subprocess.run(
             [self.kubectl_bin, f"--kubeconfig={self.kubeconfig}", *args],
+            check=False,  # the caller decides; the error keeps kubectl's stderr
             input=stdin,
             capture_output=True,
             text=True,
@@ -119,6 +121,7 @@ class Cluster:
         text = yaml.safe_dump_all(list(docs))
         proc = subprocess.run(
             [self.kubectl_bin, f"--kubeconfig={self.kubeconfig}", "apply", "-f", "-"],
+            check=False,  # the caller decides; the error keeps kubectl's stderr
             input=text,
             capture_output=True,
             text=True,
@@ -170,7 +173,8 @@ class Tools:
     def __getattr__(self, name: str) -> str:
         path = self.root / name.replace("_", "-")
         if not path.exists():
-            raise AttributeError(f"{path} is missing: run hack/e2e/build-tools.sh")
+            msg = f"{path} is missing: run hack/e2e/build-tools.sh"
+            raise AttributeError(msg)
         return str(path)
 
     @functools.cached_property
@@ -265,7 +269,7 @@ class ControlPlane:
                 pid_file.unlink()
         self._netns_down()
 
-    def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None, inherit: bool = True) -> Process:
+    def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None, *, inherit: bool = True) -> Process:
         log = self.workdir / "logs" / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         if name not in self.processes and log.exists():
@@ -293,9 +297,12 @@ class ControlPlane:
             "KWOK_KUBE_VERSION": self.tools.kube_version,
             "PATH": f"{self.tools.root}:{os.environ.get('PATH', '')}",
         }
-        proc = subprocess.run([self.tools.kwokctl, *args], capture_output=True, text=True, env=env, timeout=300)
+        proc = subprocess.run(
+            [self.tools.kwokctl, *args], check=False, capture_output=True, text=True, env=env, timeout=300
+        )
         if check and proc.returncode != 0:
-            raise RuntimeError(f"kwokctl {' '.join(args)}: {proc.stdout}\n{proc.stderr}")
+            msg = f"kwokctl {' '.join(args)}: {proc.stdout}\n{proc.stderr}"
+            raise RuntimeError(msg)
         return proc.stdout
 
     def _cluster(self, name: str) -> Cluster:
@@ -330,8 +337,13 @@ class ControlPlane:
         runtime_class = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
                          "metadata": {"name": "nvidia"}, "handler": "nvidia"}  # fmt: skip
         cluster.apply(*nodes, runtime_class, *_volumes())
-        wait_for(f"{name} nodes Ready", lambda: all(
-            condition(n, "Ready").get("status") == "True" for n in cluster.get("nodes")) and len(cluster.get("nodes")) == 3)
+        wait_for(
+            f"{name} nodes Ready",
+            lambda: (
+                all(condition(n, "Ready").get("status") == "True" for n in cluster.get("nodes"))
+                and len(cluster.get("nodes")) == 3
+            ),
+        )
         return cluster
 
     # -- registry -----------------------------------------------------------------
@@ -395,17 +407,18 @@ class ControlPlane:
         crds = str(self.tools.root / "crossplane-crds")
         for cache in ("xpkg-cache", "xfn-cache"):
             (self.workdir / cache).mkdir(exist_ok=True)
-        for attempt in range(3):  # the Lock CRD may not be established on the first try
+        for _attempt in range(3):  # the Lock CRD may not be established on the first try
             proc = subprocess.run(
                 [self.tools.crossplane, "core", "init", "--enable-webhooks=false"],
                 env={**os.environ, **env, "CRDS_PATH": crds},
-                capture_output=True, text=True, timeout=180,
+                check=False, capture_output=True, text=True, timeout=180,
             )  # fmt: skip
             if proc.returncode == 0:
                 break
             time.sleep(3)
         else:
-            raise RuntimeError(f"crossplane core init: {proc.stdout}\n{proc.stderr}")
+            msg = f"crossplane core init: {proc.stdout}\n{proc.stderr}"
+            raise RuntimeError(msg)
         client = self.workdir / "crossplane-tls-client"
         self._secret_to_dir(hub, "crossplane-tls-client", client)
         # Crossplane alone resolves the function's Service name to its namespace.
@@ -536,10 +549,13 @@ class ControlPlane:
         flat = self.workdir / "function-rootfs.tar"
         subprocess.run([self.tools.crane, "export", self.function_image, str(flat)], check=True, timeout=300)
         with tarfile.open(flat) as tar:
-            tar.extractall(rootfs, numeric_owner=True, filter="fully_trusted")
+            tar.extractall(rootfs, numeric_owner=True, filter="fully_trusted")  # noqa: S202 - our own image, owners kept
         flat.unlink()
-        config = json.loads(subprocess.run(
-            [self.tools.crane, "config", self.function_image], check=True, capture_output=True, text=True).stdout)
+        config = json.loads(
+            subprocess.run(
+                [self.tools.crane, "config", self.function_image], check=True, capture_output=True, text=True
+            ).stdout
+        )
         self.image_config = config["config"]
         return rootfs
 
@@ -568,7 +584,8 @@ class ControlPlane:
         args = container.get("args") or ([] if container.get("command") else self.image_config.get("Cmd") or [])
         workdir = container.get("workingDir") or self.image_config.get("WorkingDir") or "/"
         if workdir != "/":
-            raise NotImplementedError(f"chroot starts in /, the image asks for {workdir}")
+            msg = f"chroot starts in /, the image asks for {workdir}"
+            raise NotImplementedError(msg)
         # The image has no shell and no env(1): the process gets the pod's
         # environment and nothing of the harness's.
         proc = self.spawn(
@@ -581,7 +598,8 @@ class ControlPlane:
         port = next((p["containerPort"] for p in container.get("ports", []) if p.get("name") == "grpc"), 9443)
         wait_for("the function to listen", lambda: _connects(self.function_ip, port) or not proc.alive(), timeout=60)
         if not proc.alive():
-            raise RuntimeError(f"the function exited:\n{proc.tail()}")
+            msg = f"the function exited:\n{proc.tail()}"
+            raise RuntimeError(msg)
         return proc
 
     def _image_user(self, pod: dict[str, Any], container: dict[str, Any]) -> tuple[int, int]:
@@ -613,8 +631,8 @@ class ControlPlane:
             subprocess.run(cmd, check=True, capture_output=True)
 
     def _netns_down(self) -> None:
-        subprocess.run(["ip", "link", "del", self.veth[0]], capture_output=True)
-        subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)
+        subprocess.run(["ip", "link", "del", self.veth[0]], check=False, capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.netns], check=False, capture_output=True)
 
     # -- the API ------------------------------------------------------------------
 
@@ -662,12 +680,24 @@ def serve_load_balancers(clusters: list[Cluster]) -> None:
     ingress address from TEST-NET-3 (nothing is ever sent to it)."""
     for cluster in clusters:
         for svc in cluster.get("services"):
-            if svc["spec"].get("type") != "LoadBalancer" or (svc.get("status") or {}).get("loadBalancer", {}).get("ingress"):
+            if svc["spec"].get("type") != "LoadBalancer" or (svc.get("status") or {}).get("loadBalancer", {}).get(
+                "ingress"
+            ):
                 continue
             octet = 1 + sum(svc["metadata"]["uid"].encode()) % 250
             patch = {"status": {"loadBalancer": {"ingress": [{"ip": f"203.0.113.{octet}"}]}}}
-            cluster.kubectl("patch", "service", svc["metadata"]["name"], "-n", svc["metadata"]["namespace"],
-                            "--subresource=status", "--type=merge", "-p", json.dumps(patch), check=False)
+            cluster.kubectl(
+                "patch",
+                "service",
+                svc["metadata"]["name"],
+                "-n",
+                svc["metadata"]["namespace"],
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                json.dumps(patch),
+                check=False,
+            )
 
 
 def _connects(host: str, port: int) -> bool:
@@ -685,7 +715,8 @@ def _passwd(rootfs: pathlib.Path, name: str) -> tuple[int, int]:
         fields = line.split(":")
         if fields[0] == name:
             return int(fields[2]), int(fields[3])
-    raise KeyError(f"user {name} is not in the image's /etc/passwd")
+    msg = f"user {name} is not in the image's /etc/passwd"
+    raise KeyError(msg)
 
 
 def _kubeconfig_secret(name: str, cluster: Cluster) -> dict[str, Any]:

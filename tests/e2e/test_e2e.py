@@ -16,9 +16,8 @@ import tempfile
 import time
 from typing import Any
 
-from peers import CLAIMS, INVALID, ROOT, hack_module, load_all
-
 from controlplane import CA_ISSUER, CROSSPLANE_NS, FUNCTION, Cluster, ControlPlane, condition, wait_for
+from peers import CLAIMS, INVALID, ROOT, hack_module, load_all
 
 build_image = hack_module("build_image")
 
@@ -75,7 +74,9 @@ def live(plane: ControlPlane, obj: dict[str, Any]) -> dict[str, Any] | None:
     """The object an Object manages, read from the cluster it targets."""
     manifest = obj["spec"]["forProvider"]["manifest"]
     cluster = cluster_for(plane, obj["spec"]["providerConfigRef"]["name"])
-    resource = {"StatefulSet": "statefulsets.apps", "DaemonSet": "daemonsets.apps"}.get(manifest["kind"], manifest["kind"])
+    resource = {"StatefulSet": "statefulsets.apps", "DaemonSet": "daemonsets.apps"}.get(
+        manifest["kind"], manifest["kind"]
+    )
     return cluster.get(resource, manifest["metadata"]["name"], manifest["metadata"].get("namespace", ""))
 
 
@@ -239,7 +240,7 @@ def test_every_example_becomes_ready(plane):
     hub.apply(
         {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
          "metadata": {"name": "registry-credentials", "namespace": "ml-platform"},
-         "stringData": {".dockerconfigjson": json.dumps({"auths": {"registry.example.com": {"auth": "ZTJlOmUyZQ=="}}})}},
+         "stringData": {".dockerconfigjson": json.dumps({"auths": {"registry.example.com": {"auth": "ZTI6ZTI="}}})}},
         {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "supernode-keys", "namespace": "ml-platform"},
          "data": {"gpu.key": base64.b64encode(ec_private_key()).decode()}},
     )  # fmt: skip
@@ -299,7 +300,9 @@ def check_status(plane: ControlPlane, path: pathlib.Path, claim: dict[str, Any])
     cols = columns(plane, name, namespace)
     assert (cols["SYNCED"], cols["READY"]) == ("True", "True")
     assert (cols["MODE"], cols["ISOLATION"], cols["SUPERNODES"]) == (
-        spec["mode"], spec["isolationMode"], f"{total}/{total}"
+        spec["mode"],
+        spec["isolationMode"],
+        f"{total}/{total}",
     )
 
 
@@ -368,8 +371,8 @@ def test_tls_ca_copied_to_the_spoke_and_nodeport_address(plane):
     hub.apply(claim)
     live_claim = wait_ready(plane, "federation-edge-tls", "flower")
     assert condition(composite_of(plane, live_claim), "TLSReady").get("status") == "True"
-    node_port = next(p["nodePort"] for p in hub.get("service", "federation-edge-tls-superlink", "flower")["spec"]["ports"]
-                     if p["port"] == 9092)  # fmt: skip
+    service = hub.get("service", "federation-edge-tls-superlink", "flower")
+    node_port = next(p["nodePort"] for p in service["spec"]["ports"] if p["port"] == 9092)
     assert live_claim["status"]["endpoints"]["external"] == f"198.51.100.10:{node_port}"
     copied = plane.spoke.get("secret", "federation-edge-tls-superlink-ca", "flower-edge")
     source = hub.get("secret", "edge-tls", "flower")
@@ -380,8 +383,9 @@ def test_tls_ca_copied_to_the_spoke_and_nodeport_address(plane):
     assert any(a.startswith("--root-certificates") for a in args), args
 
 
-def patch_moves_one_workload(plane: ControlPlane, name: str, namespace: str, patch: list[dict[str, Any]],
-                             workload: str) -> dict[str, Any]:
+def patch_moves_one_workload(
+    plane: ControlPlane, name: str, namespace: str, patch: list[dict[str, Any]], workload: str
+) -> dict[str, Any]:
     """Apply a JSON patch to a claim; exactly `workload` (and the Object that
     holds it) move by one generation, nothing else in any cluster moves.
     Returns the live workload afterwards."""
@@ -489,7 +493,9 @@ def test_no_generation_moves_while_idle(plane):
 def test_deleting_claims_leaves_nothing(plane):
     hub, spoke = plane.hub, plane.spoke
     hub.kubectl("delete", "federations.flower.crossplane.io", "--all-namespaces", "--all", "--wait=true", timeout=300)
-    wait_for("every composite gone", lambda: hub.get("xfederations.flower.crossplane.io") == [], timeout=300, interval=3)
+    wait_for(
+        "every composite gone", lambda: hub.get("xfederations.flower.crossplane.io") == [], timeout=300, interval=3
+    )
     wait_for("every Object gone", lambda: hub.get("objects.kubernetes.crossplane.io") == [], timeout=300, interval=3)
     for cluster in (hub, spoke):
         for resource in ("statefulsets.apps", "daemonsets.apps", "networkpolicies.networking.k8s.io"):
@@ -501,7 +507,6 @@ def test_deleting_claims_leaves_nothing(plane):
     for ns in ("flower-clients", "flower-edge"):
         wait_for(f"namespace {ns} gone", lambda ns=ns: spoke.get("namespace", ns) is None or
                  spoke.get("namespace", ns)["status"].get("phase") == "Terminating", timeout=120)  # fmt: skip
-
 
 
 def test_v2_namespaced_federation(plane):
