@@ -72,24 +72,24 @@ def _type(node: dict[str, Any]) -> str:
         # What admission takes (see gen_xrd); the function also reads numbers and booleans.
         return "map[string]string"
     if node.get("type") == "array":
-        items = node["items"]
-        return "[]" + (node[K8S_TYPE] if K8S_TYPE in node else _type(_non_null(items)))
+        return "[]" + (node[K8S_TYPE] if K8S_TYPE in node else _type(_non_null(node["items"])))
     if K8S_TYPE in node:
-        return node[K8S_TYPE]
+        return str(node[K8S_TYPE])
     extra = node.get("additionalProperties")
     if isinstance(extra, dict):
         return "map[string]" + _type(extra)
-    return node.get("type", "object")
+    return str(node.get("type", "object"))
 
 
 def _constraints(node: dict[str, Any]) -> list[str]:
     out = []
     for key, words in CONSTRAINTS.items():
-        if key not in node:
-            continue
-        value = node[key]
-        shown = ", ".join(_code(v) for v in value) if key == "enum" else _code(value) if key == "pattern" else value
-        out.append(words.format(shown))
+        if key == "enum" and key in node:
+            out.append(words.format(", ".join(_code(v) for v in node[key])))
+        elif key == "pattern" and key in node:
+            out.append(words.format(_code(node[key])))
+        elif key in node:
+            out.append(words.format(node[key]))
     if node.get(NODE_CONFIG):
         out.append(f"value length <= {node[NODE_CONFIG]}")
     if node.get("type") == "array" and K8S_TYPE not in node:
