@@ -154,18 +154,6 @@ def value_token(value: NodeConfigValue, key: str, context: Context) -> str:
     return token
 
 
-def _daemonset_problems(value: str, path: str) -> list[tuple[str, str]]:
-    """Placeholders a DaemonSet pool cannot fill: its pods have no index or count."""
-    return [
-        (
-            path,
-            f"spec.supernodes.pools[*].nodeConfig must not use {group[0]} or {group[1]} when mode is DaemonSet",
-        )
-        for group in (POOL_ONLY, FEDERATION_WIDE)
-        if any(p in value for p in group)
-    ]
-
-
 def _clashes(keys: list[str], field: str) -> list[tuple[str, str]]:
     """Dotted keys under another key: TOML cannot make that key both a value and a table."""
     return [
@@ -189,25 +177,13 @@ def check(node_config: dict[str, NodeConfigValue], mode: str, field: str) -> lis
             )
             continue
         value = node_config[key]
-        if mode == "DaemonSet" and key in strings:
-            problems = _daemonset_problems(strings[key], path)
-            errors.extend(problems)
-            if problems:
-                continue
+        if mode == "DaemonSet" and key in strings and any(p in strings[key] for p in POOL_ONLY + FEDERATION_WIDE):
+            # A placeholder a DaemonSet pool cannot fill: its rule (function/rules.py) reports it.
+            continue
         try:
             value_token(value, key, Context("pool", 1, "cluster", 1))
         except NodeConfigError as err:
             errors.append((path, f"value {value!r} {err}"))
-    if any("{index}" in v for v in strings.values()) and uses_global_index(node_config):
-        errors.append(
-            (
-                field,
-                (
-                    "spec.supernodes.pools[*].nodeConfig cannot use both {index} and {globalIndex}: "
-                    "with {globalIndex} the pool's pods are numbered from its offset in the federation"
-                ),
-            )
-        )
     return errors + _clashes(keys, field)
 
 

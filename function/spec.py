@@ -3,6 +3,7 @@
 The XRD in apis/ is generated from these models (hack/gen_xrd.py), so the
 schema users see at admission and the model the function parses never drift.
 Field names are the flower-operator's, camelCase on the wire and in Python.
+Rules that span fields are in function/rules.py; the model's schema carries their CEL.
 
 Kubernetes-typed sub-objects (resources, env, volumes, podTemplate...) are
 kept open here and in the XRD, then checked against the official Kubernetes
@@ -309,84 +310,12 @@ class SuperNodesSpec(Model):
     pools: list[PoolSpec] = Field(min_length=1, max_length=MAX_POOLS, description="SuperNode pools, one workload each.")
 
 
-# The operator's admission rules, with its messages, plus our own. Each is
-# also enforced by the function (function/validation.py) so a render without
-# the XRD gets the same answer.
-CEL_RULES: list[JsonValue] = [
-    {
-        "rule": "size(self.supernodes.pools) > 0",
-        "message": "spec.supernodes.pools must contain at least one pool",
-    },
-    {
-        "rule": "self.mode == 'DaemonSet' ? self.supernodes.pools.all(p, !has(p.replicas)) : true",
-        "message": "replicas must not be set for pools when mode is DaemonSet",
-    },
-    {
-        "rule": "self.mode == 'StatefulSet' ? self.supernodes.pools.all(p, has(p.replicas) && p.replicas >= 1) : true",
-        "message": "replicas must be set (>=1) for every pool when mode is StatefulSet",
-    },
-    {
-        "rule": "self.isolationMode != 'process' || "
-        "(has(self.superlink.superexecImage) && size(self.superlink.superexecImage) > 0)",
-        "message": "spec.superlink.superexecImage is required when isolationMode=process",
-    },
-    {
-        "rule": "self.isolationMode != 'process' || self.supernodes.pools.all(p, "
-        "has(p.images) && has(p.images.superexecClientApp) && size(p.images.superexecClientApp) > 0)",
-        "message": "spec.supernodes.pools[*].images.superexecClientApp is required when isolationMode=process",
-    },
-    {
-        "rule": "self.isolationMode != 'subprocess' || !has(self.superlink.superexecImage) || "
-        "size(self.superlink.superexecImage) == 0",
-        "message": "spec.superlink.superexecImage must be empty when isolationMode=subprocess",
-    },
-    {
-        "rule": "self.isolationMode != 'subprocess' || self.supernodes.pools.all(p, "
-        "!has(p.images) || !has(p.images.superexecClientApp) || size(p.images.superexecClientApp) == 0)",
-        "message": "spec.supernodes.pools[*].images.superexecClientApp must be empty when isolationMode=subprocess",
-    },
-    {
-        "rule": "self.supernodes.pools.all(p, !has(p.gpu) || !has(p.gpu.mountAll) || "
-        "p.gpu.mountAll == false || (has(p.gpu.vendor) && size(p.gpu.vendor) > 0))",
-        "message": "spec.supernodes.pools[*].gpu.vendor is required when gpu.mountAll=true",
-    },
-    {
-        "rule": "self.supernodes.pools.all(p, self.supernodes.pools.exists_one(q, q.name == p.name))",
-        "message": "spec.supernodes.pools[*].name must be unique",
-    },
-    {
-        "rule": "self.mode != 'DaemonSet' || self.supernodes.pools.all(p, !has(p.nodeConfig) || "
-        "p.nodeConfig.all(k, "
-        "!(p.nodeConfig[k].contains('{index}') || p.nodeConfig[k].contains('{replicas}'))))",
-        "message": "spec.supernodes.pools[*].nodeConfig must not use {index} or {replicas} when mode is DaemonSet",
-    },
-    {
-        "rule": "self.mode != 'DaemonSet' || self.supernodes.pools.all(p, !has(p.nodeConfig) || "
-        "p.nodeConfig.all(k, "
-        "!(p.nodeConfig[k].contains('{globalIndex}') || p.nodeConfig[k].contains('{totalReplicas}'))))",
-        "message": "spec.supernodes.pools[*].nodeConfig must not use {globalIndex} or {totalReplicas} "
-        "when mode is DaemonSet",
-    },
-    {
-        "rule": "self.supernodes.pools.all(p, !has(p.nodeConfig) || "
-        "!p.nodeConfig.exists(k, p.nodeConfig[k].contains('{index}')) || "
-        "!p.nodeConfig.exists(k, p.nodeConfig[k].contains('{globalIndex}')))",
-        "message": "spec.supernodes.pools[*].nodeConfig cannot use both {index} and {globalIndex}",
-    },
-    {
-        "rule": "!has(self.tls) || (has(self.tls.secretName) ? !has(self.tls.certManager) : has(self.tls.certManager))",
-        "message": "spec.tls needs exactly one of secretName and certManager",
-    },
-    {
-        "rule": "!has(self.tls) || !has(self.insecure) || !self.insecure",
-        "message": "spec.insecure must not be true when spec.tls is set",
-    },
-    {
-        "rule": "!has(self.nodeAuthentication) || !has(self.nodeAuthentication.enabled) || "
-        "!self.nodeAuthentication.enabled || self.supernodes.pools.all(p, has(p.authKeySecretRef))",
-        "message": "spec.supernodes.pools[*].authKeySecretRef is required when nodeAuthentication.enabled=true",
-    },
-]
+def _admission_rules(schema: dict[str, JsonValue]) -> None:
+    """Put the cross-field rules' CEL (function/rules.py) into the spec's schema, hence into the XRD."""
+    # Imported when a schema is made, not with this module: the rules read its models.
+    from function import rules  # noqa: PLC0415
+
+    schema["x-kubernetes-validations"] = rules.admission()
 
 
 class IssuerRef(Model):
@@ -439,7 +368,7 @@ class LocalObjectReference(Model):
 
 
 class FederationSpec(Model):
-    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": CEL_RULES})
+    model_config = ConfigDict(json_schema_extra=_admission_rules)
 
     mode: Literal["DaemonSet", "StatefulSet"] = Field(
         description="How SuperNode pools are deployed: one DaemonSet or StatefulSet per pool."

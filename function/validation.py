@@ -11,8 +11,8 @@ from typing import Any
 
 import pydantic
 
-from function import k8s_schema, names, nodeconfig
-from function.spec import K8S_TYPE, STATE_VOLUME, FederationSpec
+from function import k8s_schema, names, nodeconfig, rules
+from function.spec import K8S_TYPE, FederationSpec
 
 
 class SpecError(Exception):
@@ -41,134 +41,17 @@ def parse(raw: Any) -> FederationSpec:
 
 
 def check(spec: FederationSpec) -> list[tuple[str, str]]:
-    """The rules that need more than one field, in the XRD's order."""
+    """The cross-field rules (function/rules.py, in the XRD's order), then what only the function can check."""
+    return [*rules.violations(spec), *_node_configs(spec), *_check_kubernetes_types(spec)]
+
+
+def _node_configs(spec: FederationSpec) -> list[tuple[str, str]]:
+    """Each pool's nodeConfig entries that Flower would not read back as written."""
     return [
-        *_replicas(spec),
-        *_superexec_images(spec),
-        *_unique_pool_names(spec),
-        *_pool_settings(spec),
-        *_tls(spec),
-        *_auth_keys(spec),
-        *_state_volume(spec),
-        *_check_kubernetes_types(spec),
-    ]
-
-
-def _replicas(spec: FederationSpec) -> list[tuple[str, str]]:
-    errors = []
-    for i, pool in enumerate(spec.supernodes.pools):
-        field = f"spec.supernodes.pools[{i}]"
-        if spec.mode == "DaemonSet" and pool.replicas is not None:
-            errors.append((f"{field}.replicas", "replicas must not be set for pools when mode is DaemonSet"))
-        if spec.mode == "StatefulSet" and pool.replicas is None:
-            errors.append(
-                (
-                    f"{field}.replicas",
-                    "replicas must be set (>=1) for every pool when mode is StatefulSet",
-                )
-            )
-    return errors
-
-
-def _superexec_images(spec: FederationSpec) -> list[tuple[str, str]]:
-    """SuperExec images go with process isolation, and only with it (the GPU vendor rule rides along)."""
-    errors = []
-    if spec.isolationMode == "process" and not spec.superlink.superexecImage:
-        errors.append(
-            (
-                "spec.superlink.superexecImage",
-                "spec.superlink.superexecImage is required when isolationMode=process",
-            )
-        )
-    if spec.isolationMode == "subprocess" and spec.superlink.superexecImage:
-        errors.append(
-            (
-                "spec.superlink.superexecImage",
-                "spec.superlink.superexecImage must be empty when isolationMode=subprocess",
-            )
-        )
-    for i, pool in enumerate(spec.supernodes.pools):
-        field = f"spec.supernodes.pools[{i}]"
-        sidecar = pool.images.superexecClientApp
-        if spec.isolationMode == "process" and not sidecar:
-            errors.append(
-                (
-                    f"{field}.images.superexecClientApp",
-                    "spec.supernodes.pools[*].images.superexecClientApp is required when isolationMode=process",
-                )
-            )
-        if spec.isolationMode == "subprocess" and sidecar:
-            errors.append(
-                (
-                    f"{field}.images.superexecClientApp",
-                    "spec.supernodes.pools[*].images.superexecClientApp must be empty when isolationMode=subprocess",
-                )
-            )
-        if pool.gpu is not None and pool.gpu.mountAll and not pool.gpu.vendor:
-            errors.append(
-                (
-                    f"{field}.gpu.vendor",
-                    "spec.supernodes.pools[*].gpu.vendor is required when gpu.mountAll=true",
-                )
-            )
-    return errors
-
-
-def _unique_pool_names(spec: FederationSpec) -> list[tuple[str, str]]:
-    errors = []
-    seen: dict[str, int] = {}
-    for i, pool in enumerate(spec.supernodes.pools):
-        if pool.name in seen:
-            errors.append(
-                (
-                    f"spec.supernodes.pools[{i}].name",
-                    f"spec.supernodes.pools[*].name must be unique: {pool.name!r} is also pools[{seen[pool.name]}]",
-                )
-            )
-        seen.setdefault(pool.name, i)
-    return errors
-
-
-def _pool_settings(spec: FederationSpec) -> list[tuple[str, str]]:
-    errors = []
-    for i, pool in enumerate(spec.supernodes.pools):
-        field = f"spec.supernodes.pools[{i}]"
-        errors.extend(nodeconfig.check(pool.nodeConfig, spec.mode, f"{field}.nodeConfig"))
-        if pool.volumeClaimTemplates and spec.mode != "StatefulSet":
-            errors.append((f"{field}.volumeClaimTemplates", "volumeClaimTemplates need mode StatefulSet"))
-    return errors
-
-
-def _tls(spec: FederationSpec) -> list[tuple[str, str]]:
-    errors = []
-    if spec.tls is not None and (spec.tls.secretName is None) == (spec.tls.certManager is None):
-        errors.append(("spec.tls", "spec.tls needs exactly one of secretName and certManager"))
-    if spec.tls is not None and spec.insecure:
-        errors.append(("spec.insecure", "spec.insecure must not be true when spec.tls is set"))
-    return errors
-
-
-def _auth_keys(spec: FederationSpec) -> list[tuple[str, str]]:
-    if spec.nodeAuthentication is None or not spec.nodeAuthentication.enabled:
-        return []
-    return [
-        (
-            f"spec.supernodes.pools[{i}].authKeySecretRef",
-            "spec.supernodes.pools[*].authKeySecretRef is required when nodeAuthentication.enabled=true",
-        )
+        error
         for i, pool in enumerate(spec.supernodes.pools)
-        if pool.authKeySecretRef is None
+        for error in nodeconfig.check(pool.nodeConfig, spec.mode, f"spec.supernodes.pools[{i}].nodeConfig")
     ]
-
-
-def _state_volume(spec: FederationSpec) -> list[tuple[str, str]]:
-    if spec.superlink.persistence is not None and any(
-        t.metadata.name == STATE_VOLUME for t in spec.superlink.volumeClaimTemplates
-    ):
-        return [
-            ("spec.superlink.volumeClaimTemplates", f"the name {STATE_VOLUME!r} is taken by spec.superlink.persistence")
-        ]
-    return []
 
 
 def check_names(federation: str, spec: FederationSpec) -> list[tuple[str, str]]:

@@ -1,8 +1,9 @@
 """Generate docs/api.md, the field-by-field reference of the Federation API.
 
 It reads what the XRDs are generated from: the pydantic model in
-function/spec.py (fields, types, defaults, constraints, descriptions and the
-CEL rules) and the status schema in hack/gen_xrd.py. So the reference cannot
+function/spec.py (fields, types, defaults, constraints, descriptions), the
+table of cross-field rules in function/rules.py and the status schema in
+hack/gen_xrd.py. So the reference cannot
 drift from the API; run with --check to fail when the committed file is stale.
 """
 
@@ -21,6 +22,7 @@ sys.path.insert(0, str(ROOT / "hack"))
 
 import gen_xrd  # noqa: E402
 import generated  # noqa: E402
+from function import rules  # noqa: E402
 from function.spec import K8S_TYPE, NODE_CONFIG, FederationSpec  # noqa: E402
 
 OUT = ROOT / "docs" / "api.md"
@@ -129,10 +131,11 @@ def _status_table() -> list[str]:
     return lines
 
 
-def _rules(schema: dict[str, Any]) -> list[str]:
+def _rules() -> list[str]:
     lines = []
-    for rule in schema.get("x-kubernetes-validations", []):
-        lines += [f"- `{rule['message']}`", "", "  ```", f"  {rule['rule']}", "  ```", ""]
+    for rule in rules.RULES:
+        if rule.cel is not None:
+            lines += [f"- `{rule.message}`", "", "  ```", f"  {rule.cel}", "  ```", ""]
     return lines
 
 
@@ -166,7 +169,7 @@ definitions the function uses ship with it (`function/k8s_definitions.json`, mad
 `hack/gen_k8s_schemas.py`).
 """
 
-RULES = """\
+RULES_HEADING = """\
 ## Cross-field rules
 
 The XRD's CEL rules on `spec`, each with the message `kubectl apply` prints when the rule fails.
@@ -221,7 +224,7 @@ Crossplane adds `status.conditions`: its own `Ready` and `Synced`, and the funct
 def render() -> str:
     """The whole of docs/api.md."""
     schema = spec_schema()
-    lines = [HEADER, *_spec_table(schema), "", RULES + "\n".join(_rules(schema)).rstrip(), "", ADMISSION]
+    lines = [HEADER, *_spec_table(schema), "", RULES_HEADING + "\n".join(_rules()).rstrip(), "", ADMISSION]
     lines += [STATUS + "\n".join(_status_table())]
     return "\n".join(lines) + "\n"
 

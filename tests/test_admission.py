@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from conftest import KUBERNETES_MINORS, ROOT, crdcheck
-from function.spec import CEL_RULES
+from function import rules
 
 FLAVORS = {
     # flavor: (XRD, names of the CRDs Crossplane generates from it)
@@ -75,7 +75,7 @@ def test_api_server_accepts_the_generated_crds(xrd2crd, tmp_path, minor, flavor)
 def test_generated_crds_keep_every_admission_rule(xrd2crd, tmp_path, flavor):
     # Every rule of the table reaches the API server: none was dropped to fit.
     for name, schema in spec_schemas(generated(xrd2crd, load(flavor), tmp_path)).items():
-        assert schema["x-kubernetes-validations"] == CEL_RULES, name
+        assert schema["x-kubernetes-validations"] == rules.admission(), name
 
 
 def int_or_string_node_config(xrd: dict[str, Any]) -> dict[str, Any]:
