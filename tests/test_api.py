@@ -56,16 +56,16 @@ def test_xrd_and_model_have_the_same_fields():
     assert _schema_paths(SPEC_SCHEMA) == _model_paths(FederationSpec)
 
 
-def _apply_defaults(schema: dict[str, Any], value: Any) -> Any:
+def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
     """Structural-schema defaulting, as the API server does it."""
     if schema.get("type") == "object" and isinstance(value, dict):
         for name, sub in (schema.get("properties") or {}).items():
             if name not in value and "default" in sub:
                 value[name] = sub["default"]
             if name in value:
-                value[name] = _apply_defaults(sub, value[name])
+                value[name] = apply_defaults(sub, value[name])
     if schema.get("type") == "array" and isinstance(value, list):
-        return [_apply_defaults(schema["items"], v) for v in value]
+        return [apply_defaults(schema["items"], v) for v in value]
     return value
 
 
@@ -76,7 +76,7 @@ def test_xrd_defaults_are_the_model_defaults():
         "superlink": {"image": "l"},
         "supernodes": {"image": "n", "pools": [{"name": "p", "replicas": 1, "gpu": {"enabled": True}}]},
     }
-    defaulted = _apply_defaults(SPEC_SCHEMA, yaml.safe_load(yaml.safe_dump(minimal)))
+    defaulted = apply_defaults(SPEC_SCHEMA, yaml.safe_load(yaml.safe_dump(minimal)))
     # The operator's defaults: ClusterIP, 9092/9091/9093, one GPU; insecure is not
     # defaulted by the XRD, since with spec.tls it must default to false.
     assert "insecure" not in defaulted
