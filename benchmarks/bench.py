@@ -31,7 +31,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from function import fn, k8s_schema, nodeconfig, spec
+from function import caching, fn, nodeconfig, spec
 
 # Pool counts up to this one get the full --iterations.
 FULL_ITERATIONS_UP_TO = 16
@@ -39,9 +39,8 @@ FULL_ITERATIONS_UP_TO = 16
 
 def cold_run(req: fnv1.RunFunctionRequest) -> None:
     """A call with the per-content caches emptied: a spec never seen before."""
-    k8s_schema._problems.cache_clear()
+    caching.clear_caches()
     nodeconfig.value_token.cache_clear()
-    fn._STRUCTS.clear()
     fn.run(req)
 
 

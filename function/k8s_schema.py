@@ -15,6 +15,8 @@ from typing import Any
 import jsonschema
 import referencing
 
+from function import caching
+
 DEFINITIONS_FILE = pathlib.Path(__file__).with_name("k8s_definitions.json")
 
 
@@ -54,15 +56,15 @@ def _innermost(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
 
 def check(type_name: str, value: Any, field: str) -> list[tuple[str, str]]:
     """Return (field path, message) for each way value breaks the definition."""
-    # Crossplane sends the same spec on every reconcile: cache by content.
-    problems = _problems(type_name, json.dumps(value, sort_keys=True))
+    problems = _problems(type_name, caching.Content(value))
     return [(field_path(field, parts), message) for parts, message in problems]
 
 
-@functools.lru_cache(maxsize=4096)
-def _problems(type_name: str, value_json: str) -> tuple[tuple[tuple[str | int, ...], str], ...]:
+@caching.memoize()
+def _problems(type_name: str, value: caching.Content) -> tuple[tuple[tuple[str | int, ...], str], ...]:
+    # The canonical form, so a message naming a map's keys reads the same whatever order they came in.
     errors = sorted(
-        _validator(type_name).iter_errors(json.loads(value_json)), key=lambda e: list(map(str, e.absolute_path))
+        _validator(type_name).iter_errors(json.loads(value.text)), key=lambda e: list(map(str, e.absolute_path))
     )
     out = []
     for error in errors:

@@ -11,10 +11,9 @@ import pathlib
 from typing import Any
 
 import yaml
-from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import compose, fn, tls
+from function import compose, fn, tls, wire
 
 GROUP_VERSION = "flower.crossplane.io/v1alpha1"
 COMPOSITION_RESOURCE_NAME = "crossplane.io/composition-resource-name"
@@ -147,13 +146,13 @@ def render(
         raise RenderError(msg)
     warnings = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_WARNING]
     xr_name = xr["metadata"]["name"]
-    status = fn.integral(resource.struct_to_dict(rsp.desired.composite.resource)).get("status", {})
+    status = wire.to_dict(rsp.desired.composite.resource).get("status", {})
     status["conditions"] = conditions(rsp)
     out_meta = {"name": xr_name, **({"namespace": xr["metadata"]["namespace"]} if namespaced else {})}
     out_xr = {"apiVersion": xr["apiVersion"], "kind": xr["kind"], "metadata": out_meta, "status": status}
     docs = [out_xr]
     for name in sorted(rsp.desired.resources):
-        obj = fn.integral(resource.struct_to_dict(rsp.desired.resources[name].resource))
+        obj = wire.to_dict(rsp.desired.resources[name].resource)
         obj["metadata"] = {
             "annotations": {COMPOSITION_RESOURCE_NAME: name},
             "generateName": f"{xr_name}-",

@@ -9,9 +9,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
 from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
-from google.protobuf import struct_pb2
 
-from function import fn
 from helpers import BASE, pool, xr
 
 COMPOSED = [
@@ -99,14 +97,6 @@ def test_observed_counts_reach_status(channel):
     conditions = {c.type: c for c in rsp.conditions}
     assert conditions["SuperNodesReady"].status == fnv1.STATUS_CONDITION_FALSE
     assert conditions["SuperNodesReady"].message.startswith("Pool default not fully ready (1/2)")
-
-
-def test_fast_struct_builder_matches_the_sdk():
-    obj = {"a": {"b": [1, 2.5, "x", True, None, {}, []], "c": {}}, "d": [], "e": "", "f": 0, "g": False}
-    expected = struct_pb2.Struct()
-    expected.update(obj)
-    assert fn.to_struct(obj) == expected
-    assert resource.struct_to_dict(fn.to_struct(obj)) == resource.struct_to_dict(expected)
 
 
 def test_observed_generation_reaches_status(channel):
