@@ -31,7 +31,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from function import caching, fn, nodeconfig, spec
+from function import caching, fn, spec
 
 # Pool counts up to this one get the full --iterations.
 FULL_ITERATIONS_UP_TO = 16
@@ -40,7 +40,6 @@ FULL_ITERATIONS_UP_TO = 16
 def cold_run(req: fnv1.RunFunctionRequest) -> None:
     """A call with the per-content caches emptied: a spec never seen before."""
     caching.clear_caches()
-    nodeconfig.value_token.cache_clear()
     fn.run(req)
 
 

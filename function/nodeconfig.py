@@ -16,7 +16,6 @@ StatefulSet whose ordinals start at the pool's offset in the federation
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import re
 import tomllib
@@ -24,6 +23,7 @@ from typing import Any
 
 import tomli_w
 
+from function import caching
 from function.spec import NodeConfigValue
 
 INDEX_ENV = "FLOWER_INDEX"
@@ -122,7 +122,7 @@ def _flower_parse(key: str, token: str) -> Any:
 
 
 # typed: True, 1 and 1.0 are equal keys to a plain cache, but not to Flower.
-@functools.lru_cache(maxsize=4096, typed=True)
+@caching.memoize(typed=True)
 def value_token(value: NodeConfigValue, key: str, context: Context) -> str:
     """The argument text of one value, before kubelet expansion.
 
