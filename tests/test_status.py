@@ -5,8 +5,10 @@ every resource's readiness."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import pathlib
 import subprocess
+from typing import Any
 
 import pytest
 import yaml
@@ -77,125 +79,23 @@ CREATED = (1, {})
 SUPERLINK_UP = {"superlink": sts_status(1, 1), "superlink-service": SERVICE}
 AUXILIARY = ("serviceaccount-", "networkpolicy-")
 
-# name -> (example, live objects, expected pools (name, desired, ready), supernodes,
-#          {condition type: (status, message)}, unready resources, warning substrings)
-SCENARIOS = {
-    "nothing-created": (
-        STS_EXAMPLE,
-        {},
-        [("cpu-only", 4, 0), ("nvidia-gpus", 2, 0)],
-        "0/6",
-        {
-            "SuperLinkReady": (
-                "False",
-                "SuperLink not ready: not created yet; SuperLink Service not ready: not created yet",
-            ),
-            "SuperNodesReady": (
-                "False",
-                "Pool cpu-only not ready: not created yet; Pool nvidia-gpus not ready: not created yet",
-            ),
-        },
-        [
-            "networkpolicy-superlink",
-            "networkpolicy-supernode-default-default",
-            "pool-cpu-only",
-            "pool-nvidia-gpus",
-            "serviceaccount-default-default",
-            "superlink",
-            "superlink-service",
-        ],
-        [],
-    ),
-    "superlink-ready-pool-partly-ready": (
-        STS_EXAMPLE,
-        {
-            **SUPERLINK_UP,
-            "pool-cpu-only": sts_status(4, 4),
-            "pool-nvidia-gpus": sts_status(2, 1),
-        },
-        [("cpu-only", 4, 4), ("nvidia-gpus", 2, 1)],
-        "5/6",
-        {
-            "SuperLinkReady": ("True", "SuperLink is ready"),
-            "SuperNodesReady": ("False", "Pool nvidia-gpus not fully ready (1/2)"),
-        },
-        ["pool-nvidia-gpus"],
-        [],
-    ),
-    "everything-ready": (
-        STS_EXAMPLE,
-        {
-            **SUPERLINK_UP,
-            "pool-cpu-only": sts_status(4, 4),
-            "pool-nvidia-gpus": sts_status(2, 2),
-        },
-        [("cpu-only", 4, 4), ("nvidia-gpus", 2, 2)],
-        "6/6",
-        {"SuperLinkReady": ("True", "SuperLink is ready"), "SuperNodesReady": ("True", "6/6 SuperNodes ready")},
-        [],
-        [],
-    ),
-    "rolling-update": (
-        STS_EXAMPLE,
-        {
-            **SUPERLINK_UP,
-            "pool-cpu-only": sts_status(4, 4, updated=1, generation=2, observed=2),
-            "pool-nvidia-gpus": sts_status(2, 2),
-        },
-        [("cpu-only", 4, 4), ("nvidia-gpus", 2, 2)],
-        "6/6",
-        {
-            "SuperLinkReady": ("True", "SuperLink is ready"),
-            "SuperNodesReady": ("False", "Pool cpu-only not ready: rolling update in progress (1/4 updated)"),
-        },
-        ["pool-cpu-only"],
-        [],
-    ),
-    "daemonset-on-no-node": (
-        DS_EXAMPLE,
-        {
-            **SUPERLINK_UP,
-            "pool-pool-a": ds_status(3, 3),
-            "pool-pool-b": ds_status(0, 0),
-        },
-        [("pool-a", 3, 3), ("pool-b", 0, 0)],
-        "3/3",
-        {"SuperLinkReady": ("True", "SuperLink is ready"), "SuperNodesReady": ("True", "3/3 SuperNodes ready")},
-        [],
-        ["Pool pool-b: DaemonSet federation-multipools-supernode-pool-b is scheduled on no node"],
-    ),
-    "removed-pool-still-observed": (
-        STS_EXAMPLE,
-        {
-            **SUPERLINK_UP,
-            "pool-cpu-only": sts_status(4, 4),
-            "pool-nvidia-gpus": sts_status(2, 2),
-        },
-        [("cpu-only", 4, 4), ("nvidia-gpus", 2, 2)],
-        "6/6",
-        {"SuperLinkReady": ("True", "SuperLink is ready"), "SuperNodesReady": ("True", "6/6 SuperNodes ready")},
-        [],
-        [],
-    ),
-}
 
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    """Live objects of an example, and the status, readiness and warnings they must give."""
 
-SCENARIOS["garbled-status"] = (
-    STS_EXAMPLE,
-    {
-        **SUPERLINK_UP,
-        "pool-cpu-only": (1, {"observedGeneration": 1, "readyReplicas": "lots"}),
-        "pool-nvidia-gpus": sts_status(2, 2),
-    },
-    [("cpu-only", 4, 0), ("nvidia-gpus", 2, 2)],
-    "2/6",
-    {
-        "SuperLinkReady": ("True", "SuperLink is ready"),
-        "SuperNodesReady": ("Unknown", "Pool cpu-only: status unknown: status.readyReplicas is 'lots', not a count"),
-    },
-    ["pool-cpu-only"],
-    [],
-)
+    name: str
+    reason: str
+    example: pathlib.Path
+    # Composition resource name -> (generation, status) of the live object.
+    live: dict[str, tuple[int, dict[str, Any]]]
+    pools: list[tuple[str, int, int]]  # (name, desired, ready)
+    supernodes: str
+    conditions: dict[str, tuple[str, str]]  # type -> (status, message)
+    unready: list[str] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)  # substrings of the function's warnings
+    # Observed Objects the example itself does not compose.
+    extra_observed: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 def _removed_pool_object():
@@ -212,22 +112,154 @@ def _removed_pool_object():
     }
 
 
-def fixture_dir(tmp_path: pathlib.Path, name: str) -> pathlib.Path:
-    example, live, *_ = SCENARIOS[name]
-    objects = observed_objects(example, live)
-    if name == "removed-pool-still-observed":
-        objects.append(_removed_pool_object())
-    out = tmp_path / name
+SCENARIOS = [
+    Scenario(
+        name="nothing-created",
+        reason="Nothing observed yet: every pool waits and every resource is unready",
+        example=STS_EXAMPLE,
+        live={},
+        pools=[("cpu-only", 4, 0), ("nvidia-gpus", 2, 0)],
+        supernodes="0/6",
+        conditions={
+            "SuperLinkReady": (
+                "False",
+                "SuperLink not ready: not created yet; SuperLink Service not ready: not created yet",
+            ),
+            "SuperNodesReady": (
+                "False",
+                "Pool cpu-only not ready: not created yet; Pool nvidia-gpus not ready: not created yet",
+            ),
+        },
+        unready=[
+            "networkpolicy-superlink",
+            "networkpolicy-supernode-default-default",
+            "pool-cpu-only",
+            "pool-nvidia-gpus",
+            "serviceaccount-default-default",
+            "superlink",
+            "superlink-service",
+        ],
+    ),
+    Scenario(
+        name="superlink-ready-pool-partly-ready",
+        reason="A pool with fewer ready replicas than desired says how many",
+        example=STS_EXAMPLE,
+        live={
+            **SUPERLINK_UP,
+            "pool-cpu-only": sts_status(4, 4),
+            "pool-nvidia-gpus": sts_status(2, 1),
+        },
+        pools=[("cpu-only", 4, 4), ("nvidia-gpus", 2, 1)],
+        supernodes="5/6",
+        conditions={
+            "SuperLinkReady": ("True", "SuperLink is ready"),
+            "SuperNodesReady": ("False", "Pool nvidia-gpus not fully ready (1/2)"),
+        },
+        unready=["pool-nvidia-gpus"],
+    ),
+    Scenario(
+        name="everything-ready",
+        reason="Every replica ready and rolled out: the XR is ready",
+        example=STS_EXAMPLE,
+        live={
+            **SUPERLINK_UP,
+            "pool-cpu-only": sts_status(4, 4),
+            "pool-nvidia-gpus": sts_status(2, 2),
+        },
+        pools=[("cpu-only", 4, 4), ("nvidia-gpus", 2, 2)],
+        supernodes="6/6",
+        conditions={
+            "SuperLinkReady": ("True", "SuperLink is ready"),
+            "SuperNodesReady": ("True", "6/6 SuperNodes ready"),
+        },
+    ),
+    Scenario(
+        name="rolling-update",
+        reason="All replicas ready but not all updated: not ready until the rollout ends",
+        example=STS_EXAMPLE,
+        live={
+            **SUPERLINK_UP,
+            "pool-cpu-only": sts_status(4, 4, updated=1, generation=2, observed=2),
+            "pool-nvidia-gpus": sts_status(2, 2),
+        },
+        pools=[("cpu-only", 4, 4), ("nvidia-gpus", 2, 2)],
+        supernodes="6/6",
+        conditions={
+            "SuperLinkReady": ("True", "SuperLink is ready"),
+            "SuperNodesReady": ("False", "Pool cpu-only not ready: rolling update in progress (1/4 updated)"),
+        },
+        unready=["pool-cpu-only"],
+    ),
+    Scenario(
+        name="daemonset-on-no-node",
+        reason="A DaemonSet scheduled on no node is ready, with a warning to check its placement",
+        example=DS_EXAMPLE,
+        live={
+            **SUPERLINK_UP,
+            "pool-pool-a": ds_status(3, 3),
+            "pool-pool-b": ds_status(0, 0),
+        },
+        pools=[("pool-a", 3, 3), ("pool-b", 0, 0)],
+        supernodes="3/3",
+        conditions={
+            "SuperLinkReady": ("True", "SuperLink is ready"),
+            "SuperNodesReady": ("True", "3/3 SuperNodes ready"),
+        },
+        warnings=["Pool pool-b: DaemonSet federation-multipools-supernode-pool-b is scheduled on no node"],
+    ),
+    Scenario(
+        name="removed-pool-still-observed",
+        reason="An observed Object of a pool the spec no longer has counts for nothing",
+        example=STS_EXAMPLE,
+        live={
+            **SUPERLINK_UP,
+            "pool-cpu-only": sts_status(4, 4),
+            "pool-nvidia-gpus": sts_status(2, 2),
+        },
+        pools=[("cpu-only", 4, 4), ("nvidia-gpus", 2, 2)],
+        supernodes="6/6",
+        conditions={
+            "SuperLinkReady": ("True", "SuperLink is ready"),
+            "SuperNodesReady": ("True", "6/6 SuperNodes ready"),
+        },
+        extra_observed=[_removed_pool_object()],
+    ),
+    Scenario(
+        name="garbled-status",
+        reason="A status the function cannot read makes the condition Unknown, saying why",
+        example=STS_EXAMPLE,
+        live={
+            **SUPERLINK_UP,
+            "pool-cpu-only": (1, {"observedGeneration": 1, "readyReplicas": "lots"}),
+            "pool-nvidia-gpus": sts_status(2, 2),
+        },
+        pools=[("cpu-only", 4, 0), ("nvidia-gpus", 2, 2)],
+        supernodes="2/6",
+        conditions={
+            "SuperLinkReady": ("True", "SuperLink is ready"),
+            "SuperNodesReady": (
+                "Unknown",
+                "Pool cpu-only: status unknown: status.readyReplicas is 'lots', not a count",
+            ),
+        },
+        unready=["pool-cpu-only"],
+    ),
+]
+
+
+def fixture_dir(tmp_path: pathlib.Path, scenario: Scenario) -> pathlib.Path:
+    objects = observed_objects(scenario.example, scenario.live) + scenario.extra_observed
+    out = tmp_path / scenario.name
     out.mkdir()
     (out / "observed.yaml").write_text(yaml.safe_dump_all(objects))
     return out
 
 
-def check_xr(name, xr, results_messages):
-    _, _, pools, supernodes, conditions, unready, warnings = SCENARIOS[name]
+def check_xr(scenario, xr, results_messages):
+    pools, conditions, unready, warnings = scenario.pools, scenario.conditions, scenario.unready, scenario.warnings
     status = xr["status"]
     assert [(p["name"], p["desired"], p["ready"]) for p in status["pools"]] == pools
-    assert status["supernodes"] == supernodes
+    assert status["supernodes"] == scenario.supernodes
     assert status["readySupernodes"] == sum(p[2] for p in pools)
     got = {c["type"]: (c["status"], c.get("message", "")) for c in status["conditions"]}
     for kind, expected in conditions.items():
@@ -242,22 +274,20 @@ def check_xr(name, xr, results_messages):
         assert results_messages == []
 
 
-@pytest.mark.parametrize("name", SCENARIOS)
-def test_function_render_observed(name, tmp_path):
-    example = SCENARIOS[name][0]
-    text, warnings = render.render_file(str(example), str(fixture_dir(tmp_path, name)))
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+def test_function_render_observed(scenario, tmp_path):
+    text, warnings = render.render_file(str(scenario.example), str(fixture_dir(tmp_path, scenario)))
     docs = list(yaml.safe_load_all(text))
-    check_xr(name, docs[0], warnings)
+    check_xr(scenario, docs[0], warnings)
     # The desired resources depend on the spec alone.
-    plain, _ = render.render_file(str(example))
+    plain, _ = render.render_file(str(scenario.example))
     assert list(docs[1:]) == list(yaml.safe_load_all(plain))[1:]
 
 
-@pytest.mark.parametrize("name", SCENARIOS)
-def test_crank_render_observed(name, tmp_path, crank, functions_file):
-    example = SCENARIOS[name][0]
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+def test_crank_render_observed(scenario, tmp_path, crank, functions_file):
     xr_file = tmp_path / "xr.yaml"
-    xr_file.write_text(yaml.safe_dump(render.composite(load_all(example)[0])))
+    xr_file.write_text(yaml.safe_dump(render.composite(load_all(scenario.example)[0])))
     proc = subprocess.run(
         [
             crank,
@@ -265,7 +295,7 @@ def test_crank_render_observed(name, tmp_path, crank, functions_file):
             str(xr_file),
             str(ROOT / "apis" / "composition.yaml"),
             str(functions_file),
-            f"--observed-resources={fixture_dir(tmp_path, name) / 'observed.yaml'}",
+            f"--observed-resources={fixture_dir(tmp_path, scenario) / 'observed.yaml'}",
             "--include-function-results",
         ],
         capture_output=True,
@@ -276,7 +306,7 @@ def test_crank_render_observed(name, tmp_path, crank, functions_file):
     assert proc.returncode == 0, proc.stderr
     docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
     results = [d["message"] for d in docs if d.get("kind") == "Result"]
-    check_xr(name, docs[0], results)
+    check_xr(scenario, docs[0], results)
 
 
 def test_operations_guide_status_is_real_output():
