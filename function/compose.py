@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 from typing import Any
 
 from function import names, netpol, nodeconfig, placement, pods, readiness, superlink, supernodes, tls, validation
@@ -112,22 +113,67 @@ class Composed:
     provider_config: ProviderConfigRef
 
 
-@dataclasses.dataclass
+class Hold(enum.Enum):
+    """What a pool waits for before it is composed; the value is how status names it."""
+
+    ADDRESS = "the SuperLink's external address"
+    CA = "the CA certificate"
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacedPool:
+    """A pool, where it runs, the Fleet address it dials, the CA it trusts, or what it waits for."""
+
+    spec: PoolSpec
+    provider_config: ProviderConfigRef
+    namespace: str
+    # In another cluster than the SuperLink.
+    remote: bool
+    # None while a remote pool has no external address to dial.
+    fleet: str | None
+    # With TLS, the volume of the CA the pool's pods trust.
+    trust: dict[str, Any] | None
+    # Whether that CA is the function's copy, composed from the SuperLink's Secret.
+    copies_ca: bool
+    hold: Hold | None
+
+    @property
+    def name(self) -> str:
+        """The pool's name in the spec."""
+        return self.spec.name
+
+
+@dataclasses.dataclass(frozen=True)
 class Plan:
     """What to compose, and what had to wait."""
 
     resources: dict[str, Composed]
     # Observed Objects of held-back pools, returned unchanged so Crossplane keeps them.
     kept: dict[str, dict[str, Any]]
-    # Held-back pools and what they wait for: "address" or "ca".
-    held: dict[str, str]
+    pools: list[PlacedPool]
     external: placement.External
-    remote: bool
-    # Whether the SuperLink's TLS Secret must be read (to copy its CA elsewhere),
-    # whether it was, and the pools that need that copy.
-    needs_ca: bool = False
-    ca_known: bool = False
-    ca_pools: list[str] = dataclasses.field(default_factory=list)
+    # Whether the CA was read from the SuperLink's TLS Secret.
+    ca_known: bool
+
+    @property
+    def held(self) -> dict[str, Hold]:
+        """Held-back pools by name, and what each waits for."""
+        return {p.name: p.hold for p in self.pools if p.hold is not None}
+
+    @property
+    def remote(self) -> bool:
+        """Whether any pool runs in another cluster than the SuperLink."""
+        return any(p.remote for p in self.pools)
+
+    @property
+    def ca_pools(self) -> list[str]:
+        """The pools that trust the function's copy of the CA."""
+        return [p.name for p in self.pools if p.copies_ca]
+
+    @property
+    def needs_ca(self) -> bool:
+        """Whether the SuperLink's TLS Secret must be read, to copy its CA."""
+        return bool(self.ca_pools)
 
 
 def plan(
@@ -137,94 +183,51 @@ def plan(
 
     Everything follows from the spec, except what remote pools need first: the
     address they dial (from the observed Service) and, with TLS, the CA they
-    trust (from the SuperLink's Secret, a required resource).
+    trust (from the SuperLink's Secret, a required resource). A pool that
+    lacks either is held back.
     """
     observed = observed or {}
-    spec = fed.spec
-    hub = placement.superlink_ref(spec)
+    external = placement.external(fed.spec, live(observed, SERVICE), remembered)
+    ca = tls.ca_from_secret(tls_secret) if fed.spec.tls is not None else None
+    pools = [place_pool(fed, pool, external, ca_known=ca is not None) for pool in fed.spec.supernodes.pools]
+    composed = [p for p in pools if p.hold is None]
     resources = {
-        SUPERLINK: Composed(superlink.statefulset(fed.name, fed.namespace, spec), hub),
-        SERVICE: Composed(superlink.service(fed.name, fed.namespace, spec), hub),
+        **superlink_resources(fed, external),
+        **service_accounts(fed, composed),
+        **workloads(fed, composed),
+        **ca_secrets(fed, composed, ca),
+        **namespaces(composed),
+        **network_policies(fed, composed, external),
     }
-    _add_service_account(resources, fed, hub, fed.namespace)
-    external = placement.external(spec, live(observed, SERVICE), remembered)
-    if spec.tls is not None and spec.tls.certManager is not None:
-        resources[CERTIFICATE] = Composed(tls.certificate(fed.name, fed.namespace, spec, external.address), hub)
-    ca = tls.ca_from_secret(tls_secret) if spec.tls is not None else None
-    local_fleet = f"{superlink.service_address(fed.name, fed.namespace)}:{spec.superlink.service.ports.grpc}"
-    kept: dict[str, dict[str, Any]] = {}
-    held: dict[str, str] = {}
-    ca_pools: list[str] = []
-    remote_pools = False
-    offsets = global_offsets(spec)
-    total = sum(p.replicas or 0 for p in spec.supernodes.pools) if spec.mode == "StatefulSet" else None
-    places: dict[tuple[str, str], tuple[ProviderConfigRef, bool]] = {}
-    for pool in spec.supernodes.pools:
-        name = pool_resource(pool.name)
-        ref = placement.pool_ref(spec, pool)
-        namespace = placement.pool_namespace(fed.namespace, pool)
-        fleet = local_fleet
-        remote = placement.remote(spec, pool)
-        remote_pools = remote_pools or remote
-        if remote:
-            if external.address is None:
-                held[pool.name] = "address"
-            else:
-                fleet = external.address
-        trust, copy_ca = _trust(fed, pool, namespace, remote=remote)
-        if copy_ca:
-            ca_pools.append(pool.name)
-            if ca is None:
-                held.setdefault(pool.name, "ca")
-        if pool.name in held:
-            # Never emitted with a wrong address or no CA; one that exists is kept as it is.
-            previous = _as_observed(observed.get(name))
-            if previous is not None:
-                kept[name] = previous
-            continue
-        context = nodeconfig.Context(pool.name, pool.replicas, ref.name, total)
-        workload = supernodes.workload(
-            fed.name,
-            namespace,
-            spec,
-            pool,
-            fleet=fleet,
-            context=context,
-            offset=offsets.get(pool.name, 0),
-            trust=trust,
-        )
-        resources[name] = Composed(workload, ref)
-        places.setdefault((ref.name, namespace), (ref, remote))
-        _add_pool_place(resources, fed, pool, ref, namespace, ca_copy=ca if copy_ca else None)
-    if spec.networkPolicy.enabled:
-        _add_network_policies(resources, fed, hub, places, external.address)
-    return Plan(resources, kept, held, external, remote_pools, bool(ca_pools), ca is not None, ca_pools)
+    return Plan(resources, kept_objects(pools, observed), pools, external, ca is not None)
 
 
-def _add_pool_place(
-    resources: dict[str, Composed],
-    fed: Federation,
-    pool: PoolSpec,
-    ref: ProviderConfigRef,
-    namespace: str,
-    *,
-    ca_copy: str | None,
-) -> None:
-    """What a pool's cluster and namespace need besides its workload, each object once.
-
-    Its ServiceAccount; ca_copy, if given, as a Secret the pool's pods trust;
-    and the Namespace itself if the pool asks for it.
-    """
-    _add_service_account(resources, fed, ref, namespace)
-    if ca_copy is not None:
-        resources.setdefault(f"ca-{ref.name}-{namespace}", Composed(tls.ca_secret(fed.name, namespace, ca_copy), ref))
-    if pool.createNamespace:
-        resources[namespace_resource(ref.name, namespace)] = Composed(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, ref
-        )
+def place_pool(fed: Federation, pool: PoolSpec, external: placement.External, *, ca_known: bool) -> PlacedPool:
+    """Where a pool runs, what it dials and trusts, and whether it must wait."""
+    namespace = placement.pool_namespace(fed.namespace, pool)
+    remote = placement.remote(fed.spec, pool)
+    fleet = fleet_address(fed, external, remote=remote)
+    trust, copies_ca = trusted_ca(fed, pool, namespace, remote=remote)
+    return PlacedPool(
+        pool,
+        placement.pool_ref(fed.spec, pool),
+        namespace,
+        remote,
+        fleet,
+        trust,
+        copies_ca,
+        hold_reason(fleet, copies_ca=copies_ca, ca_known=ca_known),
+    )
 
 
-def _trust(fed: Federation, pool: PoolSpec, namespace: str, *, remote: bool) -> tuple[dict[str, Any] | None, bool]:
+def fleet_address(fed: Federation, external: placement.External, *, remote: bool) -> str | None:
+    """The Fleet address a pool dials: the Service's cluster DNS name, or else the external address."""
+    if remote:
+        return external.address
+    return f"{superlink.service_address(fed.name, fed.namespace)}:{fed.spec.superlink.service.ports.grpc}"
+
+
+def trusted_ca(fed: Federation, pool: PoolSpec, namespace: str, *, remote: bool) -> tuple[dict[str, Any] | None, bool]:
     """With TLS, the volume of the CA a pool trusts, and whether it is the function's copy of it.
 
     Beside the SuperLink a pool mounts ca.crt of its Secret; elsewhere the
@@ -239,29 +242,126 @@ def _trust(fed: Federation, pool: PoolSpec, namespace: str, *, remote: bool) -> 
     return tls.pool_volume(tls.ca_secret_name(fed.name), tls.CA_FILE), True
 
 
+def hold_reason(fleet: str | None, *, copies_ca: bool, ca_known: bool) -> Hold | None:
+    """What a pool waits for, the address first: never composed with a wrong address or no CA."""
+    if fleet is None:
+        return Hold.ADDRESS
+    if copies_ca and not ca_known:
+        return Hold.CA
+    return None
+
+
+def superlink_resources(fed: Federation, external: placement.External) -> dict[str, Composed]:
+    """The SuperLink, its Service and, from cert-manager, its certificate, in the hub."""
+    hub = placement.superlink_ref(fed.spec)
+    out = {
+        SUPERLINK: Composed(superlink.statefulset(fed.name, fed.namespace, fed.spec), hub),
+        SERVICE: Composed(superlink.service(fed.name, fed.namespace, fed.spec), hub),
+    }
+    if fed.spec.tls is not None and fed.spec.tls.certManager is not None:
+        out[CERTIFICATE] = Composed(tls.certificate(fed.name, fed.namespace, fed.spec, external.address), hub)
+    return out
+
+
+def service_accounts(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
+    """The Federation's ServiceAccount, once per cluster and namespace its pods run in."""
+    labels = names.labels(fed.name, "flower", "serviceaccount")
+    places = [(placement.superlink_ref(fed.spec), fed.namespace)] + [(p.provider_config, p.namespace) for p in pools]
+    out: dict[str, Composed] = {}
+    for ref, namespace in places:
+        out.setdefault(
+            f"serviceaccount-{ref.name}-{namespace}",
+            Composed(pods.service_account_manifest(fed.name, namespace, labels), ref),
+        )
+    return out
+
+
+def workloads(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
+    """Each pool's StatefulSet or DaemonSet of SuperNodes."""
+    spec = fed.spec
+    offsets = global_offsets(spec)
+    total = sum(p.replicas or 0 for p in spec.supernodes.pools) if spec.mode == "StatefulSet" else None
+    out = {}
+    for p in pools:
+        if p.fleet is None:
+            msg = f"pool {p.name} has no Fleet address: it must be held back"
+            raise ValueError(msg)
+        workload = supernodes.workload(
+            fed.name,
+            p.namespace,
+            spec,
+            p.spec,
+            fleet=p.fleet,
+            context=nodeconfig.Context(p.name, p.spec.replicas, p.provider_config.name, total),
+            offset=offsets.get(p.name, 0),
+            trust=p.trust,
+        )
+        out[pool_resource(p.name)] = Composed(workload, p.provider_config)
+    return out
+
+
+def ca_secrets(fed: Federation, pools: list[PlacedPool], ca: str | None) -> dict[str, Composed]:
+    """The CA alone, as a Secret, once per cluster and namespace whose pools trust the function's copy."""
+    out: dict[str, Composed] = {}
+    if ca is None:
+        return out
+    for p in pools:
+        if p.copies_ca:
+            out.setdefault(
+                f"ca-{p.provider_config.name}-{p.namespace}",
+                Composed(tls.ca_secret(fed.name, p.namespace, ca), p.provider_config),
+            )
+    return out
+
+
+def namespaces(pools: list[PlacedPool]) -> dict[str, Composed]:
+    """The Namespaces pools ask the function to create (createNamespace)."""
+    return {
+        namespace_resource(p.provider_config.name, p.namespace): Composed(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": p.namespace}}, p.provider_config
+        )
+        for p in pools
+        if p.spec.createNamespace
+    }
+
+
+def network_policies(fed: Federation, pools: list[PlacedPool], external: placement.External) -> dict[str, Composed]:
+    """With spec.networkPolicy.enabled, the SuperLink's policy and one per pool cluster and namespace."""
+    if not fed.spec.networkPolicy.enabled:
+        return {}
+    places: dict[tuple[str, str], tuple[ProviderConfigRef, bool]] = {}
+    for p in pools:
+        places.setdefault((p.provider_config.name, p.namespace), (p.provider_config, p.remote))
+    local = [namespace for (_, namespace), (_, remote) in places.items() if not remote]
+    out = {
+        "networkpolicy-superlink": Composed(
+            netpol.superlink_policy(fed.name, fed.namespace, fed.spec, local), placement.superlink_ref(fed.spec)
+        )
+    }
+    for (cluster, namespace), (ref, remote) in sorted(places.items()):
+        policy = netpol.supernode_policy(
+            fed.name, namespace, fed.spec, None if remote else fed.namespace, external.address if remote else None
+        )
+        out[f"networkpolicy-supernode-{cluster}-{namespace}"] = Composed(policy, ref)
+    return out
+
+
+def kept_objects(pools: list[PlacedPool], observed: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The observed Objects of held-back pools, to return unchanged: one that exists is kept as it is."""
+    out = {}
+    for p in pools:
+        name = pool_resource(p.name)
+        previous = _as_observed(observed.get(name)) if p.hold is not None else None
+        if previous is not None:
+            out[name] = previous
+    return out
+
+
 def _as_observed(obj: Any) -> dict[str, Any] | None:
     """An observed Object's apiVersion, kind and spec, to return it unchanged; None if it has no spec."""
     if not isinstance(obj, dict) or not isinstance(obj.get("spec"), dict):
         return None
     return {k: obj[k] for k in ("apiVersion", "kind", "spec") if k in obj}
-
-
-def _add_network_policies(
-    resources: dict[str, Composed],
-    fed: Federation,
-    hub: ProviderConfigRef,
-    places: dict[tuple[str, str], tuple[ProviderConfigRef, bool]],
-    external: str | None,
-) -> None:
-    local = [namespace for (_, namespace), (_, remote) in places.items() if not remote]
-    resources["networkpolicy-superlink"] = Composed(
-        netpol.superlink_policy(fed.name, fed.namespace, fed.spec, local), hub
-    )
-    for (cluster, namespace), (ref, remote) in sorted(places.items()):
-        policy = netpol.supernode_policy(
-            fed.name, namespace, fed.spec, None if remote else fed.namespace, external if remote else None
-        )
-        resources[f"networkpolicy-supernode-{cluster}-{namespace}"] = Composed(policy, ref)
 
 
 def global_offsets(spec: FederationSpec) -> dict[str, int]:
@@ -278,17 +378,6 @@ def global_offsets(spec: FederationSpec) -> dict[str, int]:
 def namespace_resource(cluster: str, namespace: str) -> str:
     """Composition resource name of a pool's Namespace in one cluster."""
     return f"namespace-{cluster}-{namespace}"
-
-
-def _add_service_account(
-    resources: dict[str, Composed], fed: Federation, ref: ProviderConfigRef, namespace: str
-) -> None:
-    """The Federation's ServiceAccount, once per cluster and namespace its pods run in."""
-    labels = names.labels(fed.name, "flower", "serviceaccount")
-    resources.setdefault(
-        f"serviceaccount-{ref.name}-{namespace}",
-        Composed(pods.service_account_manifest(fed.name, namespace, labels), ref),
-    )
 
 
 def manifests(fed: Federation) -> dict[str, dict[str, Any]]:

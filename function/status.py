@@ -81,12 +81,11 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
     manifests = _manifests(built)
     judged = {name: readiness.observe(m, compose.live(observed, name)) for name, m in manifests.items()}
     pools, pool_judged, warnings = [], [], []
+    held = built.held
     for pool in fed.spec.supernodes.pools:
         name = compose.pool_resource(pool.name)
-        waiting_for = {"address": "the SuperLink's external address", "ca": "the CA certificate"}.get(
-            built.held.get(pool.name, ""), ""
-        )
-        o = judged.get(name, readiness.Observed(ready=False, detail=f"waiting for {waiting_for}"))
+        hold = held.get(pool.name)
+        o = judged.get(name, readiness.Observed(ready=False, detail=f"waiting for {hold.value if hold else ''}"))
         pools.append(_pool_entry(fed, pool, o))
         pool_judged.append((f"Pool {pool.name}", o))
         if fed.spec.mode == "DaemonSet" and o.settled and o.desired == 0:
@@ -140,7 +139,7 @@ def _external_condition(built: compose.Plan) -> Condition:
         return Condition(
             "ExternalAddressReady", "True", "Available", f"pools in other clusters dial {ext.address} ({ext.source})"
         )
-    waiting = [name for name, reason in built.held.items() if reason == "address"]
+    waiting = [name for name, hold in built.held.items() if hold is compose.Hold.ADDRESS]
     return Condition(
         "ExternalAddressReady",
         "False",
