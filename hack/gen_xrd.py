@@ -1,13 +1,13 @@
-"""Generate the XRDs in apis/ from the pydantic spec (function/spec.py).
+"""Generate the XRDs in apis/ from the pydantic models (function/spec.py, function/status_model.py).
 
 apis/definition.yaml is the apiextensions.crossplane.io/v1 flavor (cluster
 XFederation, claim Federation: Crossplane 1.x and 2.x); apis/v2/definition.yaml
 the Crossplane v2 flavor (namespaced Federation, no claim). Same group, version
 and schema.
 
-The model is the one source of truth; this turns its JSON schema into a
-structural OpenAPI v3 schema as Kubernetes wants it. Run with --check to fail
-when the committed XRD differs from what the model says.
+The models are the one source of truth; this turns their JSON schemas into
+structural OpenAPI v3 schemas as Kubernetes wants them. Run with --check to
+fail when the committed XRD differs from what the models say.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -25,6 +26,7 @@ sys.path.insert(0, str(ROOT / "hack"))
 
 import generated  # noqa: E402 - needs the sys.path set-up above
 from function.spec import K8S_TYPE, NODE_CONFIG, FederationSpec  # noqa: E402 - needs the sys.path set-up above
+from function.status_model import FederationStatus  # noqa: E402 - needs the sys.path set-up above
 
 OUT = ROOT / "apis" / "definition.yaml"
 OUT_V2 = ROOT / "apis" / "v2" / "definition.yaml"
@@ -43,50 +45,6 @@ KEEP = (
     "maxItems",
     "x-kubernetes-validations",
 )
-
-STATUS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "Observed state of the Federation, written by the function.",
-    "properties": {
-        "observedGeneration": {"type": "integer", "description": "Generation last processed."},
-        "supernodes": {"type": "string", "description": "Ready/desired SuperNodes, e.g. 2/3."},
-        "readySupernodes": {"type": "integer", "description": "Ready SuperNodes in all pools."},
-        "desiredSupernodes": {"type": "integer", "description": "Desired SuperNodes in all pools."},
-        "endpoints": {
-            "type": "object",
-            "description": "Where to reach the SuperLink.",
-            "properties": {
-                "superlinkService": {
-                    "type": "string",
-                    "description": "Control API address for `flwr run`.",
-                },
-                "fleet": {"type": "string", "description": "Fleet API address SuperNodes dial."},
-                "external": {
-                    "type": "string",
-                    "description": "Fleet API address pools in other clusters dial, once known.",
-                },
-            },
-        },
-        "pools": {
-            "type": "array",
-            "description": "Per-pool status.",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string"},
-                    "kind": {"type": "string"},
-                    "desired": {"type": "integer"},
-                    "ready": {"type": "integer"},
-                    "namespace": {"type": "string", "description": "Namespace the pool runs in."},
-                    "providerConfig": {
-                        "type": "string",
-                        "description": "ProviderConfig of the cluster the pool runs in.",
-                    },
-                },
-            },
-        },
-    },
-}
 
 
 def _resolve(node: Any, defs: dict[str, Any]) -> Any:
@@ -179,14 +137,37 @@ def _structural(node: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def resolved_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's JSON schema, with every $ref replaced by its definition."""
+    raw = model.model_json_schema(mode="validation")
+    resolved: dict[str, Any] = _resolve(raw, copy.deepcopy(raw.get("$defs", {})))
+    resolved.pop("$defs", None)
+    return resolved
+
+
 def spec_schema() -> dict[str, Any]:
     """The structural schema of spec, from the model's JSON schema."""
-    raw = FederationSpec.model_json_schema(mode="validation")
-    resolved = _resolve(raw, copy.deepcopy(raw.get("$defs", {})))
-    resolved.pop("$defs", None)
-    schema = _structural(resolved)
+    schema = _structural(resolved_schema(FederationSpec))
     schema["description"] = "Desired state of a Flower federation."
     return schema
+
+
+def _optional(node: Any) -> Any:
+    """Node with no required fields, at any depth."""
+    if isinstance(node, dict):
+        return {k: _optional(v) for k, v in node.items() if k != "required"}
+    return node
+
+
+def status_schema() -> dict[str, Any]:
+    """The structural schema of status, from the status model's JSON schema.
+
+    Nothing in it is required: Crossplane writes status.conditions before the
+    function has written anything (and alone when the function fails), and the
+    model already checks every status the function writes.
+    """
+    schema: dict[str, Any] = _optional(_structural(resolved_schema(FederationStatus)))
+    return {"type": "object", "description": "Observed state of the Federation, written by the function.", **schema}
 
 
 COLUMNS = [
@@ -207,7 +188,7 @@ def _version() -> dict[str, Any]:
             "openAPIV3Schema": {
                 "type": "object",
                 "required": ["spec"],
-                "properties": {"spec": spec_schema(), "status": STATUS_SCHEMA},
+                "properties": {"spec": spec_schema(), "status": status_schema()},
             }
         },
     }

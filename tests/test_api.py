@@ -14,9 +14,11 @@ import yaml
 from conftest import EXAMPLES, ROOT
 from function import tls
 from function.spec import MAX_POOLS, FederationSpec
+from function.status_model import FederationStatus
 
 XRD = yaml.safe_load((ROOT / "apis" / "definition.yaml").read_text())
 SPEC_SCHEMA = XRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+STATUS_SCHEMA = XRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
 
 
 @pytest.mark.parametrize("script", ["hack/gen_xrd.py", "hack/gen_k8s_schemas.py"])
@@ -54,6 +56,22 @@ def _schema_paths(schema: dict[str, Any], prefix: str = "") -> set[str]:
 
 def test_xrd_and_model_have_the_same_fields():
     assert _schema_paths(SPEC_SCHEMA) == _model_paths(FederationSpec)
+
+
+def test_xrd_status_and_status_model_have_the_same_fields():
+    assert _schema_paths(STATUS_SCHEMA) == _model_paths(FederationStatus)
+
+
+def _schema_keys(node: Any):
+    if isinstance(node, dict):
+        yield from node
+        for sub in node.values():
+            yield from _schema_keys(sub)
+
+
+def test_xrd_status_requires_nothing():
+    # Crossplane writes status.conditions before the function writes the rest.
+    assert "required" not in set(_schema_keys(STATUS_SCHEMA))
 
 
 def apply_defaults(schema: dict[str, Any], value: Any) -> Any:

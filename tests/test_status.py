@@ -10,11 +10,14 @@ import pathlib
 import subprocess
 from typing import Any
 
+import jsonschema
+import pydantic
 import pytest
 import yaml
 
 from conftest import EXAMPLES, ROOT, load_all
 from function import render
+from function.status_model import FederationStatus
 
 STS_EXAMPLE = EXAMPLES / "claims" / "gpu-nvidia.yaml"  # pools cpu-only (4) and nvidia-gpus (2)
 DS_EXAMPLE = EXAMPLES / "claims" / "multipools.yaml"  # DaemonSet pools pool-a and pool-b
@@ -330,3 +333,130 @@ def test_render_output_feeds_back_as_observed(tmp_path):
     conditions = {c["type"]: c for c in xr["status"]["conditions"]}
     # Created but with no live state reported: still not ready, and said so.
     assert conditions["SuperNodesReady"]["message"] == "Pool default not ready: not created yet"
+
+
+GOLDEN = ROOT / "tests" / "golden"
+XRD_STATUS = {
+    flavor: yaml.safe_load((ROOT / "apis" / path).read_text())["spec"]["versions"][0]["schema"]["openAPIV3Schema"][
+        "properties"
+    ]["status"]
+    for flavor, path in {"v1": "definition.yaml", "v2": "v2/definition.yaml"}.items()
+}
+
+
+def function_status(golden: pathlib.Path) -> dict[str, Any]:
+    """What the function wrote into a golden output's XR status: all of it but Crossplane's conditions."""
+    status = dict(yaml.safe_load(golden.read_text().split("---\n")[1])["status"])
+    status.pop("conditions")
+    return status
+
+
+@pytest.mark.parametrize("golden", sorted(GOLDEN.glob("*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("flavor", sorted(XRD_STATUS))
+def test_golden_status_fits_the_xrd_and_the_model(golden, flavor):
+    status = function_status(golden)
+    jsonschema.validate(status, XRD_STATUS[flavor])
+    assert FederationStatus.model_validate(status).wire() == status
+
+
+POOL = {"name": "p", "kind": "StatefulSet", "desired": 1, "ready": 0, "namespace": "n", "providerConfig": "default"}
+STATUS = {
+    "supernodes": "0/1",
+    "readySupernodes": 0,
+    "desiredSupernodes": 1,
+    "endpoints": {"superlinkService": "s:9093", "fleet": "s:9092"},
+    "pools": [POOL],
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class SchemaCase:
+    """A status the XRD's status schema must accept or refuse, and why."""
+
+    name: str
+    reason: str
+    status: dict[str, Any]
+    accepted: bool
+
+
+SCHEMA_CASES = [
+    SchemaCase(
+        name="conditions-only",
+        reason="Crossplane writes its conditions before the function has written anything, or when it fails",
+        status={"conditions": [{"type": "Synced", "status": "False", "reason": "ReconcileError"}]},
+        accepted=True,
+    ),
+    SchemaCase(
+        name="everything",
+        reason="observedGeneration and the external address are written once known",
+        status={**STATUS, "observedGeneration": 3, "endpoints": {**STATUS["endpoints"], "external": "f:443"}},
+        accepted=True,
+    ),
+    SchemaCase(
+        name="supernodes-as-number",
+        reason="The SUPERNODES column shows ready/desired, a string",
+        status={**STATUS, "supernodes": 0},
+        accepted=False,
+    ),
+    SchemaCase(
+        name="pool-count-as-string",
+        reason="Pool counts are integers, as the workloads report them",
+        status={**STATUS, "pools": [{**POOL, "ready": "0"}]},
+        accepted=False,
+    ),
+    SchemaCase(
+        name="pools-as-object",
+        reason="Pools are a list, in the spec's order",
+        status={**STATUS, "pools": POOL},
+        accepted=False,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", SCHEMA_CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("flavor", sorted(XRD_STATUS))
+def test_xrd_status_schema(case, flavor):
+    errors = list(jsonschema.Draft7Validator(XRD_STATUS[flavor]).iter_errors(case.status))
+    assert (errors == []) == case.accepted, (case.reason, [e.message for e in errors])
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelCase:
+    """A status the model must refuse, and why."""
+
+    name: str
+    reason: str
+    status: dict[str, Any]
+
+
+MODEL_CASES = [
+    ModelCase(
+        name="unknown-field",
+        reason="A misspelt field in status.report fails in the tests, not silently on the cluster",
+        status={**STATUS, "readySuperNodes": 0},
+    ),
+    ModelCase(
+        name="missing-count",
+        reason="status.report always writes the totals the SUPERNODES column and the guides rely on",
+        status={k: v for k, v in STATUS.items() if k != "desiredSupernodes"},
+    ),
+    ModelCase(
+        name="pool-without-namespace",
+        reason="Every pool says where it runs",
+        status={**STATUS, "pools": [{k: v for k, v in POOL.items() if k != "namespace"}]},
+    ),
+]
+
+
+@pytest.mark.parametrize("case", MODEL_CASES, ids=lambda c: c.name)
+def test_status_model_refuses(case):
+    with pytest.raises(pydantic.ValidationError):
+        FederationStatus.model_validate(case.status)
+
+
+def test_unset_fields_stay_off_the_wire():
+    # The XRD has no null type: an unknown generation or address is left out, not written as null.
+    wire = FederationStatus.model_validate(STATUS).wire()
+    assert wire == STATUS
+    assert "observedGeneration" not in wire
+    assert "external" not in wire["endpoints"]

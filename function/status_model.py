@@ -1,0 +1,47 @@
+"""The Federation status: what the function writes, and the source of the XRD's status schema.
+
+As with function/spec.py, hack/gen_xrd.py turns this model into the XRD's
+status schema and hack/gen_api_docs.py documents it, so the schema the API
+server keeps and the status the function writes never drift. Field names are
+the API's camelCase, on the wire and in Python alike. Conditions are not here:
+Crossplane writes status.conditions from the ones the function returns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from function.spec import Model
+
+
+class PoolStatus(Model):
+    name: str
+    kind: str
+    desired: int
+    ready: int
+    namespace: str = Field(description="Namespace the pool runs in.")
+    providerConfig: str = Field(description="ProviderConfig of the cluster the pool runs in.")
+
+
+class Endpoints(Model):
+    superlinkService: str = Field(description="Control API address for `flwr run`.")
+    fleet: str = Field(description="Fleet API address SuperNodes dial.")
+    external: str | None = Field(
+        default=None, description="Fleet API address pools in other clusters dial, once known."
+    )
+
+
+class FederationStatus(Model):
+    # Unset when the XR carries no integer generation (a render of a bare manifest).
+    observedGeneration: int | None = Field(default=None, description="Generation last processed.")
+    supernodes: str = Field(description="Ready/desired SuperNodes, e.g. 2/3.")
+    readySupernodes: int = Field(description="Ready SuperNodes in all pools.")
+    desiredSupernodes: int = Field(description="Desired SuperNodes in all pools.")
+    endpoints: Endpoints = Field(description="Where to reach the SuperLink.")
+    pools: list[PoolStatus] = Field(description="Per-pool status.")
+
+    def wire(self) -> dict[str, Any]:
+        """The status as it goes into the composite: unset fields left out, never written as null."""
+        return self.model_dump(exclude_none=True, mode="json")
