@@ -31,7 +31,9 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     for name, obj in desired.items():
         rsp.desired.resources[name].resource.ParseFromString(wire.struct_bytes(obj))
         rsp.desired.resources[name].ready = fnv1.READY_TRUE if report.ready.get(name) else fnv1.READY_FALSE
-    resource.update(rsp.desired.composite, {"status": report.status})
+    # Not the SDK's update_status: it leaves out unset fields, where the ones
+    # left out here are those set to None (no generation, no external address).
+    resource.update(rsp.desired.composite, {"status": report.status.wire()})
     if built.held:
         # Pools that wait are not desired resources, yet the Federation is not ready.
         rsp.desired.composite.ready = fnv1.READY_FALSE
@@ -45,13 +47,7 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
             match_name=tls.secret_name(fed.name, fed.spec),
             namespace=fed.namespace,
         )
-    response.set_conditions(
-        rsp,
-        *(
-            resource.Condition(typ=c.type, status=c.status, reason=c.reason, message=c.message)
-            for c in report.conditions
-        ),
-    )
+    response.set_conditions(rsp, *report.conditions)
     for warning in report.warnings:
         response.warning(rsp, warning)
     return rsp

@@ -8,27 +8,20 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from crossplane.function.resource import Condition
+
 from function import compose, placement, readiness, superlink, tls
 from function.spec import PoolSpec
-
-
-@dataclasses.dataclass(frozen=True)
-class Condition:
-    """One condition of the XR, as the function reports it to Crossplane."""
-
-    type: str
-    status: str  # "True", "False" or "Unknown"
-    reason: str
-    message: str
+from function.status_model import Endpoints, FederationStatus, PoolStatus
 
 
 @dataclasses.dataclass
 class Report:
     """What the function reports besides the desired resources."""
 
-    status: dict[str, Any]  # the XR's status
+    status: FederationStatus  # the XR's status
     ready: dict[str, bool]  # by composition resource name
-    conditions: list[Condition]
+    conditions: list[Condition]  # the SDK's, as response.set_conditions takes them
     warnings: list[str]
 
 
@@ -50,21 +43,21 @@ def _condition(kind: str, judged: list[tuple[str, readiness.Observed]], ok_messa
     return Condition(kind, "True", "Available", ok_message)
 
 
-def _pool_entry(fed: compose.Federation, pool: PoolSpec, o: readiness.Observed) -> dict[str, Any]:
+def _pool_entry(fed: compose.Federation, pool: PoolSpec, o: readiness.Observed) -> PoolStatus:
     spec = fed.spec
     if o.desired is not None:
         desired, ready = o.desired, o.ready_count
     else:
         # Not observed yet: what the spec asks for (unknowable for a DaemonSet).
         desired, ready = (pool.replicas or 0) if fed.spec.mode == "StatefulSet" else 0, 0
-    return {
-        "name": pool.name,
-        "kind": fed.spec.mode,
-        "desired": desired,
-        "ready": ready,
-        "namespace": placement.pool_namespace(fed.namespace, pool),
-        "providerConfig": placement.pool_cluster(spec, pool),
-    }
+    return PoolStatus(
+        name=pool.name,
+        kind=fed.spec.mode,
+        desired=desired,
+        ready=ready,
+        namespace=placement.pool_namespace(fed.namespace, pool),
+        providerConfig=placement.pool_cluster(spec, pool),
+    )
 
 
 def _manifests(built: compose.Plan) -> dict[str, dict[str, Any]]:
@@ -103,21 +96,23 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
             f"Pools {', '.join(sorted(built.kept))} keep their last applied state until what they "
             "wait for is known again"
         )
-    ready_total = sum(p["ready"] for p in pools)
-    desired_total = sum(p["desired"] for p in pools)
+    ready_total = sum(p.ready for p in pools)
+    desired_total = sum(p.desired for p in pools)
     address = superlink.service_address(fed.name, fed.namespace)
     ports = fed.spec.superlink.service.ports
-    status: dict[str, Any] = {
-        "supernodes": f"{ready_total}/{desired_total}",
-        "readySupernodes": ready_total,
-        "desiredSupernodes": desired_total,
-        "endpoints": {"superlinkService": f"{address}:{ports.extra}", "fleet": f"{address}:{ports.grpc}"},
-        "pools": pools,
-    }
-    if built.external.address:
-        status["endpoints"]["external"] = built.external.address
-    if isinstance(generation, int):
-        status["observedGeneration"] = generation
+    status = FederationStatus(
+        # metadata.generation as the XR carries it: anything but an integer is no generation.
+        observedGeneration=generation if isinstance(generation, int) else None,
+        supernodes=f"{ready_total}/{desired_total}",
+        readySupernodes=ready_total,
+        desiredSupernodes=desired_total,
+        endpoints=Endpoints(
+            superlinkService=f"{address}:{ports.extra}",
+            fleet=f"{address}:{ports.grpc}",
+            external=built.external.address or None,
+        ),
+        pools=pools,
+    )
     conditions = [
         _condition(
             "SuperLinkReady",

@@ -10,6 +10,8 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
 from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
 
+from function import wire
+from function.status_model import FederationStatus
 from helpers import BASE, pool, xr
 
 COMPOSED = [
@@ -107,3 +109,19 @@ def test_observed_generation_reaches_status(channel):
     req.observed.composite.resource.update(x)
     rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(req, timeout=10)
     assert resource.struct_to_dict(rsp.desired.composite.resource)["status"]["observedGeneration"] == 7
+
+
+def test_status_and_conditions_on_the_wire(channel):
+    rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(request(BASE), timeout=10)
+    status = wire.to_dict(rsp.desired.composite.resource)["status"]
+    # The status model's dump, no more: no nulls, nothing the XRD does not know.
+    assert FederationStatus.model_validate(status).wire() == status
+    assert [(c.type, c.status, c.reason, c.message) for c in rsp.conditions] == [
+        (
+            "SuperLinkReady",
+            fnv1.STATUS_CONDITION_FALSE,
+            "Creating",
+            "SuperLink not ready: not created yet; SuperLink Service not ready: not created yet",
+        ),
+        ("SuperNodesReady", fnv1.STATUS_CONDITION_FALSE, "Creating", "Pool default not ready: not created yet"),
+    ]
