@@ -1,0 +1,241 @@
+"""The pod runner does what a kubelet does with the parts of a pod spec it supports.
+
+A pod of shell and Python containers (the host's /bin and this venv, as an
+image) reports what it sees: argv and env after $(VAR) expansion, its user
+and groups, its volumes, its root file system, and the network through a
+Service. Runner tests need root.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import pathlib
+import shutil
+import sys
+from typing import Any
+
+import pytest
+
+from peers import need
+from podrunner import PodRunner, expand, repository, venv_image
+
+TOOLS = "example.test/tools:1"
+SECRET = {
+    "apiVersion": "v1",
+    "kind": "Secret",
+    "metadata": {"name": "creds", "namespace": "team"},
+    "data": {"token": base64.b64encode(b"t0ken").decode(), "unused": base64.b64encode(b"x").decode()},
+}
+CONFIGMAP = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {"name": "settings", "namespace": "team"},
+    "data": {"greeting": "hello", "flower.conf": "rounds = 3\n"},
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("$(A)", "a"),
+        ("x$(A)y$(B)", "xayb"),
+        ("$$(A)", "$(A)"),
+        ("$$$(A)", "$a"),
+        ("$$$$", "$$"),
+        ("$(MISSING)", "$(MISSING)"),
+        ("$()", "$()"),
+        ("$(A", "$(A"),
+        ("$A", "$A"),
+        ("a$", "a$"),
+        ("$(A)$", "a$"),
+    ],
+)
+def test_expand_follows_kubernetes(text, expected):
+    assert expand(text, {"A": "a", "B": "b"}) == expected
+
+
+@pytest.mark.parametrize(
+    ("image", "expected"),
+    [
+        ("flwr/superlink:1.25.0", "flwr/superlink"),
+        ("registry.example.com:5000/ml/clientapp:1.25.0", "registry.example.com:5000/ml/clientapp"),
+        ("flwr/superexec@sha256:0123", "flwr/superexec"),
+        ("localhost:5000/app", "localhost:5000/app"),
+        ("busybox", "busybox"),
+    ],
+)
+def test_repository_drops_tag_and_digest(image, expected):
+    assert repository(image) == expected
+
+
+def probe_pod() -> dict[str, Any]:
+    shared = {"name": "shared", "mountPath": "/shared"}
+    memory = {"name": "memory", "mountPath": "/memory"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "probe", "namespace": "team", "labels": {"app": "probe"}},
+        "spec": {
+            "securityContext": {"runAsUser": 1234, "runAsGroup": 2345, "fsGroup": 3456, "supplementalGroups": [4567]},
+            "initContainers": [
+                {"name": "init", "image": TOOLS, "command": ["sh", "-c", "echo init > /shared/init"],
+                 "volumeMounts": [shared]},
+                {"name": "sidecar", "image": TOOLS, "restartPolicy": "Always", "volumeMounts": [shared, memory],
+                 "command": ["sh", "-c", "echo sidecar > /shared/sidecar; exec sleep infinity"]},
+            ],
+            "containers": [{
+                "name": "main",
+                "image": TOOLS,
+                "command": ["python", "-c", "import time; time.sleep(1e6)"],
+                "args": ["$(B)", "$$(B)", "$(NOPE)", "$(LATER)"],
+                "workingDir": "/work/here",
+                "securityContext": {"readOnlyRootFilesystem": True},
+                "envFrom": [{"secretRef": {"name": "creds"}, "prefix": "S_"}],
+                "env": [
+                    {"name": "A", "value": "x"},
+                    {"name": "B", "value": "$(A)-y"},
+                    {"name": "C", "value": "$$(A) $(LATER)"},
+                    {"name": "LATER", "value": "z"},
+                    {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                    {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                    {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                    {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                    {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+                    {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
+                    {"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "greeting"}}},
+                ],
+                "volumeMounts": [
+                    shared,
+                    memory,
+                    {"name": "creds", "mountPath": "/etc/creds", "readOnly": True},
+                    {"name": "settings", "mountPath": "/etc/flower/flower.conf", "subPath": "flower.conf"},
+                    {"name": "shared", "mountPath": "/tmp", "subPath": "tmp"},
+                ],
+            }],
+            "volumes": [
+                {"name": "shared", "emptyDir": {}},
+                {"name": "memory", "emptyDir": {"medium": "Memory"}},
+                {"name": "creds", "secret": {"secretName": "creds", "defaultMode": 0o400,
+                                             "items": [{"key": "token", "path": "sub/token"}]}},
+                {"name": "settings", "configMap": {"name": "settings"}},
+            ],
+        },
+    }  # fmt: skip
+
+
+def web() -> list[dict[str, Any]]:
+    """A StatefulSet serving HTTP on a named port, one on loopback only, and their Services."""
+    serve = ["python", "-m", "http.server", "--bind"]
+    everywhere = "0.0.0.0"  # noqa: S104 - inside the pod's own network namespace
+    template = {
+        "metadata": {"labels": {"app": "web"}},
+        "spec": {"securityContext": {"fsGroup": 1000}, "containers": [
+            {"name": "public", "image": TOOLS, "command": [*serve, everywhere, "8080"], "workingDir": "/data",
+             "ports": [{"name": "http", "containerPort": 8080}],
+             "volumeMounts": [{"name": "data", "mountPath": "/data"}]},
+            {"name": "private", "image": TOOLS, "command": [*serve, "127.0.0.1", "8081"]},
+        ]},
+    }  # fmt: skip
+    claim = {"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}}
+    statefulset = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web", "namespace": "team"},
+                   "spec": {"replicas": 2, "serviceName": "web-headless", "template": template,
+                            "volumeClaimTemplates": [claim]}}  # fmt: skip
+    ports = [{"name": "http", "port": 80, "targetPort": "http"}, {"name": "private", "port": 81, "targetPort": 8081}]
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "team"},
+               "spec": {"selector": {"app": "web"}, "ports": ports}}  # fmt: skip
+    headless = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web-headless", "namespace": "team"},
+                "spec": {"clusterIP": "None", "selector": {"app": "web"}}}  # fmt: skip
+    daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": "team"},
+                 "spec": {"template": {"metadata": {"labels": {"app": "agent"}}, "spec": {"containers": [
+                     {"name": "agent", "image": TOOLS, "command": ["sleep", "infinity"]}]}}}}  # fmt: skip
+    return [statefulset, service, headless, daemonset]
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory) -> PodRunner:
+    need(os.geteuid() == 0, "root (the pod runner makes network and mount namespaces)")
+    need(shutil.which("ip") is not None, "iproute2's ip (the pod runner's network)")
+    images = {repository(TOOLS): venv_image(pathlib.Path(sys.executable).parent, user=(1000, 1000))}
+    with PodRunner(tmp_path_factory.mktemp("cluster"), images, [SECRET, CONFIGMAP]) as runner:
+        runner.start([probe_pod(), *web()])
+        yield runner
+
+
+def sh(runner: PodRunner, script: str, pod: str = "probe", container: str = "main") -> str:
+    proc = runner.exec("team", pod, container, ["sh", "-c", script])
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_pods_of_each_workload(runner):
+    names = sorted(p.name for p in runner.pods)
+    assert names == ["agent-node-1", "agent-node-2", "probe", "web-0", "web-1"]
+    assert runner.exited() == []
+
+
+def test_args_are_expanded_never_through_a_shell(runner):
+    main = runner.pod("team", "probe").containers["main"]
+    argv = pathlib.Path(f"/proc/{main.popen.pid}/cmdline").read_bytes().split(b"\0")[:-1]
+    assert [a.decode() for a in argv[-4:]] == ["x-y", "$(B)", "$(NOPE)", "z"]
+
+
+def test_env_as_kubernetes_resolves_it(runner):
+    env = dict(line.split("=", 1) for line in sh(runner, "env").splitlines())
+    pod = runner.pod("team", "probe")
+    assert {k: env[k] for k in ("A", "B", "C", "LATER", "POD", "NS", "IP", "NODE", "APP", "TOKEN", "GREETING")} == {
+        "A": "x",
+        "B": "x-y",
+        "C": "$(A) $(LATER)",  # LATER comes after C: not yet defined for it
+        "LATER": "z",
+        "POD": "probe",
+        "NS": "team",
+        "IP": pod.ip,
+        "NODE": pod.node,
+        "APP": "probe",
+        "TOKEN": "t0ken",
+        "GREETING": "hello",
+    }
+    assert (env["S_token"], env["HOSTNAME"], env["PWD"]) == ("t0ken", "probe", "/work/here")
+
+
+def test_user_groups_and_volume_ownership(runner):
+    assert sh(runner, "id -u; id -g; id -G").split("\n") == ["1234", "2345", "2345 3456 4567"]
+    # A Secret is the group's to read (defaultMode 0400 + fsGroup), an emptyDir to write.
+    assert sh(runner, "stat -c '%a %g' /etc/creds/sub/token /shared") == "440 3456\n2777 3456"
+    assert sh(runner, "cat /etc/creds/sub/token; echo; ls /etc/creds") == "t0ken\nsub"
+
+
+def test_mounts_init_containers_and_sidecars_share(runner):
+    assert sh(runner, "cat /shared/init /shared/sidecar /etc/flower/flower.conf") == "init\nsidecar\nrounds = 3"
+    sh(runner, "echo memo > /memory/note", container="main")
+    assert sh(runner, "cat /memory/note", container="sidecar") == "memo"
+    assert sh(runner, "grep ' /memory ' /proc/mounts | cut -d' ' -f3") == "tmpfs"
+
+
+def test_root_is_read_only_and_the_host_untouched(runner):
+    proc = runner.exec("team", "probe", "main", ["sh", "-c", "touch /new"])
+    assert proc.returncode != 0
+    assert "Read-only file system" in proc.stderr
+    sh(runner, "touch /tmp/ok")  # an emptyDir there
+    assert not pathlib.Path("/etc/flower").exists()
+    assert not pathlib.Path("/work/here").exists()
+    assert sh(runner, "hostname") == "probe"
+
+
+def test_services_reach_pods_and_loopback_stays_private(runner):
+    fetch = "import sys, urllib.request as u; print(u.urlopen(sys.argv[1], timeout=5).status)"
+    ok = runner.exec("team", "probe", "main", ["python", "-c", fetch, "http://web.team.svc.cluster.local/"])
+    assert (ok.returncode, ok.stdout.strip()) == (0, "200"), ok.stderr
+    private = runner.exec("team", "probe", "main", ["python", "-c", fetch, "http://web:81/"])
+    assert private.returncode != 0  # bound to 127.0.0.1 in its own pod
+    headless = sh(runner, "getent hosts web-headless.team.svc web-0.web-headless.team.svc.cluster.local")
+    web0 = runner.pod("team", "web-0")
+    assert f"{web0.ip}  " in headless
+    assert sh(runner, "hostname -f 2>/dev/null || hostname", pod="web-0", container="private").startswith("web-0")
+
+
+def test_claims_are_directories_per_pod(runner):
+    sh(runner, "echo zero > /data/file", pod="web-0", container="public")
+    assert sh(runner, "ls /data", pod="web-1", container="public") == ""
+    assert (runner.workdir / "claims" / "team" / "data-web-0" / "file").read_text() == "zero\n"

@@ -1,0 +1,214 @@
+"""Rendered Federations run as real Flower processes, and every SuperNode comes online.
+
+The pod runner (podrunner.py) plays kubelet, kube-proxy and cluster DNS for
+what `function render` composes, with the images mapped to one Flower
+release's venv (FLWR_PYTHON's). A pod of its own runs that release's `flwr`
+CLI against the SuperLink Service, as a user in the cluster would, and the
+test waits until the CLI lists every SuperNode as online. Needs root (network
+and mount namespaces) and openssl for the TLS case.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import yaml
+
+from peers import ROOT, need
+from podrunner import PodRunner, flower_images, unwrap
+
+NAMESPACE = "default"
+REPLICAS = 2
+ONLINE_TIMEOUT = 60
+# Custom SuperExec images, as production.yaml names them: they run flower-superexec too.
+SUPEREXEC_IMAGES = ("registry.example.com/ml/serverapp", "registry.example.com/ml/clientapp")
+
+
+@dataclass(frozen=True)
+class Release:
+    version: str
+    bin: pathlib.Path
+
+
+@pytest.fixture(scope="module")
+def release(flwr_python: str) -> Release:
+    need(os.geteuid() == 0, "root (the pod runner makes network and mount namespaces)")
+    need(shutil.which("ip") is not None, "iproute2's ip (the pod runner's network)")
+    version = subprocess.run(
+        [flwr_python, "-c", "import importlib.metadata as m; print(m.version('flwr'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return Release(version, pathlib.Path(flwr_python).parent)
+
+
+def claim(name: str, version: str, isolation: str, *, tls: bool) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "mode": "StatefulSet",
+        "isolationMode": isolation,
+        "superlink": {"image": f"flwr/superlink:{version}"},
+        "supernodes": {"image": f"flwr/supernode:{version}", "pools": [{"name": "default", "replicas": REPLICAS}]},
+    }
+    if isolation == "process":
+        spec["superlink"]["superexecImage"] = f"{SUPEREXEC_IMAGES[0]}:{version}"
+        spec["supernodes"]["pools"][0]["images"] = {"superexecClientApp": f"{SUPEREXEC_IMAGES[1]}:{version}"}
+    if tls:
+        spec["tls"] = {"secretName": "superlink-tls"}
+    return {
+        "apiVersion": "flower.crossplane.io/v1alpha1",
+        "kind": "Federation",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": spec,
+    }
+
+
+def tls_secret(tmp: pathlib.Path, service: str) -> dict[str, Any]:
+    """A CA and a certificate for the SuperLink Service's cluster names, as a kubernetes.io/tls Secret."""
+    need(shutil.which("openssl") is not None, "openssl (the TLS certificates)")
+    names = [
+        service,
+        f"{service}.{NAMESPACE}",
+        f"{service}.{NAMESPACE}.svc",
+        f"{service}.{NAMESPACE}.svc.cluster.local",
+    ]
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"]
+    ca, key, crt = tmp / "ca.crt", tmp / "tls.key", tmp / "tls.crt"
+    for args in (
+        ["-x509", *ec, "-subj", "/CN=test-ca", "-keyout", str(tmp / "ca.key"), "-out", str(ca),
+         "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+        ["-x509", *ec, "-subj", f"/CN={names[2]}", "-keyout", str(key), "-out", str(crt),
+         "-CA", str(ca), "-CAkey", str(tmp / "ca.key"),
+         "-addext", f"subjectAltName={','.join('DNS:' + n for n in names)}",
+         "-addext", "basicConstraints=critical,CA:FALSE", "-addext", "extendedKeyUsage=serverAuth"],
+    ):  # fmt: skip
+        subprocess.run(["openssl", "req", *args], check=True, capture_output=True)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": "superlink-tls", "namespace": NAMESPACE},
+        "data": {p.name: base64.b64encode(p.read_bytes()).decode() for p in (ca, crt, key)},
+    }
+
+
+def render(tmp: pathlib.Path, federation: dict[str, Any], required: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`function render`, the Secret handed over as Crossplane's required resources."""
+    (tmp / "claim.yaml").write_text(yaml.safe_dump(federation))
+    args = [sys.executable, "-m", "function.main", "render", str(tmp / "claim.yaml")]
+    if required:
+        (tmp / "required.yaml").write_text(yaml.safe_dump_all(required))
+        args += ["--required", str(tmp / "required.yaml")]
+    out = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def cli_pod(release: Release, address: str, *, tls: bool) -> list[dict[str, Any]]:
+    """A pod with the release's flwr CLI (every Flower image has it) and its connection config."""
+    ca = "/app/tls/ca.crt"
+    security = f'root-certificates = "{ca}"' if tls else "insecure = true"
+    if tuple(map(int, release.version.split(".")[:2])) < (1, 26):
+        # Up to 1.25 the CLI reads federations from a Flower app's pyproject.toml.
+        path, config = "/app/cli/pyproject.toml", (
+            '[project]\nname = "cli"\nversion = "1.0.0"\n\n[tool.flwr.app]\npublisher = "test"\n\n'
+            '[tool.flwr.app.components]\nserverapp = "cli:server"\nclientapp = "cli:client"\n\n'
+            '[tool.flwr.app.config]\n\n[tool.flwr.federations]\ndefault = "k8s"\n\n'
+            f'[tool.flwr.federations.k8s]\naddress = "{address}"\n{security}\n'
+        )  # fmt: skip
+        argv = ["flwr", "supernode", "ls", ".", "k8s", "--format", "json"]
+    else:
+        # From 1.26 it reads $FLWR_HOME/config.toml (FLWR_HOME is ~/.flwr = /app/.flwr).
+        path = "/app/.flwr/config.toml"
+        config = f'[superlink]\ndefault = "k8s"\n\n[superlink.k8s]\naddress = "{address}"\n{security}\n'
+        argv = ["flwr", "supernode", "list", "--format", "json"]
+    # The CLI writes beside its config (1.25: <app>/.flwr), so that directory is an emptyDir.
+    volumes = [{"name": "config", "configMap": {"name": "flwr-cli"}}, {"name": "cli", "emptyDir": {}}]
+    directory = str(pathlib.PurePosixPath(path).parent)
+    mounts = [
+        {"name": "cli", "mountPath": directory},
+        {"name": "config", "mountPath": path, "subPath": "config", "readOnly": True},
+    ]
+    if tls:  # only the CA, as the SuperNodes get it
+        volumes.append(
+            {"name": "tls", "secret": {"secretName": "superlink-tls", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
+        )
+        mounts.append({"name": "tls", "mountPath": "/app/tls", "readOnly": True})
+    container = {
+        "name": "cli",
+        "image": f"flwr/superlink:{release.version}",
+        "command": ["sleep", "infinity"],
+        "workingDir": directory,
+        "volumeMounts": mounts,
+        "env": [{"name": "FLWR_CLI", "value": " ".join(argv)}],
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "flwr-cli", "namespace": NAMESPACE},
+        "spec": {"containers": [container], "volumes": volumes},
+    }
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "flwr-cli", "namespace": NAMESPACE},
+        "data": {"config": config},
+    }
+    return [configmap, pod]
+
+
+def control_address(manifests: list[dict[str, Any]], federation: str) -> str:
+    """The SuperLink Service's control port, by its cluster name."""
+    service = next(
+        m for m in manifests if m["kind"] == "Service" and m["metadata"]["name"] == f"{federation}-superlink"
+    )
+    port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "control")
+    return f"{service['metadata']['name']}.{NAMESPACE}.svc:{port}"
+
+
+def online_supernodes(runner: PodRunner, deadline: float, expected: int) -> tuple[int, str]:
+    """Ask the CLI until `expected` SuperNodes are online or the deadline passes: (online, last answer)."""
+    argv = runner.pod(NAMESPACE, "flwr-cli").containers["cli"].spec["env"]["FLWR_CLI"].split()
+    online, last = 0, ""
+    while time.monotonic() < deadline:
+        proc = runner.exec(NAMESPACE, "flwr-cli", "cli", argv, timeout=30)
+        last = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        if proc.returncode == 0:  # 1.25 exits 0 with "success": false too; then there are no nodes
+            nodes = json.loads(proc.stdout).get("nodes") or []
+            online = sum(1 for n in nodes if n.get("status") == "online")
+            if online >= expected:
+                break
+        time.sleep(1)
+    return online, last
+
+
+@pytest.mark.parametrize(
+    ("isolation", "tls"),
+    [("subprocess", False), ("process", False), ("subprocess", True)],
+    ids=["subprocess-insecure", "process-insecure", "subprocess-tls"],
+)
+def test_every_supernode_comes_online(release: Release, tmp_path: pathlib.Path, isolation: str, *, tls: bool):
+    name = f"fed-{isolation}{'-tls' if tls else ''}"
+    secrets = [tls_secret(tmp_path, f"{name}-superlink")] if tls else []
+    rendered = render(tmp_path, claim(name, release.version, isolation, tls=tls), secrets)
+    manifests = [unwrap(r) for r in rendered]
+    cli = cli_pod(release, control_address(manifests, name), tls=tls)
+    images = flower_images(release.bin, SUPEREXEC_IMAGES)
+    started = time.monotonic()
+    with PodRunner(tmp_path / "cluster", images, secrets) as runner:
+        runner.start([*rendered, *cli])
+        supernodes = [p for p in runner.pods if p.labels.get("app.kubernetes.io/name") == "supernode"]
+        assert len(supernodes) == REPLICAS
+        online, last = online_supernodes(runner, started + ONLINE_TIMEOUT, len(supernodes))
+        report = f"{online}/{len(supernodes)} SuperNodes online; flwr said: {last}\n{runner.logs()}"
+        assert online == len(supernodes), report
+        assert runner.exited() == [], report
