@@ -1,16 +1,20 @@
 """Rendered Federations run as real Flower processes, and every SuperNode comes online.
 
 The pod runner (podrunner.py) plays kubelet, kube-proxy and cluster DNS for
-what `function render` composes, with the images mapped to one Flower
-release's venv (FLWR_PYTHON's). A pod of its own runs that release's `flwr`
-CLI against the SuperLink Service, as a user in the cluster would, and the
-test waits until the CLI lists every SuperNode as online. Needs root (network
-and mount namespaces) and openssl for the TLS case.
+what `function render` composes, with the images mapped to the venv of the
+Flower release the Federation names. A pod of its own runs that release's
+`flwr` CLI against the SuperLink Service, as a user in the cluster would, and
+the test waits until the CLI lists every SuperNode as online. Needs root
+(network and mount namespaces), and openssl for TLS.
+
+A release's venv is $FLWR_VENVS/<release> (as `make unit` builds them), for
+1.25.0 also $FLWR_PYTHON's.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import pathlib
@@ -18,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,11 +30,14 @@ import pytest
 import yaml
 
 from peers import ROOT, need
-from podrunner import PodRunner, flower_images, unwrap
+from podrunner import Manifest, Pod, PodRunner, flower_images, unwrap
 
+# The releases run; 1.35.0 and 1.41.0 join once the function writes their command lines.
+RELEASES = ["1.25.0"]
 NAMESPACE = "default"
 REPLICAS = 2
 ONLINE_TIMEOUT = 60
+OFFLINE_WINDOW = 10  # the healthy ones are online within seconds
 # Custom SuperExec images, as production.yaml names them: they run flower-superexec too.
 SUPEREXEC_IMAGES = ("registry.example.com/ml/serverapp", "registry.example.com/ml/clientapp")
 
@@ -39,18 +47,36 @@ class Release:
     version: str
     bin: pathlib.Path
 
+    @property
+    def reads_pyproject(self) -> bool:
+        """Up to 1.25 the flwr CLI reads its federations from a Flower app's pyproject.toml."""
+        return tuple(map(int, self.version.split(".")[:2])) < (1, 26)
 
-@pytest.fixture(scope="module")
-def release(flwr_python: str) -> Release:
+
+def venv_python(version: str) -> pathlib.Path | None:
+    candidates = []
+    if os.environ.get("FLWR_VENVS"):
+        candidates.append(pathlib.Path(os.environ["FLWR_VENVS"]) / version / "bin" / "python")
+    if version == "1.25.0" and os.environ.get("FLWR_PYTHON"):
+        candidates.append(pathlib.Path(os.environ["FLWR_PYTHON"]))
+    return next((c for c in candidates if os.access(c, os.X_OK)), None)
+
+
+@pytest.fixture(scope="module", params=RELEASES)
+def release(request: pytest.FixtureRequest) -> Release:
     need(os.geteuid() == 0, "root (the pod runner makes network and mount namespaces)")
     need(shutil.which("ip") is not None, "iproute2's ip (the pod runner's network)")
-    version = subprocess.run(
-        [flwr_python, "-c", "import importlib.metadata as m; print(m.version('flwr'))"],
+    python = venv_python(request.param)
+    need(python is not None, f"a venv of Flower {request.param} (FLWR_VENVS or FLWR_PYTHON; `make unit`)")
+    assert python is not None
+    installed = subprocess.run(
+        [python, "-c", "import importlib.metadata as m; print(m.version('flwr'))"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.strip()
-    return Release(version, pathlib.Path(flwr_python).parent)
+    assert installed == request.param, f"{python} has Flower {installed}"
+    return Release(installed, python.parent)
 
 
 def claim(name: str, version: str, isolation: str, *, tls: bool) -> dict[str, Any]:
@@ -117,8 +143,7 @@ def cli_pod(release: Release, address: str, *, tls: bool) -> list[dict[str, Any]
     """A pod with the release's flwr CLI (every Flower image has it) and its connection config."""
     ca = "/app/tls/ca.crt"
     security = f'root-certificates = "{ca}"' if tls else "insecure = true"
-    if tuple(map(int, release.version.split(".")[:2])) < (1, 26):
-        # Up to 1.25 the CLI reads federations from a Flower app's pyproject.toml.
+    if release.reads_pyproject:
         path, config = "/app/cli/pyproject.toml", (
             '[project]\nname = "cli"\nversion = "1.0.0"\n\n[tool.flwr.app]\npublisher = "test"\n\n'
             '[tool.flwr.app.components]\nserverapp = "cli:server"\nclientapp = "cli:client"\n\n'
@@ -191,24 +216,51 @@ def online_supernodes(runner: PodRunner, deadline: float, expected: int) -> tupl
     return online, last
 
 
+@contextlib.contextmanager
+def federation(
+    release: Release, tmp: pathlib.Path, isolation: str, *, tls: bool, change: Callable[[Manifest], None] | None = None
+) -> Iterator[tuple[PodRunner, list[Pod]]]:
+    """A Federation rendered and run with the CLI pod beside it: the runner and the SuperNode pods."""
+    name = f"fed-{isolation}{'-tls' if tls else ''}"
+    secrets = [tls_secret(tmp, f"{name}-superlink")] if tls else []
+    rendered = render(tmp, claim(name, release.version, isolation, tls=tls), secrets)
+    manifests = [unwrap(r) for r in rendered]
+    for manifest in manifests if change else []:
+        change(manifest)
+    cli = cli_pod(release, control_address(manifests, name), tls=tls)
+    with PodRunner(tmp / "cluster", flower_images(release.bin, SUPEREXEC_IMAGES), secrets) as runner:
+        runner.start([*rendered, *cli])
+        supernodes = [p for p in runner.pods if p.labels.get("app.kubernetes.io/name") == "supernode"]
+        assert len(supernodes) == REPLICAS
+        yield runner, supernodes
+
+
 @pytest.mark.parametrize(
     ("isolation", "tls"),
     [("subprocess", False), ("process", False), ("subprocess", True)],
     ids=["subprocess-insecure", "process-insecure", "subprocess-tls"],
 )
 def test_every_supernode_comes_online(release: Release, tmp_path: pathlib.Path, isolation: str, *, tls: bool):
-    name = f"fed-{isolation}{'-tls' if tls else ''}"
-    secrets = [tls_secret(tmp_path, f"{name}-superlink")] if tls else []
-    rendered = render(tmp_path, claim(name, release.version, isolation, tls=tls), secrets)
-    manifests = [unwrap(r) for r in rendered]
-    cli = cli_pod(release, control_address(manifests, name), tls=tls)
-    images = flower_images(release.bin, SUPEREXEC_IMAGES)
-    started = time.monotonic()
-    with PodRunner(tmp_path / "cluster", images, secrets) as runner:
-        runner.start([*rendered, *cli])
-        supernodes = [p for p in runner.pods if p.labels.get("app.kubernetes.io/name") == "supernode"]
-        assert len(supernodes) == REPLICAS
-        online, last = online_supernodes(runner, started + ONLINE_TIMEOUT, len(supernodes))
+    deadline = time.monotonic() + ONLINE_TIMEOUT
+    with federation(release, tmp_path, isolation, tls=tls) as (runner, supernodes):
+        online, last = online_supernodes(runner, deadline, len(supernodes))
         report = f"{online}/{len(supernodes)} SuperNodes online; flwr said: {last}\n{runner.logs()}"
         assert online == len(supernodes), report
         assert runner.exited() == [], report
+
+
+def test_a_supernode_cannot_reach_the_superlink_on_its_own_loopback(release: Release, tmp_path: pathlib.Path):
+    """Pods are apart, as in a cluster: the check above fails for an address only one machine would serve."""
+
+    def loopback(manifest: Manifest) -> None:
+        if manifest["kind"] == "StatefulSet" and manifest["metadata"]["name"].endswith("-supernode-default"):
+            container = manifest["spec"]["template"]["spec"]["containers"][0]
+            port = next(a for a in container["args"] if a.startswith("--superlink=")).rsplit(":", 1)[1]
+            container["args"] = [
+                f"--superlink=127.0.0.1:{port}" if a.startswith("--superlink=") else a for a in container["args"]
+            ]
+
+    with federation(release, tmp_path, "subprocess", tls=False, change=loopback) as (runner, supernodes):
+        online, last = online_supernodes(runner, time.monotonic() + OFFLINE_WINDOW, len(supernodes))
+        assert '"success": true' in last, last  # the CLI reached the SuperLink
+        assert online == 0, f"{last}\n{runner.logs()}"
