@@ -1,7 +1,9 @@
 # Every target bootstraps what it needs on a fresh machine (Python 3.11, Go).
 PYTHON ?= python3
 VENV := .venv
-FLWR_VENV := .venv-flwr
+# One virtualenv per Flower release the tests run (tests/flower/<release>.txt).
+FLWR_RELEASES := $(patsubst tests/flower/%.txt,%,$(wildcard tests/flower/*.txt))
+FLWR_VENVS := $(foreach r,$(FLWR_RELEASES),.cache/flwr/$(r)/.installed)
 CRANK := .cache/bin/crank
 CELCHECK := .cache/bin/celcheck
 XRD2CRD := .cache/bin/xrd2crd
@@ -10,7 +12,7 @@ XRD2CRD := .cache/bin/xrd2crd
 KUBE_NEWEST := $(shell sed -n 's/^[[:space:]]*k8s.io\/apiextensions-apiserver v0\.\([0-9]*\)\..*/1.\1/p' tools/crdcheck/go.mod)
 KUBE_MINORS := $(sort $(patsubst tools/crdcheck/go.%.mod,%,$(wildcard tools/crdcheck/go.1.*.mod)) $(KUBE_NEWEST))
 CRDCHECKS := $(foreach m,$(KUBE_MINORS),.cache/bin/crdcheck-$(m))
-EXAMPLE ?= examples/claims/statefulset-subprocess.yaml
+EXAMPLE ?= examples/claims/flower-141.yaml
 IMAGE := .cache/image/function-flower.tar
 PACKAGE := .cache/package/function-flower.xpkg
 E2E_TOOLS := .cache/e2e
@@ -24,9 +26,10 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	touch $@
 
 # Flower pins protobuf below 7, the function SDK above: Flower gets its own venv.
-$(FLWR_VENV)/.installed: tests/flwr-requirements.txt
-	$(PYTHON) -m venv $(FLWR_VENV)
-	$(FLWR_VENV)/bin/pip install --quiet -r tests/flwr-requirements.txt
+.cache/flwr/%/.installed: tests/flower/%.txt
+	rm -rf $(dir $@)
+	$(PYTHON) -m venv $(dir $@)
+	$(dir $@)bin/pip install --quiet -r $<
 	touch $@
 
 # The Crossplane CLI, built from the Go module proxy at the version tools/crank pins.
@@ -78,10 +81,10 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
 # The fast suite: every test but the real control plane.
-unit: lint $(VENV)/.installed $(FLWR_VENV)/.installed $(CRANK) $(CELCHECK) $(XRD2CRD) $(CRDCHECKS)
+unit: lint $(VENV)/.installed $(FLWR_VENVS) $(CRANK) $(CELCHECK) $(XRD2CRD) $(CRDCHECKS)
 	CRANK=$(abspath $(CRANK)) CELCHECK=$(abspath $(CELCHECK)) XRD2CRD=$(abspath $(XRD2CRD)) \
 		CRDCHECK_DIR=$(abspath .cache/bin) \
-		FLWR_PYTHON=$(abspath $(FLWR_VENV))/bin/python \
+		FLWR_PYTHON=$(abspath .cache/flwr/1.25.0)/bin/python FLWR_VENVS=$(abspath .cache/flwr) \
 		$(VENV)/bin/pytest --ignore=tests/e2e $(PYTEST_ARGS)
 
 # The runtime image, built without a container daemon (needs root).
@@ -113,4 +116,4 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench.py
 
 clean:
-	rm -rf $(VENV) $(FLWR_VENV) .cache build dist
+	rm -rf $(VENV) .cache build dist

@@ -6,7 +6,19 @@ import dataclasses
 import enum
 from typing import Any
 
-from function import names, netpol, nodeconfig, placement, pods, readiness, superlink, supernodes, tls, validation
+from function import (
+    flower,
+    names,
+    netpol,
+    nodeconfig,
+    placement,
+    pods,
+    readiness,
+    superlink,
+    supernodes,
+    tls,
+    validation,
+)
 from function.spec import FederationSpec, PoolSpec, ProviderConfigRef
 from function.validation import SpecError
 
@@ -43,11 +55,12 @@ def pool_resource(pool_name: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Federation:
-    """A checked Federation: its name and namespace as deployed, and its spec."""
+    """A checked Federation: its name and namespace as deployed, its spec and the Flower releases it runs."""
 
     name: str
     namespace: str
     spec: FederationSpec
+    flower: flower.Releases
     # A Crossplane v2 namespaced XR, rather than a cluster-scoped one (claimed or not).
     namespaced: bool = False
 
@@ -76,7 +89,7 @@ def federation(xr: dict[str, Any]) -> Federation:
     errors = validation.check_names(name, spec)
     if errors:
         raise SpecError(errors)
-    return Federation(name, namespace, spec, namespaced)
+    return Federation(name, namespace, spec, flower.resolve(spec), namespaced)
 
 
 def _stay_in(namespace: str, spec: FederationSpec) -> None:
@@ -255,11 +268,15 @@ def superlink_resources(fed: Federation, external: placement.External) -> dict[s
     """The SuperLink, its Service and, from cert-manager, its certificate, in the hub."""
     hub = placement.superlink_ref(fed.spec)
     out = {
-        SUPERLINK: Composed(superlink.statefulset(fed.name, fed.namespace, fed.spec), hub),
-        SERVICE: Composed(superlink.service(fed.name, fed.namespace, fed.spec), hub),
+        SUPERLINK: Composed(
+            superlink.statefulset(fed.name, fed.namespace, fed.spec, fed.flower.superlink_dialect), hub
+        ),
+        SERVICE: Composed(superlink.service(fed.name, fed.namespace, fed.spec, fed.flower.superlink_dialect), hub),
     }
     if fed.spec.tls is not None and fed.spec.tls.certManager is not None:
-        out[CERTIFICATE] = Composed(tls.certificate(fed.name, fed.namespace, fed.spec, external.address), hub)
+        loopback = fed.flower.superlink_dialect.runtime_tls
+        certificate = tls.certificate(fed.name, fed.namespace, fed.spec, external.address, loopback=loopback)
+        out[CERTIFICATE] = Composed(certificate, hub)
     return out
 
 
@@ -291,6 +308,7 @@ def workloads(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
             p.namespace,
             spec,
             p.spec,
+            dialect=fed.flower.pool_dialect(p.name),
             fleet=p.fleet,
             context=nodeconfig.Context(p.name, p.spec.replicas, p.provider_config.name, total),
             offset=offsets.get(p.name, 0),
@@ -333,14 +351,21 @@ def network_policies(fed: Federation, pools: list[PlacedPool], external: placeme
     for p in pools:
         places.setdefault((p.provider_config.name, p.namespace), (p.provider_config, p.remote))
     local = [namespace for (_, namespace), (_, remote) in places.items() if not remote]
+    fleet_port = fed.flower.superlink_dialect.fleet_port
     out = {
         "networkpolicy-superlink": Composed(
-            netpol.superlink_policy(fed.name, fed.namespace, fed.spec, local), placement.superlink_ref(fed.spec)
+            netpol.superlink_policy(fed.name, fed.namespace, fed.spec, local, fleet_port=fleet_port),
+            placement.superlink_ref(fed.spec),
         )
     }
     for (cluster, namespace), (ref, remote) in sorted(places.items()):
         policy = netpol.supernode_policy(
-            fed.name, namespace, fed.spec, None if remote else fed.namespace, external.address if remote else None
+            fed.name,
+            namespace,
+            fed.spec,
+            None if remote else fed.namespace,
+            external.address if remote else None,
+            fleet_port=fleet_port,
         )
         out[f"networkpolicy-supernode-{cluster}-{namespace}"] = Composed(policy, ref)
     return out

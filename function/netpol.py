@@ -4,6 +4,11 @@ The SuperLink takes Fleet traffic from its SuperNodes (and listed remote
 ranges) and Control traffic from listed namespaces and ranges; SuperNode pods
 take no traffic and reach only the SuperLink, DNS and what the user adds.
 In-pod links (AppIO, health) never leave the pod.
+
+The rules name the SuperLink's container ports, which follow its Flower
+release. From 1.40 the Fleet and Control APIs share one port: a peer admitted
+for one reaches both, so controlNamespaces and controlCIDRs then add who may
+reach the Control API and no longer keep SuperNodes from it.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ def _namespace(name: str) -> dict[str, Any]:
 
 
 def superlink_policy(
-    federation: str, namespace: str, spec: FederationSpec, pool_namespaces: list[str]
+    federation: str, namespace: str, spec: FederationSpec, pool_namespaces: list[str], *, fleet_port: int = FLEET_PORT
 ) -> dict[str, Any]:
     """Ingress to the SuperLink pod. pool_namespaces: namespaces of its cluster with pools."""
     policy = spec.networkPolicy
@@ -47,7 +52,7 @@ def superlink_policy(
     control_from += [{"ipBlock": {"cidr": cidr}} for cidr in policy.controlCIDRs]
     ingress = []
     if fleet_from:
-        ingress.append({"from": fleet_from, "ports": [{"port": FLEET_PORT, "protocol": "TCP"}]})
+        ingress.append({"from": fleet_from, "ports": [{"port": fleet_port, "protocol": "TCP"}]})
     if control_from:
         ingress.append({"from": control_from, "ports": [{"port": CONTROL_PORT, "protocol": "TCP"}]})
     return {
@@ -74,7 +79,13 @@ def _external_peer(address: str) -> tuple[list[dict[str, Any]], int]:
 
 
 def supernode_policy(
-    federation: str, namespace: str, spec: FederationSpec, superlink_namespace: str | None, external: str | None
+    federation: str,
+    namespace: str,
+    spec: FederationSpec,
+    superlink_namespace: str | None,
+    external: str | None,
+    *,
+    fleet_port: int = FLEET_PORT,
 ) -> dict[str, Any]:
     """SuperNode pods of one namespace: no ingress; egress to DNS, the SuperLink and what the user allows.
 
@@ -88,7 +99,7 @@ def supernode_policy(
         peer: dict[str, Any] = {"podSelector": superlink_selector(federation)}
         if superlink_namespace != namespace:
             peer["namespaceSelector"] = _namespace(superlink_namespace)
-        egress.append({"to": [peer], "ports": [{"port": FLEET_PORT, "protocol": "TCP"}]})
+        egress.append({"to": [peer], "ports": [{"port": fleet_port, "protocol": "TCP"}]})
     if external is not None:
         to, port = _external_peer(external)
         rule: dict[str, Any] = {"ports": [{"port": port, "protocol": "TCP"}]}

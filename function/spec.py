@@ -376,7 +376,14 @@ class FederationSpec(Model):
     isolationMode: Literal["process", "subprocess"] = Field(
         description="How ServerApps and ClientApps run: SuperExec sidecars (process) or in-process."
     )
-    version: str | None = Field(default=None, min_length=1, description="Flower version, for information.")
+    version: str | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "Flower release the Federation runs (e.g. 1.41.0) where an image's tag does not name one; "
+            "each part's command lines follow its release."
+        ),
+    )
     insecure: bool | None = Field(
         default=None,
         description=(

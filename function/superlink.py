@@ -1,10 +1,11 @@
-"""The SuperLink: a one-replica StatefulSet and its Service."""
+"""The SuperLink: a one-replica StatefulSet and its Service, in the dialect of its Flower release."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from function import merge, names, pods, tls
+from function.flower import Dialect
 from function.spec import (
     CONTROL_PORT,
     FLEET_PORT,
@@ -21,9 +22,9 @@ def service_address(federation: str, namespace: str) -> str:
     return f"{names.superlink(federation)}.{namespace}.svc"
 
 
-def _container(spec: FederationSpec) -> dict[str, Any]:
+def _args(spec: FederationSpec, dialect: Dialect) -> list[str]:
     link = spec.superlink
-    args = [f"--isolation={spec.isolationMode}"]
+    args = [f"--isolation={spec.isolationMode}", *dialect.superlink_listen_args()]
     if tls.insecure(spec):
         args.append("--insecure")
     if tls.enabled(spec):
@@ -31,15 +32,20 @@ def _container(spec: FederationSpec) -> dict[str, Any]:
     if spec.nodeAuthentication is not None and spec.nodeAuthentication.enabled:
         args.append("--enable-supernode-auth")
     if link.persistence is not None:
-        args += [f"--database={STATE_PATH}/state.db", f"--storage-dir={STATE_PATH}/ffs"]
-    args += link.extraArgs
-    ports = [
-        {"containerPort": FLEET_PORT, "name": "fleet", "protocol": "TCP"},
-        {"containerPort": CONTROL_PORT, "name": "control", "protocol": "TCP"},
-    ]
-    if spec.isolationMode == "process":
-        ports.append({"containerPort": SERVERAPPIO_PORT, "name": "serverappio", "protocol": "TCP"})
-    container: dict[str, Any] = {"name": "superlink", "image": link.image, "args": args, "ports": ports}
+        args.append(f"--database={STATE_PATH}/state.db")
+        if dialect.storage_dir:
+            args.append(f"--storage-dir={STATE_PATH}/ffs")
+    if dialect.dependency_install == "opt-out":
+        # Installing an app's dependencies needs PyPI and a writable environment,
+        # which the restricted pods and NetworkPolicies deny.
+        args.append("--disable-runtime-dependency-installation")
+    return [*args, *link.extraArgs]
+
+
+def _container(spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
+    link = spec.superlink
+    args = _args(spec, dialect)
+    container: dict[str, Any] = {"name": "superlink", "image": link.image, "args": args, "ports": _ports(spec, dialect)}
     if link.resources:
         container["resources"] = link.resources
     env = merge.by_name(link.env)
@@ -54,6 +60,24 @@ def _container(spec: FederationSpec) -> dict[str, Any]:
     return container
 
 
+def _ports(spec: FederationSpec, dialect: Dialect) -> list[dict[str, Any]]:
+    """The ports other pods reach: a listener bound to the loopback is no container port."""
+    if dialect.fleet_api == "http":
+        return [{"containerPort": CONTROL_PORT, "name": "http", "protocol": "TCP"}]
+    if dialect.control_api == "http":
+        return [
+            {"containerPort": FLEET_PORT, "name": "fleet", "protocol": "TCP"},
+            {"containerPort": CONTROL_PORT, "name": "http", "protocol": "TCP"},
+        ]
+    ports = [
+        {"containerPort": FLEET_PORT, "name": "fleet", "protocol": "TCP"},
+        {"containerPort": CONTROL_PORT, "name": "control", "protocol": "TCP"},
+    ]
+    if spec.isolationMode == "process" and dialect.runtime_api == "grpc":
+        ports.append({"containerPort": SERVERAPPIO_PORT, "name": "serverappio", "protocol": "TCP"})
+    return ports
+
+
 def _state_claim(persistence: Persistence) -> dict[str, Any]:
     spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": persistence.size}}}
     if persistence.storageClassName:
@@ -61,14 +85,14 @@ def _state_claim(persistence: Persistence) -> dict[str, Any]:
     return {"metadata": {"name": STATE_VOLUME}, "spec": spec}
 
 
-def _superexec(spec: FederationSpec) -> dict[str, Any]:
+def _superexec(spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
     link = spec.superlink
-    # The AppIO API is plain gRPC inside the pod, whatever the Fleet API uses.
-    args = [
-        "--plugin-type=serverapp",
-        f"--appio-api-address=localhost:{SERVERAPPIO_PORT}",
-        "--insecure",
-    ]
+    args = dialect.superexec_args("serverapp", dialect.runtime_port)
+    # The API it dials is plain inside the pod, whatever the Fleet API uses,
+    # until 1.37 puts it behind the SuperLink's TLS (then its certificate must
+    # also name localhost).
+    secure = tls.enabled(spec) and dialect.runtime_tls
+    args += tls.supernode_args() if secure else ["--insecure"]
     container: dict[str, Any] = {"name": "superexec-serverapp", "image": link.superexecImage, "args": args}
     if link.superexecResources:
         container["resources"] = link.superexecResources
@@ -76,18 +100,20 @@ def _superexec(spec: FederationSpec) -> dict[str, Any]:
     if env:
         container["env"] = env
     mounts = link.superexecVolumeMounts or link.volumeMounts
+    if secure:
+        mounts = [*mounts, tls.mount()]
     if mounts:
         container["volumeMounts"] = merge.by_name(mounts)
     return container
 
 
-def statefulset(federation: str, namespace: str, spec: FederationSpec) -> dict[str, Any]:
+def statefulset(federation: str, namespace: str, spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
     """The SuperLink's one-replica StatefulSet, its SuperExec sidecar in process mode."""
     name = names.superlink(federation)
     labels = names.superlink_labels(federation)
-    containers = [_container(spec)]
+    containers = [_container(spec, dialect)]
     if spec.isolationMode == "process":
-        containers.append(_superexec(spec))
+        containers.append(_superexec(spec, dialect))
     pod_spec: dict[str, Any] = {"containers": containers}
     volumes = merge.by_name(spec.superlink.volumes)
     if tls.enabled(spec):
@@ -113,15 +139,20 @@ def statefulset(federation: str, namespace: str, spec: FederationSpec) -> dict[s
     return workload
 
 
-def service(federation: str, namespace: str, spec: FederationSpec) -> dict[str, Any]:
-    """The SuperLink's Service: Fleet and Control ports, ServerAppIO too in process mode."""
+def service(federation: str, namespace: str, spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
+    """The SuperLink's Service: Fleet and Control ports, ServerAppIO too in process mode while it is gRPC.
+
+    Its ports stay the operator's whatever the release, so addresses users
+    and remote pools hold keep working across upgrades: from 1.40 both lead
+    to the one HTTP listener.
+    """
     svc = spec.superlink.service
     managed = names.superlink_labels(federation)
     ports = [
-        {"name": "fleet", "port": svc.ports.grpc, "protocol": "TCP", "targetPort": FLEET_PORT},
+        {"name": "fleet", "port": svc.ports.grpc, "protocol": "TCP", "targetPort": dialect.fleet_port},
         {"name": "control", "port": svc.ports.extra, "protocol": "TCP", "targetPort": CONTROL_PORT},
     ]
-    if spec.isolationMode == "process":
+    if spec.isolationMode == "process" and dialect.runtime_api == "grpc":
         ports.append(
             {"name": "serverappio", "port": svc.ports.serverAppIO, "protocol": "TCP", "targetPort": SERVERAPPIO_PORT}
         )

@@ -1,4 +1,4 @@
-"""SuperNode pools: one DaemonSet or StatefulSet per pool."""
+"""SuperNode pools: one DaemonSet or StatefulSet per pool, in the dialect of the pool's Flower release."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import posixpath
 from typing import Any
 
 from function import gpu, merge, names, nodeconfig, pods, tls
+from function.flower import Dialect
 from function.spec import AUTH_KEY_PATH, CLIENTAPPIO_PORT, FederationSpec, PoolSpec
 
 AUTH_KEY_VOLUME = "auth-key"
@@ -13,7 +14,12 @@ AUTH_KEY_FILE = posixpath.basename(AUTH_KEY_PATH)
 
 
 def _supernode(
-    spec: FederationSpec, pool: PoolSpec, fleet: str, context: nodeconfig.Context, trust: dict[str, Any] | None
+    spec: FederationSpec,
+    pool: PoolSpec,
+    dialect: Dialect,
+    fleet: str,
+    context: nodeconfig.Context,
+    trust: dict[str, Any] | None,
 ) -> dict[str, Any]:
     args = [f"--superlink={fleet}", f"--isolation={spec.isolationMode}"]
     if tls.insecure(spec):
@@ -21,8 +27,11 @@ def _supernode(
     if trust is not None:
         args += tls.supernode_args()
     process = spec.isolationMode == "process"
-    if process:
+    if process and dialect.supernode_runtime_api == "grpc":
         args.append(f"--clientappio-api-address=0.0.0.0:{CLIENTAPPIO_PORT}")
+    elif process:
+        # The sidecar dials it in the pod: the loopback is enough.
+        args += ["--host=127.0.0.1", f"--port={CLIENTAPPIO_PORT}"]
     if pool.authKeySecretRef is not None:
         args.append(f"--auth-supernode-private-key={AUTH_KEY_PATH}")
     args += pool.extraArgs
@@ -36,8 +45,9 @@ def _supernode(
         "name": "supernode",
         "image": pool.images.supernode or spec.supernodes.image,
         "args": args,
-        "ports": [{"containerPort": CLIENTAPPIO_PORT, "name": "clientappio", "protocol": "TCP"}],
     }
+    if dialect.supernode_runtime_api == "grpc":
+        container["ports"] = [{"containerPort": CLIENTAPPIO_PORT, "name": "clientappio", "protocol": "TCP"}]
     # In process mode the ClientApp, and so the GPU, lives in the sidecar.
     resources = pool.supernodeResources if process else gpu.with_gpus(pool.supernodeResources, pool.gpu)
     mounts = pool.volumeMounts
@@ -49,9 +59,9 @@ def _supernode(
     return _with_settings(container, pool, resources, env, mounts)
 
 
-def _superexec(spec: FederationSpec, pool: PoolSpec) -> dict[str, Any]:
-    # The AppIO API is plain gRPC inside the pod, whatever the Fleet API uses.
-    args = ["--plugin-type=clientapp", f"--appio-api-address=localhost:{CLIENTAPPIO_PORT}", "--insecure"]
+def _superexec(spec: FederationSpec, pool: PoolSpec, dialect: Dialect) -> dict[str, Any]:
+    # The SuperNode's app-facing API is plain inside the pod, whatever the Fleet API uses.
+    args = [*dialect.superexec_args("clientapp", CLIENTAPPIO_PORT), "--insecure"]
     container: dict[str, Any] = {"name": "superexec-clientapp", "image": pool.images.superexecClientApp, "args": args}
     env = merge.by_name(spec.supernodes.env, pool.env, gpu.env(pool.gpu))
     resources = gpu.with_gpus(pool.superexecResources, pool.gpu)
@@ -79,12 +89,13 @@ def _with_settings(
     return container
 
 
-def workload(
+def workload(  # noqa: PLR0913 - where the pool sits and how it is started, named at the call
     federation: str,
     namespace: str,
     spec: FederationSpec,
     pool: PoolSpec,
     *,
+    dialect: Dialect,
     fleet: str,
     context: nodeconfig.Context,
     offset: int = 0,
@@ -97,9 +108,9 @@ def workload(
     """
     name = names.pool(federation, pool.name)
     labels = names.pool_labels(federation, pool.name)
-    containers = [_supernode(spec, pool, fleet, context, trust)]
+    containers = [_supernode(spec, pool, dialect, fleet, context, trust)]
     if spec.isolationMode == "process":
-        containers.append(_superexec(spec, pool))
+        containers.append(_superexec(spec, pool, dialect))
     pod_spec: dict[str, Any] = {"containers": containers}
     volumes = merge.add_missing(merge.by_name(pool.volumes), gpu.volumes(pool.gpu))
     if trust is not None:

@@ -85,8 +85,14 @@ def pool_volume(secret: str, key: str) -> dict[str, Any]:
     }
 
 
-def certificate(federation: str, namespace: str, spec: FederationSpec, external: str | None) -> dict[str, Any]:
-    """A cert-manager Certificate for the SuperLink Service, and its external address if any."""
+def certificate(
+    federation: str, namespace: str, spec: FederationSpec, external: str | None, *, loopback: bool = False
+) -> dict[str, Any]:
+    """A cert-manager Certificate for the SuperLink Service, and its external address if any.
+
+    loopback: the pod's own SuperExec dials the SuperLink over this TLS too
+    (Flower 1.37 and later), at localhost.
+    """
     cert_manager = _tls(spec).certManager
     if cert_manager is None:
         msg = "spec.tls.certManager is not set"
@@ -94,6 +100,9 @@ def certificate(federation: str, namespace: str, spec: FederationSpec, external:
     service = names.superlink(federation)
     dns = [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
     ips: list[str] = []
+    if loopback:
+        dns.append("localhost")
+        ips.append("127.0.0.1")
     if external:
         host = (
             external.rsplit(":", 1)[0].strip("[]")

@@ -1,4 +1,4 @@
-"""Run by the Flower virtualenv: parse container args with Flower's own CLI parsers.
+"""Run by a Flower release's virtualenv: parse container args with that release's own CLI parsers.
 
 Reads a JSON list of {"binary": ..., "args": [...]} on stdin, writes a JSON
 list of {"ok": {option: value}} or {"error": message}.
@@ -9,9 +9,13 @@ import io
 import json
 import sys
 
-from flwr.server.app import _parse_args_run_superlink
 from flwr.supercore.cli.flower_superexec import _parse_args as _parse_args_superexec
 from flwr.supernode.cli.flower_supernode import _parse_args_run_supernode
+
+try:  # the SuperLink's command moved to its own package in 1.35
+    from flwr.superlink.cli.flower_superlink import _parse_args_run_superlink
+except ImportError:
+    from flwr.server.app import _parse_args_run_superlink
 
 PARSERS = {
     "flower-superlink": _parse_args_run_superlink,

@@ -1,13 +1,23 @@
-"""Every container the function renders starts with arguments Flower's own CLI accepts."""
+"""Every container the function renders starts with arguments its Flower release's own CLI accepts.
+
+Each container is parsed by the parsers of the release its image names (the
+SuperLink's for untagged sidecar images), in that release's virtualenv
+(tests/flower/<release>.txt); a release without one is parsed by the
+virtualenv of a release with the same dialect (1.24 by 1.25's).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 
-from conftest import CLAIMS, EXAMPLES, load_all
-from function import render
+import pytest
+import yaml
+
+from conftest import CLAIMS, EXAMPLES, ROOT, load_all, need
+from function import compose, flower, render
 
 HERE = pathlib.Path(__file__).parent
 BINARY = {
@@ -18,16 +28,35 @@ BINARY = {
 }
 
 
+VENVS = pathlib.Path(os.environ.get("FLWR_VENVS") or ROOT / ".cache" / "flwr")
+RELEASES = sorted(flower.Release.parse(p.stem) for p in (ROOT / "tests" / "flower").glob("*.txt"))
+
+
 def containers():
+    """(example, workload, container, release) of every container every example renders."""
     for example in [*CLAIMS, EXAMPLES / "xr.yaml"]:
-        docs, _ = render.render(load_all(example)[0], [])
+        xr = load_all(example)[0]
+        docs, _ = render.render(xr, [])
+        superlink = compose.federation(xr).flower.superlink
         for doc in docs[1:]:
             manifest = doc["spec"]["forProvider"]["manifest"]
             template = (manifest.get("spec") or {}).get("template")
             if not template:
                 continue
             for c in template["spec"]["containers"]:
-                yield example.stem, manifest["metadata"]["name"], c
+                release = flower.release_of_image(c["image"]) or superlink
+                yield example.stem, manifest["metadata"]["name"], c, release
+
+
+def venv_for(release):
+    """The Python of the release's virtualenv, or of the tested release with its dialect."""
+    same = [r for r in RELEASES if r == release] or [
+        r for r in RELEASES if flower.dialect(r) == flower.dialect(release)
+    ]
+    assert same, f"no Flower virtualenv parses Flower {release}: add tests/flower/<release>.txt"
+    python = VENVS / str(same[0]) / "bin" / "python"
+    need(os.access(python, os.X_OK), f"Flower {same[0]}'s virtualenv ({python}; `make unit`)")
+    return str(python)
 
 
 def parse(flwr_python, items):
@@ -37,23 +66,83 @@ def parse(flwr_python, items):
     return json.loads(proc.stdout)
 
 
-def test_flower_parses_every_container_command_line(flwr_python):
+def parse_all(found):
+    """Parse each container's args with its release's parser; results in found's order."""
+    results = [None] * len(found)
+    for release in sorted({r for *_, r in found}):
+        picked = [i for i, (*_, r) in enumerate(found) if r == release]
+        items = [{"binary": BINARY[found[i][2]["name"]], "args": found[i][2]["args"]} for i in picked]
+        for i, result in zip(picked, parse(venv_for(release), items), strict=True):
+            results[i] = result
+    return results
+
+
+def test_flower_parses_every_container_command_line():
     found = list(containers())
-    assert {c["name"] for _, _, c in found} == set(BINARY)
-    results = parse(flwr_python, [{"binary": BINARY[c["name"]], "args": c["args"]} for _, _, c in found])
+    assert {c["name"] for _, _, c, _ in found} == set(BINARY)
+    # The examples cover the releases whose goldens show what changes.
+    assert {str(r) for *_, r in found} >= {"1.25.0", "1.29.0", "1.35.0", "1.37.0", "1.41.0"}
+    results = parse_all(found)
     failures = [
-        f"{example}/{workload}/{c['name']}: {r['error']}"
-        for (example, workload, c), r in zip(found, results, strict=True)
+        f"{example}/{workload}/{c['name']} (Flower {release}): {r['error']}"
+        for (example, workload, c, release), r in zip(found, results, strict=True)
         if "error" in r
     ]
     assert failures == []
-    by_name = {(e, w, c["name"]): r["ok"] for (e, w, c), r in zip(found, results, strict=True)}
+    by_name = {(e, w, c["name"]): r["ok"] for (e, w, c, _), r in zip(found, results, strict=True)}
     # Spot-check that Flower read what we meant, not just that it did not fail.
     supernode = by_name[("quickstart", "my-federation-supernode-default", "supernode")]
     assert supernode["superlink"] == "my-federation-superlink.default.svc:9092"
     assert supernode["insecure"] is True
     sidecar = by_name[("statefulset-process", "federation-process-supernode-default", "superexec-clientapp")]
     assert (sidecar["plugin_type"], sidecar["appio_api_address"]) == ("clientapp", "localhost:9094")
+    superlink = by_name[("flower-141", "flower-141-superlink", "superlink")]
+    assert (superlink["host"], superlink["port"], superlink["isolation"]) == ("0.0.0.0", 9093, "process")  # noqa: S104 - what the pod binds
+    sidecar = by_name[("flower-141", "flower-141-superlink", "superexec-serverapp")]
+    assert sidecar["runtime_api_address"] == "localhost:9093"
+    superlink = by_name[("flower-135", "flower-135-superlink", "superlink")]
+    assert (superlink["host"], superlink["port"]) == ("127.0.0.1", 9091)
+
+
+def load_all_text(text):
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def at_release(example, release, isolation):
+    """An example's Federation moved to another release and isolation mode."""
+    text = (EXAMPLES / "claims" / example).read_text().replace("1.41.0", str(release))
+    xr = load_all_text(text)[0]
+    xr["spec"]["isolationMode"] = isolation
+    if isolation == "subprocess":
+        del xr["spec"]["superlink"]["superexecImage"]
+        for pool in xr["spec"]["supernodes"]["pools"]:
+            del pool["images"]["superexecClientApp"]
+    return xr
+
+
+@pytest.mark.parametrize("isolation", ["process", "subprocess"])
+@pytest.mark.parametrize("release", RELEASES, ids=str)
+def test_every_tested_release_parses_its_own_command_lines(release, isolation):
+    docs, _ = render.render(at_release("flower-141.yaml", release, isolation), [])
+    items = []
+    for doc in docs[1:]:
+        template = (doc["spec"]["forProvider"]["manifest"].get("spec") or {}).get("template")
+        items += [
+            {"binary": BINARY[c["name"]], "args": c["args"]}
+            for c in (template or {"spec": {"containers": []}})["spec"]["containers"]
+        ]
+    assert len(items) == (4 if isolation == "process" else 2)
+    results = parse(venv_for(release), items)
+    assert [r.get("error") for r in results] == [None] * len(items), (release, items, results)
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=str)
+def test_each_release_refuses_another_dialects_flags(release):
+    # The parsers really differ: each refuses a flag its release does not
+    # have, so the test above can fail for a command line of the wrong release.
+    foreign = "--storage-dir=/x" if not flower.dialect(release).storage_dir else "--host=127.0.0.1"
+    result = parse(venv_for(release), [{"binary": "flower-superlink", "args": [foreign]}])[0]
+    assert "error" in result, (release, foreign, result)
 
 
 def test_flower_rejects_a_flag_it_does_not_know(flwr_python):

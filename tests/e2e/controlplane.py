@@ -659,7 +659,7 @@ def _volumes() -> list[dict[str, Any]]:
         "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "Immediate",
     }]  # fmt: skip
     for storage_class in ["standard", ""]:
-        for i in range(12):
+        for i in range(24):
             volumes.append({
                 "apiVersion": "v1", "kind": "PersistentVolume",
                 "metadata": {"name": f"pv-{storage_class or 'default'}-{i}"},

@@ -1,0 +1,278 @@
+"""What differs between Flower releases: one row per release where something the function writes changes.
+
+Every builder asks the dialect of the release it writes for (the SuperLink's,
+or a pool's own) and never compares version numbers itself, so a new Flower
+release is one new row here. The facts come from each release's command-line
+help and from runs of the real processes: tests/test_flower_cli.py parses every
+rendered argument with that release's own parser, and tests/test_real_flower.py
+runs rendered Federations as real processes.
+
+The ports stay where the flower-operator put them, whatever the release, so
+the Service, its users' Flower configs and the remote pools' addresses do not
+move when a Federation is upgraded: the Fleet API on 9092, the Control API on
+9093 (the port `flwr` talks to), the SuperLink's app-facing API (ServerAppIO,
+then Runtime) on 9091 and the SuperNode's (ClientAppIO, then Runtime) on 9094.
+From 1.37 the Control API is served over HTTP on the SuperLink's one HTTP
+listener, so that listener takes 9093; from 1.40 the Fleet API joins it and
+the Service's Fleet port leads there too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Literal
+
+from function.spec import CONTROL_PORT, FLEET_PORT, SERVERAPPIO_PORT, FederationSpec
+from function.validation import SpecError
+
+API = Literal["grpc", "http"]
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Release:
+    """A Flower release, as its image tags name it (`1.41.0`, `1.41.0-py3.11-ubuntu24.04`)."""
+
+    major: int
+    minor: int
+    patch: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> Release | None:
+        """The release a version or image tag names, or None when it names none."""
+        match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][0-9A-Za-z.\-]*)?", text)
+        if match is None:
+            return None
+        major, minor, patch = match.groups()
+        return cls(int(major), int(minor), int(patch or 0))
+
+    def __str__(self) -> str:
+        """As Flower writes it."""
+        return f"{self.major}.{self.minor}.{self.patch}"
+
+
+def release_of_image(image: str) -> Release | None:
+    """The release an image's tag names (`flwr/superlink:1.41.0-py3.11`), or None (no tag, `latest`, a digest)."""
+    name = image.split("@", 1)[0]
+    repository, _, tag = name.rpartition(":")
+    if not repository or "/" in tag:
+        return None
+    return Release.parse(tag)
+
+
+@dataclasses.dataclass(frozen=True)
+class Dialect:
+    """How the releases from `since` on are started and reached."""
+
+    since: Release
+    # The SuperLink's APIs: gRPC each on its own address, or HTTP on the one
+    # --host/--port listener (Runtime 1.35, Control 1.37, Fleet 1.40).
+    runtime_api: API
+    control_api: API
+    fleet_api: API
+    # The SuperNode's app-facing API: ClientAppIO over gRPC, or Runtime over
+    # HTTP on its own --host/--port (1.35).
+    supernode_runtime_api: API
+    # SuperLink --storage-dir (gone in 1.29: state lives in --database alone).
+    storage_dir: bool
+    # --superexec-auth-secret-file on SuperLink, SuperNode and SuperExec (1.29).
+    superexec_auth: bool
+    # Installing an app's dependencies at run time: absent, off unless
+    # --allow-runtime-dependency-installation (1.29), or on in the SuperLink
+    # unless --disable-runtime-dependency-installation (1.32).
+    dependency_install: Literal["absent", "opt-in", "opt-out"]
+    # The SuperExec's flag for the API it dials (renamed in 1.36) and whether
+    # it needs --plugin-type (ignored with a warning from 1.38).
+    superexec_api_flag: str
+    superexec_plugin_type: bool
+    # GET /health on the HTTP listeners (1.35).
+    http_health: bool
+    # Where `flwr` reads a SuperLink's address: a Flower app's pyproject.toml
+    # ([tool.flwr.federations]) or $FLWR_HOME/config.toml ([superlink.NAME], 1.26).
+    cli_config: Literal["pyproject", "config-toml"]
+
+    def superlink_listen_args(self) -> list[str]:
+        """Where the SuperLink's HTTP listener binds, if it has one.
+
+        The gRPC APIs' defaults are the operator's ports on every address. The
+        HTTP listener binds the loopback by default: right while only the
+        in-pod SuperExec uses it (1.35, 1.36), not once the Control API is on it.
+        """
+        if self.runtime_api == "grpc":
+            return []
+        host = "0.0.0.0" if self.control_api == "http" else "127.0.0.1"  # noqa: S104 - the pod's own listener
+        return [f"--host={host}", f"--port={self.runtime_port}"]
+
+    @property
+    def runtime_port(self) -> int:
+        """The SuperLink port its SuperExec dials: ServerAppIO, the HTTP listener from 1.35."""
+        return CONTROL_PORT if self.control_api == "http" else SERVERAPPIO_PORT
+
+    @property
+    def fleet_port(self) -> int:
+        """The SuperLink container port SuperNodes reach, behind the Service's Fleet port."""
+        return CONTROL_PORT if self.fleet_api == "http" else FLEET_PORT
+
+    @property
+    def runtime_tls(self) -> bool:
+        """Whether the SuperLink's TLS flags also cover the API its SuperExec dials (1.37)."""
+        return self.control_api == "http"
+
+    def superexec_args(self, plugin: Literal["serverapp", "clientapp"], port: int) -> list[str]:
+        """How a SuperExec sidecar reaches the API of its pod's SuperLink or SuperNode."""
+        plugin_type = [f"--plugin-type={plugin}"] if self.superexec_plugin_type else []
+        return [*plugin_type, f"{self.superexec_api_flag}=localhost:{port}"]
+
+
+# 1.24 takes 1.25's command lines: the flower-operator's mixed-release example
+# runs a 1.24 pool beside a 1.25 SuperLink.
+OLDEST = Release(1, 24)
+NEWEST = Release(1, 41)
+
+_1_24 = Dialect(
+    since=OLDEST,
+    runtime_api="grpc",
+    control_api="grpc",
+    fleet_api="grpc",
+    supernode_runtime_api="grpc",
+    storage_dir=True,
+    superexec_auth=False,
+    dependency_install="absent",
+    superexec_api_flag="--appio-api-address",
+    superexec_plugin_type=True,
+    http_health=False,
+    cli_config="pyproject",
+)
+_1_26 = dataclasses.replace(_1_24, since=Release(1, 26), cli_config="config-toml")
+_1_29 = dataclasses.replace(
+    _1_26, since=Release(1, 29), storage_dir=False, superexec_auth=True, dependency_install="opt-in"
+)
+_1_32 = dataclasses.replace(_1_29, since=Release(1, 32), dependency_install="opt-out")
+_1_35 = dataclasses.replace(
+    _1_32, since=Release(1, 35), runtime_api="http", supernode_runtime_api="http", http_health=True
+)
+_1_36 = dataclasses.replace(_1_35, since=Release(1, 36), superexec_api_flag="--runtime-api-address")
+_1_37 = dataclasses.replace(_1_36, since=Release(1, 37), control_api="http")
+_1_38 = dataclasses.replace(_1_37, since=Release(1, 38), superexec_plugin_type=False)
+_1_40 = dataclasses.replace(_1_38, since=Release(1, 40), fleet_api="http")
+
+DIALECTS = (_1_24, _1_26, _1_29, _1_32, _1_35, _1_36, _1_37, _1_38, _1_40)
+
+
+def dialect(release: Release) -> Dialect:
+    """The dialect of a supported release: the last row at or before it (the newest for newer releases)."""
+    if not supported(release):
+        msg = f"Flower {release} is not supported"
+        raise ValueError(msg)
+    return next(d for d in reversed(DIALECTS) if d.since <= release)
+
+
+def supported(release: Release) -> bool:
+    """Releases from OLDEST on, of its major version: newer minors get the newest dialect and a warning."""
+    return release >= OLDEST and release.major == OLDEST.major
+
+
+def newer_than_known(release: Release) -> bool:
+    """Whether release is past the newest one the table was checked against."""
+    return (release.major, release.minor) > (NEWEST.major, NEWEST.minor)
+
+
+@dataclasses.dataclass(frozen=True)
+class Releases:
+    """The Flower release of the SuperLink and of each pool, and what to warn about them."""
+
+    superlink: Release
+    pools: dict[str, Release]
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def superlink_dialect(self) -> Dialect:
+        """How the SuperLink and its SuperExec are started."""
+        return dialect(self.superlink)
+
+    def pool_dialect(self, pool: str) -> Dialect:
+        """How a pool's SuperNodes and SuperExecs are started."""
+        return dialect(self.pools[pool])
+
+
+SUPPORTED = f"{OLDEST.major}.{OLDEST.minor} to {NEWEST.major}.{NEWEST.minor}"
+
+
+def _release(text: str, field: str, errors: list[tuple[str, str]]) -> Release | None:
+    release = Release.parse(text)
+    if release is None or not supported(release):
+        errors.append((field, f"Flower {text} is not a release this function supports ({SUPPORTED})"))
+        return None
+    return release
+
+
+def _image_release(image: str | None, field: str, errors: list[tuple[str, str]]) -> Release | None:
+    """The release an image's tag names; None, without error, when the tag names none (`latest`, a digest)."""
+    if image is None or release_of_image(image) is None:
+        return None
+    return _release(image.split("@", 1)[0].rpartition(":")[2], field, errors)
+
+
+def resolve(spec: FederationSpec) -> Releases:
+    """The release each part runs: its image's tag, else spec.version; SpecError naming the field otherwise."""
+    errors: list[tuple[str, str]] = []
+    version = _release(spec.version, "spec.version", errors) if spec.version else None
+    superlink = _image_release(spec.superlink.image, "spec.superlink.image", errors) or version
+    if superlink is None and not errors:
+        errors.append(
+            (
+                "spec.version",
+                (
+                    "cannot tell which Flower release runs: set spec.version, or tag spec.superlink.image "
+                    "with the release (e.g. flwr/superlink:1.41.0)"
+                ),
+            )
+        )
+    default = _image_release(spec.supernodes.image, "spec.supernodes.image", errors) or version or superlink
+    pools: dict[str, Release] = {}
+    for i, pool in enumerate(spec.supernodes.pools):
+        field = f"spec.supernodes.pools[{i}].images.supernode"
+        release = _image_release(pool.images.supernode, field, errors) or default
+        if release is not None:
+            pools[pool.name] = release
+    if errors or superlink is None:
+        raise SpecError(errors)
+    _refuse_unreachable(spec, superlink, pools, errors)
+    if errors:
+        raise SpecError(errors)
+    return Releases(superlink, pools, tuple(_warnings(superlink, pools)))
+
+
+def _refuse_unreachable(
+    spec: FederationSpec, superlink: Release, pools: dict[str, Release], errors: list[tuple[str, str]]
+) -> None:
+    """A SuperNode cannot join a SuperLink that speaks another Fleet protocol (gRPC before 1.40, HTTP after)."""
+    fleet = dialect(superlink).fleet_api
+    for i, pool in enumerate(spec.supernodes.pools):
+        release = pools[pool.name]
+        if dialect(release).fleet_api != fleet:
+            errors.append(
+                (
+                    f"spec.supernodes.pools[{i}]",
+                    (
+                        f"pool {pool.name} runs Flower {release} and the SuperLink {superlink}: their Fleet APIs "
+                        f"differ ({dialect(release).fleet_api} against {fleet}, which changed in 1.40), so its "
+                        "SuperNodes could never join; run both on the same side of 1.40"
+                    ),
+                )
+            )
+
+
+def _warnings(superlink: Release, pools: dict[str, Release]) -> list[str]:
+    warnings = [
+        f"Flower {release} is newer than {NEWEST.major}.{NEWEST.minor}, the newest release this function knows: "
+        f"it writes {NEWEST.major}.{NEWEST.minor}'s command lines"
+        for release in sorted({superlink, *pools.values()})
+        if newer_than_known(release)
+    ]
+    warnings += [
+        f"pool {name} runs Flower {release}, the SuperLink {superlink}"
+        for name, release in sorted(pools.items())
+        if release != superlink
+    ]
+    return warnings

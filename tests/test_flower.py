@@ -1,0 +1,185 @@
+"""The table of Flower releases: which release a Federation runs, and each release's dialect."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import pytest
+
+from function import flower
+from function.flower import Release
+from function.spec import FederationSpec
+from function.validation import SpecError
+from helpers import spec
+
+
+@dataclasses.dataclass(frozen=True)
+class ParseCase:
+    reason: str
+    text: str
+    want: Release | None
+
+
+PARSE_CASES = [
+    ParseCase("a plain release", "1.41.0", Release(1, 41, 0)),
+    ParseCase("a patch release", "1.26.1", Release(1, 26, 1)),
+    ParseCase("no patch: .0", "1.35", Release(1, 35, 0)),
+    ParseCase("a variant tag of the image", "1.41.0-py3.11-ubuntu24.04", Release(1, 41, 0)),
+    ParseCase("a leading v", "v1.29.0", Release(1, 29, 0)),
+    ParseCase("latest names no release", "latest", None),
+    ParseCase("a nightly names no release", "nightly", None),
+    ParseCase("words after the release", "1.41.0 please", None),
+]
+
+
+@pytest.mark.parametrize("case", PARSE_CASES, ids=lambda c: c.reason)
+def test_release_parse(case):
+    assert Release.parse(case.text) == case.want
+
+
+@pytest.mark.parametrize(
+    ("reason", "image", "want"),
+    [
+        ("tag", "flwr/superlink:1.41.0", Release(1, 41, 0)),
+        ("registry with a port", "registry.example.com:5000/flwr/superlink:1.35.0", Release(1, 35, 0)),
+        ("registry with a port, no tag", "registry.example.com:5000/flwr/superlink", None),
+        ("tag and digest", "flwr/superlink:1.29.0@sha256:" + "0" * 64, Release(1, 29, 0)),
+        ("digest only", "flwr/superlink@sha256:" + "0" * 64, None),
+        ("no tag", "flwr/superlink", None),
+        ("latest", "flwr/superlink:latest", None),
+    ],
+)
+def test_release_of_image(reason, image, want):
+    assert flower.release_of_image(image) == want, reason
+
+
+@pytest.mark.parametrize(
+    ("reason", "release", "since"),
+    [
+        ("1.24 takes 1.25's command lines", Release(1, 24), Release(1, 24)),
+        ("a release between rows takes the row before", Release(1, 27, 0), Release(1, 26)),
+        ("a row's first release", Release(1, 35), Release(1, 35)),
+        ("the newest known", Release(1, 41), Release(1, 40)),
+        ("newer minors take the newest row", Release(1, 43, 2), Release(1, 40)),
+    ],
+)
+def test_dialect_row(reason, release, since):
+    assert flower.dialect(release).since == since, reason
+
+
+def test_each_row_changes_something_and_rows_are_ordered():
+    # A row that changes nothing would be a release table that lies about where
+    # Flower changed; rows out of order would pick the wrong one.
+    rows = flower.DIALECTS
+    assert list(rows) == sorted(rows, key=lambda d: d.since)
+    for before, after in itertools.pairwise(rows):
+        changed = [
+            f.name
+            for f in dataclasses.fields(flower.Dialect)
+            if f.name != "since" and getattr(before, f.name) != getattr(after, f.name)
+        ]
+        assert changed, f"row {after.since} repeats row {before.since}"
+
+
+@pytest.mark.parametrize(
+    ("reason", "release", "listen", "fleet_port", "runtime_port"),
+    [
+        ("gRPC everywhere, the defaults are the operator's ports", "1.25.0", [], 9092, 9091),
+        ("Runtime over HTTP, loopback for the sidecar", "1.35.0", ["--host=127.0.0.1", "--port=9091"], 9092, 9091),
+        ("Control joins the HTTP listener: all addresses", "1.37.0", ["--host=0.0.0.0", "--port=9093"], 9092, 9093),
+        ("Fleet too: one listener", "1.41.0", ["--host=0.0.0.0", "--port=9093"], 9093, 9093),
+    ],
+)  # fmt: skip
+def test_superlink_listeners(reason, release, listen, fleet_port, runtime_port):
+    d = flower.dialect(Release.parse(release))
+    assert (d.superlink_listen_args(), d.fleet_port, d.runtime_port) == (listen, fleet_port, runtime_port), reason
+
+
+@pytest.mark.parametrize(
+    ("reason", "release", "want"),
+    [
+        ("1.25: plugin type, AppIO", "1.25.0", ["--plugin-type=clientapp", "--appio-api-address=localhost:9094"]),
+        ("1.36 renames the flag", "1.36.0", ["--plugin-type=clientapp", "--runtime-api-address=localhost:9094"]),
+        ("1.38 ignores the plugin type: not written", "1.38.0", ["--runtime-api-address=localhost:9094"]),
+    ],
+)  # fmt: skip
+def test_superexec_args(reason, release, want):
+    assert flower.dialect(Release.parse(release)).superexec_args("clientapp", 9094) == want, reason
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolveCase:
+    reason: str
+    changes: dict[str, object]
+    superlink: str | None = None
+    pools: dict[str, str] = dataclasses.field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    error: str | None = None
+
+
+RESOLVE_CASES = [
+    ResolveCase("the images' tags", {}, "1.25.0", {"a": "1.25.0"}),
+    ResolveCase(
+        "a pool image of another release: a warning, its own release",
+        {"supernodes__pools": [{"name": "a", "replicas": 1, "images": {"supernode": "flwr/supernode:1.24.0"}}]},
+        "1.25.0",
+        {"a": "1.24.0"},
+        ("pool a runs Flower 1.24.0, the SuperLink 1.25.0",),
+    ),
+    ResolveCase(
+        "untagged images take spec.version",
+        {"version": "1.41.0", "superlink__image": "flwr/superlink", "supernodes__image": "flwr/supernode:latest"},
+        "1.41.0",
+        {"a": "1.41.0"},
+    ),
+    ResolveCase(
+        "an image's tag wins over spec.version for what runs",
+        {"version": "1.41.0", "superlink__image": "flwr/superlink:1.40.0", "supernodes__image": "flwr/supernode"},
+        "1.40.0",
+        {"a": "1.41.0"},
+        ("pool a runs Flower 1.41.0, the SuperLink 1.40.0",),
+    ),
+    ResolveCase(
+        "nothing names a release",
+        {"superlink__image": "flwr/superlink", "supernodes__image": "flwr/supernode"},
+        error="spec.version: cannot tell which Flower release runs",
+    ),
+    ResolveCase(
+        "too old",
+        {"version": "1.20.0", "superlink__image": "flwr/superlink", "supernodes__image": "flwr/supernode"},
+        error="spec.version: Flower 1.20.0 is not a release this function supports (1.24 to 1.41)",
+    ),
+    ResolveCase(
+        "another major version",
+        {"superlink__image": "flwr/superlink:2.0.0"},
+        error="spec.superlink.image: Flower 2.0.0 is not a release this function supports",
+    ),
+    ResolveCase(
+        "newer than known: the newest dialect and a warning",
+        {"superlink__image": "flwr/superlink:1.42.0", "supernodes__image": "flwr/supernode:1.42.0"},
+        "1.42.0",
+        {"a": "1.42.0"},
+        ("Flower 1.42.0 is newer than 1.41, the newest release this function knows: it writes 1.41's command lines",),
+    ),
+    ResolveCase(
+        "a pool across the 1.40 Fleet change cannot join",
+        {"superlink__image": "flwr/superlink:1.41.0", "supernodes__image": "flwr/supernode:1.39.0"},
+        error="spec.supernodes.pools[0]: pool a runs Flower 1.39.0 and the SuperLink 1.41.0: their Fleet APIs differ",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", RESOLVE_CASES, ids=lambda c: c.reason)
+def test_resolve(case):
+    base = {"supernodes__pools": [{"name": "a", "replicas": 1}]}
+    federation = FederationSpec.model_validate(spec(**{**base, **case.changes}))
+    if case.error is not None:
+        with pytest.raises(SpecError) as err:
+            flower.resolve(federation)
+        assert str(err.value).startswith(case.error), case.reason
+        return
+    got = flower.resolve(federation)
+    assert str(got.superlink) == case.superlink, case.reason
+    assert {k: str(v) for k, v in got.pools.items()} == case.pools, case.reason
+    assert got.warnings == case.warnings, case.reason
