@@ -20,7 +20,8 @@ would do, as far as these tests need:
 * Services: each gets an address in 10.214.255.0/24 on the host's loopback,
   where a TCP forwarder (asyncio, in this process) passes each connection on
   to a running pod the selector picks, at its targetPort (a named one from
-  that pod's container ports). Their names (`svc`, `svc.ns`, `svc.ns.svc`,
+  that pod's container ports); when no pod takes it, the client gets a
+  reset. Their names (`svc`, `svc.ns`, `svc.ns.svc`,
   `svc.ns.svc.cluster.local`; a headless one's resolve to its pods) are in
   each pod's /etc/hosts, in place of cluster DNS; other names fail at once.
 * Containers: init containers run to completion, in order; native sidecars
@@ -71,7 +72,9 @@ import os
 import pathlib
 import re
 import signal
+import socket
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -86,6 +89,7 @@ Manifest = dict[str, Any]
 
 PREFIX = "fpr"  # flower pod runner: netns fpr-<n>, veths fpr<n>h/fpr<n>p
 SERVICE_NET = "10.214.255"  # Service addresses, /32s on the host's loopback
+LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a reset
 FAKE_NODES = ("node-1", "node-2")
 LOCK = pathlib.Path(tempfile.gettempdir()) / "flower-podrunner.lock"
 # Host directories every container sees read-only, as an image's base would provide them.
@@ -703,9 +707,14 @@ class _Proxy:
             # Cancelled at stop(): end quietly, or asyncio reports the handler's task as failed.
             with contextlib.suppress(asyncio.CancelledError):
                 upstream = await self._connect(endpoints())
-                if upstream:
-                    await asyncio.gather(_pipe(reader, upstream[1]), _pipe(upstream[0], writer))
-                    upstream[1].close()
+                if not upstream:
+                    # No pod took it: a reset, as a client of kube-proxy would see a refusal. A plain close
+                    # would look like a server that hung up mid-handshake (Flower 1.41 gives up on that).
+                    writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_RESET)
+                    writer.transport.abort()
+                    return
+                await asyncio.gather(_pipe(reader, upstream[1]), _pipe(upstream[0], writer))
+                upstream[1].close()
             writer.close()
 
         future = asyncio.run_coroutine_threadsafe(asyncio.start_server(handle, ip, port), self.loop)
@@ -714,7 +723,7 @@ class _Proxy:
     async def _connect(
         self, candidates: list[tuple[str, int]]
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
-        """A connection to one of the pods, in turn; one that refuses is skipped (none: the client is closed)."""
+        """A connection to one of the pods, in turn; one that refuses is skipped."""
         start = next(self.turn)
         for i in range(len(candidates)):
             host, port = candidates[(start + i) % len(candidates)]

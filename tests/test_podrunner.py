@@ -232,7 +232,8 @@ def test_services_reach_pods_and_loopback_stays_private(runner):
     headless = sh(runner, "getent hosts web-headless.team.svc web-0.web-headless.team.svc.cluster.local")
     web0 = runner.pod("team", "web-0")
     assert f"{web0.ip}  " in headless
-    assert sh(runner, "hostname -f 2>/dev/null || hostname", pod="web-0", container="private").startswith("web-0")
+    own = sh(runner, "getent hosts web-0", pod="web-0", container="private")  # its FQDN, as the kubelet writes it
+    assert own.split() == [web0.ip, "web-0.web-headless.team.svc.cluster.local", "web-0"]
 
 
 def test_claims_are_directories_per_pod(runner):
