@@ -15,9 +15,10 @@ from typing import Any
 from function.spec import VolumeClaimTemplate
 
 # Pod-level fields a podTemplate may set; a set field replaces ours, except
-# volumes and imagePullSecrets, which are added to ours by name. Containers
-# are the function's and are rejected by validation.
-_BY_NAME = ("volumes", "imagePullSecrets")
+# volumes, imagePullSecrets and initContainers, which are added after ours by
+# name (ours write the SuperExec secret the Flower containers start with).
+# Containers are the function's and are rejected by validation.
+_BY_NAME = ("volumes", "imagePullSecrets", "initContainers")
 _OWNED = ("containers",)
 
 

@@ -81,10 +81,20 @@ def _harden_container(container: dict[str, Any], spec: FederationSpec) -> dict[s
     return out
 
 
+def _harden_init_container(container: dict[str, Any], spec: FederationSpec) -> dict[str, Any]:
+    """An init container runs once and serves nothing: the security context and pull policy alone."""
+    out = {**container, "securityContext": CONTAINER_SECURITY}
+    if spec.imagePullPolicy:
+        out["imagePullPolicy"] = spec.imagePullPolicy
+    return out
+
+
 def harden(pod_spec: dict[str, Any], federation: str, spec: FederationSpec) -> dict[str, Any]:
     """The pod spec with the defaults above; a podTemplate merged later can override pod-level ones."""
     out = dict(pod_spec)
     out["containers"] = [_harden_container(c, spec) for c in pod_spec["containers"]]
+    if pod_spec.get("initContainers"):
+        out["initContainers"] = [_harden_init_container(c, spec) for c in pod_spec["initContainers"]]
     out["securityContext"] = POD_SECURITY
     out["serviceAccountName"] = service_account(federation)
     out["automountServiceAccountToken"] = False

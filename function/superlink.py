@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from function import merge, names, pods, tls
+from function import merge, names, pods, superexec_auth, tls
 from function.flower import Dialect
 from function.spec import (
     CONTROL_PORT,
@@ -35,11 +35,18 @@ def _args(spec: FederationSpec, dialect: Dialect) -> list[str]:
         args.append(f"--database={STATE_PATH}/state.db")
         if dialect.storage_dir:
             args.append(f"--storage-dir={STATE_PATH}/ffs")
+    if _superexec_auth(spec, dialect):
+        args += superexec_auth.args()
     if dialect.dependency_install == "opt-out":
         # Installing an app's dependencies needs PyPI and a writable environment,
         # which the restricted pods and NetworkPolicies deny.
         args.append("--disable-runtime-dependency-installation")
     return [*args, *link.extraArgs]
+
+
+def _superexec_auth(spec: FederationSpec, dialect: Dialect) -> bool:
+    """Whether the pod's SuperExec sidecar proves itself with a shared secret."""
+    return spec.isolationMode == "process" and dialect.superexec_auth
 
 
 def _container(spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
@@ -54,6 +61,8 @@ def _container(spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
     mounts = [{"name": STATE_VOLUME, "mountPath": STATE_PATH}] if link.persistence is not None else []
     if tls.enabled(spec):
         mounts.append(tls.mount())
+    if _superexec_auth(spec, dialect):
+        mounts.append(superexec_auth.mount())
     mounts = merge.by_name(mounts, link.volumeMounts)
     if mounts:
         container["volumeMounts"] = mounts
@@ -93,6 +102,8 @@ def _superexec(spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
     # also name localhost).
     secure = tls.enabled(spec) and dialect.runtime_tls
     args += tls.supernode_args() if secure else ["--insecure"]
+    if _superexec_auth(spec, dialect):
+        args += superexec_auth.args()
     container: dict[str, Any] = {"name": "superexec-serverapp", "image": link.superexecImage, "args": args}
     if link.superexecResources:
         container["resources"] = link.superexecResources
@@ -102,6 +113,8 @@ def _superexec(spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
     mounts = link.superexecVolumeMounts or link.volumeMounts
     if secure:
         mounts = [*mounts, tls.mount()]
+    if _superexec_auth(spec, dialect):
+        mounts = [*mounts, superexec_auth.mount()]
     if mounts:
         container["volumeMounts"] = merge.by_name(mounts)
     return container
@@ -118,6 +131,9 @@ def statefulset(federation: str, namespace: str, spec: FederationSpec, dialect: 
     volumes = merge.by_name(spec.superlink.volumes)
     if tls.enabled(spec):
         volumes = merge.add_missing(volumes, [tls.superlink_volume(federation, spec)])
+    if _superexec_auth(spec, dialect):
+        pod_spec["initContainers"] = [superexec_auth.init_container(spec.superlink.image)]
+        volumes = merge.add_missing(volumes, [superexec_auth.volume()])
     if volumes:
         pod_spec["volumes"] = volumes
     workload: dict[str, Any] = {

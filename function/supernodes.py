@@ -5,12 +5,31 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from function import gpu, merge, names, nodeconfig, pods, tls
+from function import gpu, merge, names, nodeconfig, pods, superexec_auth, tls
 from function.flower import Dialect
 from function.spec import AUTH_KEY_PATH, CLIENTAPPIO_PORT, FederationSpec, PoolSpec
 
 AUTH_KEY_VOLUME = "auth-key"
 AUTH_KEY_FILE = posixpath.basename(AUTH_KEY_PATH)
+
+
+def _supernode_args(spec: FederationSpec, pool: PoolSpec, dialect: Dialect, fleet: str, *, trusts: bool) -> list[str]:
+    args = [f"--superlink={fleet}", f"--isolation={spec.isolationMode}"]
+    if tls.insecure(spec):
+        args.append("--insecure")
+    if trusts:
+        args += tls.supernode_args()
+    if spec.isolationMode == "process":
+        if dialect.supernode_runtime_api == "grpc":
+            args.append(f"--clientappio-api-address=0.0.0.0:{CLIENTAPPIO_PORT}")
+        else:
+            # The sidecar dials it in the pod: the loopback is enough.
+            args += ["--host=127.0.0.1", f"--port={CLIENTAPPIO_PORT}"]
+    if pool.authKeySecretRef is not None:
+        args.append(f"--auth-supernode-private-key={AUTH_KEY_PATH}")
+    if _superexec_auth(spec, dialect):
+        args += superexec_auth.args()
+    return [*args, *pool.extraArgs]
 
 
 def _supernode(
@@ -21,20 +40,8 @@ def _supernode(
     context: nodeconfig.Context,
     trust: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    args = [f"--superlink={fleet}", f"--isolation={spec.isolationMode}"]
-    if tls.insecure(spec):
-        args.append("--insecure")
-    if trust is not None:
-        args += tls.supernode_args()
+    args = _supernode_args(spec, pool, dialect, fleet, trusts=trust is not None)
     process = spec.isolationMode == "process"
-    if process and dialect.supernode_runtime_api == "grpc":
-        args.append(f"--clientappio-api-address=0.0.0.0:{CLIENTAPPIO_PORT}")
-    elif process:
-        # The sidecar dials it in the pod: the loopback is enough.
-        args += ["--host=127.0.0.1", f"--port={CLIENTAPPIO_PORT}"]
-    if pool.authKeySecretRef is not None:
-        args.append(f"--auth-supernode-private-key={AUTH_KEY_PATH}")
-    args += pool.extraArgs
     env = merge.by_name(spec.supernodes.env, pool.env, gpu.env(pool.gpu))
     if pool.nodeConfig:
         text, needs = nodeconfig.build(pool.nodeConfig, context)
@@ -43,7 +50,7 @@ def _supernode(
         env = merge.by_name(env, nodeconfig.env_vars(needs))
     container: dict[str, Any] = {
         "name": "supernode",
-        "image": pool.images.supernode or spec.supernodes.image,
+        "image": _image(spec, pool),
         "args": args,
     }
     if dialect.supernode_runtime_api == "grpc":
@@ -53,6 +60,8 @@ def _supernode(
     mounts = pool.volumeMounts
     if trust is not None:
         mounts = [*mounts, tls.mount()]
+    if _superexec_auth(spec, dialect):
+        mounts = [*mounts, superexec_auth.mount()]
     if pool.authKeySecretRef is not None:
         # The directory, not the file, so a rotated key reaches the pod.
         mounts = [*mounts, {"name": AUTH_KEY_VOLUME, "mountPath": posixpath.dirname(AUTH_KEY_PATH), "readOnly": True}]
@@ -62,10 +71,23 @@ def _supernode(
 def _superexec(spec: FederationSpec, pool: PoolSpec, dialect: Dialect) -> dict[str, Any]:
     # The SuperNode's app-facing API is plain inside the pod, whatever the Fleet API uses.
     args = [*dialect.superexec_args("clientapp", CLIENTAPPIO_PORT), "--insecure"]
+    mounts = pool.superexecVolumeMounts or pool.volumeMounts
+    if _superexec_auth(spec, dialect):
+        args += superexec_auth.args()
+        mounts = [*mounts, superexec_auth.mount()]
     container: dict[str, Any] = {"name": "superexec-clientapp", "image": pool.images.superexecClientApp, "args": args}
     env = merge.by_name(spec.supernodes.env, pool.env, gpu.env(pool.gpu))
     resources = gpu.with_gpus(pool.superexecResources, pool.gpu)
-    return _with_settings(container, pool, resources, env, pool.superexecVolumeMounts or pool.volumeMounts)
+    return _with_settings(container, pool, resources, env, mounts)
+
+
+def _superexec_auth(spec: FederationSpec, dialect: Dialect) -> bool:
+    """Whether the pod's SuperExec sidecar proves itself with a shared secret."""
+    return spec.isolationMode == "process" and dialect.superexec_auth
+
+
+def _image(spec: FederationSpec, pool: PoolSpec) -> str:
+    return pool.images.supernode or spec.supernodes.image
 
 
 def _with_settings(
@@ -115,6 +137,9 @@ def workload(  # noqa: PLR0913 - where the pool sits and how it is started, name
     volumes = merge.add_missing(merge.by_name(pool.volumes), gpu.volumes(pool.gpu))
     if trust is not None:
         volumes = merge.add_missing(volumes, [trust])
+    if _superexec_auth(spec, dialect):
+        pod_spec["initContainers"] = [superexec_auth.init_container(_image(spec, pool))]
+        volumes = merge.add_missing(volumes, [superexec_auth.volume()])
     if pool.authKeySecretRef is not None:
         ref = pool.authKeySecretRef
         secret = {"secretName": ref.name, "items": [{"key": ref.key, "path": AUTH_KEY_FILE}], "defaultMode": 0o440}
