@@ -110,6 +110,7 @@ def probe_pod() -> dict[str, Any]:
                     memory,
                     {"name": "creds", "mountPath": "/etc/creds", "readOnly": True},
                     {"name": "settings", "mountPath": "/etc/flower/flower.conf", "subPath": "flower.conf"},
+                    {"name": "both", "mountPath": "/both", "readOnly": True},
                     {"name": "shared", "mountPath": "/tmp", "subPath": "tmp"},
                 ],
             }],
@@ -119,6 +120,10 @@ def probe_pod() -> dict[str, Any]:
                 {"name": "creds", "secret": {"secretName": "creds", "defaultMode": 0o400,
                                              "items": [{"key": "token", "path": "sub/token"}]}},
                 {"name": "settings", "configMap": {"name": "settings"}},
+                {"name": "both", "projected": {"defaultMode": 0o444, "sources": [
+                    {"secret": {"name": "creds", "items": [{"key": "token", "path": "token"}]}},
+                    {"configMap": {"name": "settings", "items": [{"key": "greeting", "path": "conf/greeting"}]}},
+                ]}},
             ],
         },
     }  # fmt: skip
@@ -149,7 +154,8 @@ def web() -> list[dict[str, Any]]:
     daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": "team"},
                  "spec": {"template": {"metadata": {"labels": {"app": "agent"}}, "spec": {"containers": [
                      {"name": "agent", "image": TOOLS, "command": ["sleep", "infinity"]}]}}}}  # fmt: skip
-    return [statefulset, service, headless, daemonset]
+    deployment = {**daemonset, "kind": "Deployment", "metadata": {"name": "api", "namespace": "team"}}
+    return [statefulset, service, headless, daemonset, deployment]
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +176,7 @@ def sh(runner: PodRunner, script: str, pod: str = "probe", container: str = "mai
 
 def test_pods_of_each_workload(runner):
     names = sorted(p.name for p in runner.pods)
-    assert names == ["agent-node-1", "agent-node-2", "probe", "web-0", "web-1"]
+    assert names == ["agent-node-1", "agent-node-2", "api-0", "probe", "web-0", "web-1"]
     assert runner.exited() == []
 
 
@@ -208,6 +214,10 @@ def test_user_groups_and_volume_ownership(runner):
 
 def test_mounts_init_containers_and_sidecars_share(runner):
     assert sh(runner, "cat /shared/init /shared/sidecar /etc/flower/flower.conf") == "init\nsidecar\nrounds = 3"
+    assert (
+        sh(runner, "cat /both/token; echo; cat /both/conf/greeting; echo; stat -c %a /both/token")
+        == "t0ken\nhello\n444"
+    )
     sh(runner, "echo memo > /memory/note", container="main")
     assert sh(runner, "cat /memory/note", container="sidecar") == "memo"
     assert sh(runner, "grep ' /memory ' /proc/mounts | cut -d' ' -f3") == "tmpfs"

@@ -237,8 +237,8 @@ def federation(
 
 @pytest.mark.parametrize(
     ("isolation", "tls"),
-    [("subprocess", False), ("process", False), ("subprocess", True)],
-    ids=["subprocess-insecure", "process-insecure", "subprocess-tls"],
+    [("subprocess", False), ("process", False), ("subprocess", True), ("process", True)],
+    ids=["subprocess-insecure", "process-insecure", "subprocess-tls", "process-tls"],
 )
 def test_every_supernode_comes_online(release: Release, tmp_path: pathlib.Path, isolation: str, *, tls: bool):
     deadline = time.monotonic() + ONLINE_TIMEOUT
