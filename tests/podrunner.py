@@ -637,7 +637,9 @@ class PodRunner:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
-        return subprocess.CompletedProcess(argv, proc.returncode, out.decode(errors="replace"), err.decode())
+        return subprocess.CompletedProcess(
+            argv, proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+        )
 
     def exited(self) -> list[str]:
         """Containers (init containers that ran to completion aside) that are no longer running."""

@@ -89,7 +89,7 @@ def probe_pod() -> dict[str, Any]:
                 "image": TOOLS,
                 "command": ["python", "-c", "import time; time.sleep(1e6)"],
                 "args": ["$(B)", "$$(B)", "$(NOPE)", "$(LATER)"],
-                "workingDir": "/work/here",
+                "workingDir": "/usr/local/probe",
                 "securityContext": {"readOnlyRootFilesystem": True},
                 "envFrom": [{"secretRef": {"name": "creds"}, "prefix": "S_"}],
                 "env": [
@@ -202,7 +202,7 @@ def test_env_as_kubernetes_resolves_it(runner):
         "TOKEN": "t0ken",
         "GREETING": "hello",
     }
-    assert (env["S_token"], env["HOSTNAME"], env["PWD"]) == ("t0ken", "probe", "/work/here")
+    assert (env["S_token"], env["HOSTNAME"], env["PWD"]) == ("t0ken", "probe", "/usr/local/probe")
 
 
 def test_user_groups_and_volume_ownership(runner):
@@ -229,7 +229,7 @@ def test_root_is_read_only_and_the_host_untouched(runner):
     assert "Read-only file system" in proc.stderr
     sh(runner, "touch /tmp/ok")  # an emptyDir there
     assert not pathlib.Path("/etc/flower").exists()
-    assert not pathlib.Path("/work/here").exists()
+    assert not pathlib.Path("/usr/local/probe").exists()
     assert sh(runner, "hostname") == "probe"
 
 
