@@ -4,8 +4,9 @@ The pod runner (podrunner.py) plays kubelet, kube-proxy and cluster DNS for
 what `function render` composes, with the images mapped to the venv of the
 Flower release the Federation names. A pod of its own runs that release's
 `flwr` CLI against the SuperLink Service, as a user in the cluster would, and
-the test waits until the CLI lists every SuperNode as online. Needs root
-(network and mount namespaces), and openssl for TLS.
+the test waits until the CLI lists every SuperNode as online and no
+container has exited (the runner restarts none). Needs root (network and
+mount namespaces), and openssl for TLS.
 
 A release's venv is $FLWR_VENVS/<release> (as `make unit` builds them), for
 1.25.0 also $FLWR_PYTHON's.
@@ -32,11 +33,21 @@ import yaml
 from peers import ROOT, need
 from podrunner import Manifest, Pod, PodRunner, flower_images, unwrap
 
-# The releases run; 1.35.0 and 1.41.0 join once the function writes their command lines.
-RELEASES = ["1.25.0"]
+# The releases the issue names: the oldest supported, the first with HTTP runtime APIs, the newest.
+RELEASES = ["1.25.0", "1.35.0", "1.41.0"]
+# What fails today, and why. Not strict: the failure is a sidecar dying a few seconds in, which a busy
+# machine can push past SETTLE; a fix shows as XPASS (pytest -rX).
+KNOWN_FAILURES = {
+    ("1.41.0", "process", True): "From 1.37 the ServerApp SuperExec sidecar dials the SuperLink's TLS port at "
+    "localhost, which the certificate (the Service's names, as the function's cert-manager Certificate has them) "
+    "does not name: the sidecar exits on a hostname mismatch and the SuperLink pod never turns ready.",
+}
 NAMESPACE = "default"
 REPLICAS = 2
 ONLINE_TIMEOUT = 60
+# SuperNodes can be online before a sidecar that cannot connect has given up (a few seconds): the pods must
+# have been up this long before the containers are counted.
+SETTLE = 6
 OFFLINE_WINDOW = 10  # the healthy ones are online within seconds
 # Custom SuperExec images, as production.yaml names them: they run flower-superexec too.
 SUPEREXEC_IMAGES = ("registry.example.com/ml/serverapp", "registry.example.com/ml/clientapp")
@@ -201,10 +212,13 @@ def control_address(manifests: list[dict[str, Any]], federation: str) -> str:
 
 
 def online_supernodes(runner: PodRunner, deadline: float, expected: int) -> tuple[int, str]:
-    """Ask the CLI until `expected` SuperNodes are online or the deadline passes: (online, last answer)."""
+    """Ask the CLI until `expected` SuperNodes are online or the deadline passes: (online, last answer).
+
+    A container that exited ends the wait too: the runner restarts nothing.
+    """
     argv = runner.pod(NAMESPACE, "flwr-cli").containers["cli"].spec["env"]["FLWR_CLI"].split()
     online, last = 0, ""
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not runner.exited():
         proc = runner.exec(NAMESPACE, "flwr-cli", "cli", argv, timeout=30)
         last = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         if proc.returncode == 0:  # 1.25 exits 0 with "success": false too; then there are no nodes
@@ -212,7 +226,7 @@ def online_supernodes(runner: PodRunner, deadline: float, expected: int) -> tupl
             online = sum(1 for n in nodes if n.get("status") == "online")
             if online >= expected:
                 break
-        time.sleep(1)
+        time.sleep(0.5)
     return online, last
 
 
@@ -240,13 +254,18 @@ def federation(
     [("subprocess", False), ("process", False), ("subprocess", True), ("process", True)],
     ids=["subprocess-insecure", "process-insecure", "subprocess-tls", "process-tls"],
 )
-def test_every_supernode_comes_online(release: Release, tmp_path: pathlib.Path, isolation: str, *, tls: bool):
-    deadline = time.monotonic() + ONLINE_TIMEOUT
+def test_every_supernode_comes_online(
+    request: pytest.FixtureRequest, release: Release, tmp_path: pathlib.Path, isolation: str, *, tls: bool
+):
+    if reason := KNOWN_FAILURES.get((release.version, isolation, tls)):
+        request.applymarker(pytest.mark.xfail(reason=reason, strict=False))
     with federation(release, tmp_path, isolation, tls=tls) as (runner, supernodes):
-        online, last = online_supernodes(runner, deadline, len(supernodes))
-        report = f"{online}/{len(supernodes)} SuperNodes online; flwr said: {last}\n{runner.logs()}"
-        assert online == len(supernodes), report
+        started = time.monotonic()  # the pods' start: a wait for the runner's lock is no part of it
+        online, last = online_supernodes(runner, started + ONLINE_TIMEOUT, len(supernodes))
+        time.sleep(max(0, started + SETTLE - time.monotonic()))
+        report = f"exited: {runner.exited()}; flwr said: {last}\n{runner.logs()}"
         assert runner.exited() == [], report
+        assert online == len(supernodes), report
 
 
 @pytest.mark.parametrize("release", RELEASES[-1:], indirect=True)  # about the runner: one release will do
@@ -255,7 +274,8 @@ def test_a_supernode_cannot_reach_the_superlink_on_its_own_loopback(release: Rel
 
     def loopback(manifest: Manifest) -> None:
         if manifest["kind"] == "StatefulSet" and manifest["metadata"]["name"].endswith("-supernode-default"):
-            container = manifest["spec"]["template"]["spec"]["containers"][0]
+            containers = manifest["spec"]["template"]["spec"]["containers"]
+            container = next(c for c in containers if c["name"] == "supernode")
             port = next(a for a in container["args"] if a.startswith("--superlink=")).rsplit(":", 1)[1]
             container["args"] = [
                 f"--superlink=127.0.0.1:{port}" if a.startswith("--superlink=") else a for a in container["args"]
