@@ -19,9 +19,10 @@ would do, as far as these tests need:
   (the host does not route between pods).
 * Services: each gets an address in 10.214.255.0/24 on the host's loopback,
   where a TCP forwarder (asyncio, in this process) passes each connection on
-  to a running pod the selector picks, at its targetPort (a named one from
-  that pod's container ports); when no pod takes it, the client gets a
-  reset. Their names (`svc`, `svc.ns`, `svc.ns.svc`,
+  to a ready pod the selector picks (one whose containers all run: a pod
+  with a dead sidecar drops out, as a NotReady one would), at its
+  targetPort (a named one from that pod's container ports); when no pod
+  takes it, the client gets a reset. Their names (`svc`, `svc.ns`, `svc.ns.svc`,
   `svc.ns.svc.cluster.local`; a headless one's resolve to its pods) are in
   each pod's /etc/hosts, in place of cluster DNS; other names fail at once.
 * Containers: init containers run to completion, in order; native sidecars
@@ -52,7 +53,7 @@ would do, as far as these tests need:
   makes runs on one machine take turns: they share these names.
 
 What it does not do: pull images (an image is a local entrypoint and
-config), probes (a running container is ready), restarts, resource limits,
+config), probes (a running container counts as ready), restarts, resource limits,
 requests or GPUs, scheduling (pods get the fake nodes in turn),
 NetworkPolicies, the Kubernetes API in pods (no ServiceAccount token, no
 service link variables), hostPath or downwardAPI volumes, hostNetwork,
