@@ -71,7 +71,7 @@ generate: $(VENV)/.installed
 	$(VENV)/bin/python hack/gen_k8s_schemas.py
 
 # The Python this project checks: all of it.
-LINT_PATHS := function benchmarks hack tests
+LINT_PATHS := function benchmarks hack tests examples/app
 
 # Style, lint and types, run before the tests: ruff's formatter as the one
 # layout, ruff's rules and mypy (strict, on function/) as pyproject.toml says.

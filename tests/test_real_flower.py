@@ -35,13 +35,6 @@ from podrunner import Manifest, Pod, PodRunner, flower_images, unwrap
 
 # The releases the issue names: the oldest supported, the first with HTTP runtime APIs, the newest.
 RELEASES = ["1.25.0", "1.35.0", "1.41.0"]
-# What fails today, and why. Not strict: the failure is a sidecar dying a few seconds in, which a busy
-# machine can push past SETTLE; a fix shows as XPASS (pytest -rX).
-KNOWN_FAILURES = {
-    ("1.41.0", "process", True): "From 1.37 the ServerApp SuperExec sidecar dials the SuperLink's TLS port at "
-    "localhost, which the certificate (the Service's names, as the function's cert-manager Certificate has them) "
-    "does not name: the sidecar exits on a hostname mismatch and the SuperLink pod never turns ready.",
-}
 NAMESPACE = "default"
 REPLICAS = 2
 ONLINE_TIMEOUT = 60
@@ -111,13 +104,18 @@ def claim(name: str, version: str, isolation: str, *, tls: bool) -> dict[str, An
 
 
 def tls_secret(tmp: pathlib.Path, service: str) -> dict[str, Any]:
-    """A CA and a certificate for the SuperLink Service's cluster names, as a kubernetes.io/tls Secret."""
+    """A CA and a certificate for the SuperLink Service's cluster names, as a kubernetes.io/tls Secret.
+
+    It names localhost too, as docs/flower-versions.md asks from Flower 1.37: the pod's own SuperExec
+    then dials the SuperLink over the same TLS, at localhost.
+    """
     need(shutil.which("openssl") is not None, "openssl (the TLS certificates)")
     names = [
         service,
         f"{service}.{NAMESPACE}",
         f"{service}.{NAMESPACE}.svc",
         f"{service}.{NAMESPACE}.svc.cluster.local",
+        "localhost",
     ]
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"]
     ca, key, crt = tmp / "ca.crt", tmp / "tls.key", tmp / "tls.crt"
@@ -126,7 +124,7 @@ def tls_secret(tmp: pathlib.Path, service: str) -> dict[str, Any]:
          "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
         ["-x509", *ec, "-subj", f"/CN={names[2]}", "-keyout", str(key), "-out", str(crt),
          "-CA", str(ca), "-CAkey", str(tmp / "ca.key"),
-         "-addext", f"subjectAltName={','.join('DNS:' + n for n in names)}",
+         "-addext", f"subjectAltName={','.join('DNS:' + n for n in names)},IP:127.0.0.1",
          "-addext", "basicConstraints=critical,CA:FALSE", "-addext", "extendedKeyUsage=serverAuth"],
     ):  # fmt: skip
         subprocess.run(["openssl", "req", *args], check=True, capture_output=True)
@@ -232,7 +230,13 @@ def online_supernodes(runner: PodRunner, deadline: float, expected: int) -> tupl
 
 @contextlib.contextmanager
 def federation(
-    release: Release, tmp: pathlib.Path, isolation: str, *, tls: bool, change: Callable[[Manifest], None] | None = None
+    release: Release,
+    tmp: pathlib.Path,
+    isolation: str,
+    *,
+    tls: bool,
+    change: Callable[[Manifest], None] | None = None,
+    cli: Callable[[str], list[dict[str, Any]]] | None = None,
 ) -> Iterator[tuple[PodRunner, list[Pod]]]:
     """A Federation rendered and run with the CLI pod beside it: the runner and the SuperNode pods."""
     name = f"fed-{isolation}{'-tls' if tls else ''}"
@@ -241,9 +245,10 @@ def federation(
     manifests = [unwrap(r) for r in rendered]
     for manifest in manifests if change else []:
         change(manifest)
-    cli = cli_pod(release, control_address(manifests, name), tls=tls)
+    address = control_address(manifests, name)
+    cli_pods = cli(address) if cli else cli_pod(release, address, tls=tls)
     with PodRunner(tmp / "cluster", flower_images(release.bin, SUPEREXEC_IMAGES), secrets) as runner:
-        runner.start([*rendered, *cli])
+        runner.start([*rendered, *cli_pods])
         supernodes = [p for p in runner.pods if p.labels.get("app.kubernetes.io/name") == "supernode"]
         assert len(supernodes) == REPLICAS
         yield runner, supernodes
@@ -254,11 +259,7 @@ def federation(
     [("subprocess", False), ("process", False), ("subprocess", True), ("process", True)],
     ids=["subprocess-insecure", "process-insecure", "subprocess-tls", "process-tls"],
 )
-def test_every_supernode_comes_online(
-    request: pytest.FixtureRequest, release: Release, tmp_path: pathlib.Path, isolation: str, *, tls: bool
-):
-    if reason := KNOWN_FAILURES.get((release.version, isolation, tls)):
-        request.applymarker(pytest.mark.xfail(reason=reason, strict=False))
+def test_every_supernode_comes_online(release: Release, tmp_path: pathlib.Path, isolation: str, *, tls: bool):
     with federation(release, tmp_path, isolation, tls=tls) as (runner, supernodes):
         started = time.monotonic()  # the pods' start: a wait for the runner's lock is no part of it
         online, last = online_supernodes(runner, started + ONLINE_TIMEOUT, len(supernodes))
@@ -285,3 +286,61 @@ def test_a_supernode_cannot_reach_the_superlink_on_its_own_loopback(release: Rel
         online, last = online_supernodes(runner, time.monotonic() + OFFLINE_WINDOW, len(supernodes))
         assert '"success": true' in last, last  # the CLI reached the SuperLink
         assert online == 0, f"{last}\n{runner.logs()}"
+
+
+# The smoke-test app users run against their Federation (docs/operations.md).
+APP = ROOT / "examples" / "app"
+RUN_TIMEOUT = 240
+
+
+def app_configmap() -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """The app's files as a ConfigMap (keys cannot hold "/": items put them back in place)."""
+    files = sorted(
+        p.relative_to(APP).as_posix() for p in APP.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    )
+    data = {f.replace("/", "__"): (APP / f).read_text() for f in files}
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "smoke-app", "namespace": NAMESPACE},
+                 "data": data}  # fmt: skip
+    return configmap, [{"key": f.replace("/", "__"), "path": f} for f in files]
+
+
+def with_app(release: Release, tls: bool):  # noqa: FBT001 - passed through as cli_pod takes it
+    """cli_pod, with the app mounted read-only at /app/smoke-src."""
+
+    def make(address: str) -> list[dict[str, Any]]:
+        configmap, items = app_configmap()
+        cli_config, pod = cli_pod(release, address, tls=tls)
+        pod["spec"]["volumes"].append({"name": "app", "configMap": {"name": "smoke-app", "items": items}})
+        container = pod["spec"]["containers"][0]
+        container["volumeMounts"].append({"name": "app", "mountPath": "/app/smoke-src", "readOnly": True})
+        return [cli_config, configmap, pod]
+
+    return make
+
+
+@pytest.mark.parametrize("release", ["1.25.0", "1.41.0"], indirect=True)
+@pytest.mark.parametrize(("isolation", "tls"), [("process", True)], ids=["process-tls"])
+def test_a_federated_run_completes(release: Release, tmp_path: pathlib.Path, isolation: str, *, tls: bool):
+    """`flwr run` of examples/app through a rendered Federation: every round trains on every SuperNode."""
+    with federation(release, tmp_path, isolation, tls=tls, cli=with_app(release, tls)) as (runner, supernodes):
+        online, last = online_supernodes(runner, time.monotonic() + ONLINE_TIMEOUT, len(supernodes))
+        assert online == len(supernodes), f"{last}\n{runner.logs()}"
+        # The app, writable (the CLI writes beside it), with the federation's address where the release reads it.
+        copy = "import shutil, sys; shutil.copytree(sys.argv[1], sys.argv[2])"
+        steps = [["python", "-c", copy, "/app/smoke-src", "/app/.flwr/smoke"]]
+        if release.reads_pyproject:
+            append = (
+                "import sys; c = open(sys.argv[1]).read(); "
+                "open(sys.argv[2], 'a').write(chr(10) + c[c.index('[tool.flwr.federations]'):])"
+            )
+            steps.append(["python", "-c", append, "/app/cli/pyproject.toml", "/app/.flwr/smoke/pyproject.toml"])
+        for argv in steps:
+            proc = runner.exec(NAMESPACE, "flwr-cli", "cli", argv, timeout=30)
+            assert proc.returncode == 0, proc.stderr
+        proc = runner.exec(
+            NAMESPACE, "flwr-cli", "cli", ["flwr", "run", "/app/.flwr/smoke", "k8s", "--stream"], timeout=RUN_TIMEOUT
+        )
+        out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        # Two rounds of +1 on each SuperNode, averaged: 2.0 everywhere, from both SuperNodes' work.
+        assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, f"{out}\n{runner.logs()}"
+        assert "Received 2 results and 0 failures" in proc.stdout, out
