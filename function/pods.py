@@ -28,6 +28,10 @@ CONTAINER_SECURITY = {
     "readOnlyRootFilesystem": True,
     "runAsNonRoot": True,
 }
+# Flower reports usage to its telemetry service and, on shutdown, waits up to
+# a minute for that request: with egress narrowed to what Flower needs, a pod
+# would outlive its grace period. Off, unless the user's env says otherwise.
+TELEMETRY = {"name": "FLWR_TELEMETRY_ENABLED", "value": "0"}
 SCRATCH = (("flwr", "/app/.flwr"), ("tmp", "/tmp"))  # noqa: S108 - paths in the container, on its own emptyDir
 
 
@@ -65,6 +69,9 @@ def _harden_container(container: dict[str, Any], spec: FederationSpec) -> dict[s
             "periodSeconds": 20,
             "failureThreshold": 6,
         }
+    env = out.get("env", [])
+    if all(e.get("name") != TELEMETRY["name"] for e in env):
+        out["env"] = [*env, TELEMETRY]
     if spec.imagePullPolicy:
         out["imagePullPolicy"] = spec.imagePullPolicy
     # A container that needs privilege (AMD mountAll) keeps only that.

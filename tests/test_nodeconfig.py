@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from function import nodeconfig
+from function import nodeconfig, pods
 from helpers import BASE, container, manifests, pool, spec
 
 HERE = pathlib.Path(__file__).parent
@@ -169,12 +169,12 @@ def test_supernode_container_gets_downward_api_env():
         env["FLOWER_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['apps.kubernetes.io/pod-index']"
     )
     assert env["FLOWER_NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
-    assert [e["name"] for e in c["env"]] == ["FLOWER_INDEX", "FLOWER_NODE_NAME"]
+    assert [e["name"] for e in c["env"]] == ["FLOWER_INDEX", "FLOWER_NODE_NAME", "FLWR_TELEMETRY_ENABLED"]
 
 
 def test_no_node_config_no_flag():
     assert "--node-config" not in container(BASE)["args"]
-    assert "env" not in container(BASE)
+    assert container(BASE)["env"] == [pods.TELEMETRY]  # no nodeConfig variables, only the pod default
 
 
 def test_user_dollar_text_is_escaped_for_the_kubelet():

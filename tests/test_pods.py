@@ -100,6 +100,20 @@ def test_probes_can_be_turned_off():
     assert not any(a.startswith("--health-server-address") for a in c["args"])
 
 
+@pytest.mark.parametrize(
+    ("reason", "changes", "want"),
+    [
+        ("off by default in every Flower container: no egress to report to", {}, "0"),
+        ("the user's value wins", {"superlink__env": [{"name": "FLWR_TELEMETRY_ENABLED", "value": "1"}]}, "1"),
+    ],
+)
+def test_telemetry(reason, changes, want):
+    pod = manifests(spec(PROCESS, **changes))["superlink"]["spec"]["template"]["spec"]
+    for c in pod["containers"]:
+        values = [e["value"] for e in c["env"] if e["name"] == "FLWR_TELEMETRY_ENABLED"]
+        assert values == [want], (reason, c["name"])
+
+
 def test_writable_scratch_for_flower_and_a_read_only_root():
     pod = manifests(BASE)["superlink"]["spec"]["template"]["spec"]
     c = pod["containers"][0]

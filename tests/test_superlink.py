@@ -2,6 +2,7 @@
 
 import pytest
 
+from function import pods
 from helpers import BASE, PROCESS, container, manifests, pod, spec
 
 MANAGED = {
@@ -56,7 +57,7 @@ def test_superexec_serverapp_sidecar():
     # The AppIO link stays plain gRPC inside the pod, even with insecure false.
     assert c["args"] == ["--plugin-type=serverapp", "--appio-api-address=localhost:9091", "--insecure"]
     assert c["resources"] == {"limits": {"cpu": "1"}}
-    assert c["env"] == [{"name": "A", "value": "1"}]
+    assert c["env"] == [{"name": "A", "value": "1"}, pods.TELEMETRY]
     assert c["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
 
 
@@ -86,7 +87,7 @@ def test_superlink_resources_env_extra_args_volumes_and_claims():
     sts = manifests(s)["superlink"]
     c = container(s, "superlink", "superlink")
     assert c["resources"] == {"requests": {"cpu": "100m"}}
-    assert [e["name"] for e in c["env"]] == ["A", "B"]
+    assert [e["name"] for e in c["env"]] == ["A", "B", pods.TELEMETRY["name"]]
     assert c["args"][-2:] == ["--database", "/state/db.sqlite"]
     assert pod(s, "superlink")["volumes"] == [{"name": "cfg", "configMap": {"name": "c"}}]
     assert sts["spec"]["volumeClaimTemplates"] == [

@@ -5,6 +5,7 @@ import random
 import pytest
 import yaml
 
+from function import pods
 from helpers import BASE, PROCESS, container, manifests, pod, pool, spec, without_hardening
 
 DS = spec(BASE, mode="DaemonSet", supernodes__pools=[{"name": "edge"}])
@@ -99,7 +100,7 @@ def test_superexec_clientapp_sidecar():
     assert c["image"] == "flwr/superexec:1.25.0"
     assert c["args"] == ["--plugin-type=clientapp", "--appio-api-address=localhost:9094", "--insecure"]
     assert c["resources"] == {"limits": {"memory": "1Gi"}}
-    assert c["env"] == [{"name": "A", "value": "1"}]
+    assert c["env"] == [{"name": "A", "value": "1"}, pods.TELEMETRY]
     assert [c["name"] for c in pod(s)["containers"]] == ["supernode", "superexec-clientapp"]
     assert [c["name"] for c in pod(BASE)["containers"]] == ["supernode"]
 
@@ -119,6 +120,7 @@ def test_env_merge_pool_wins_and_order_is_stable():
         {"name": "B", "value": "pool"},
         {"name": "C", "value": "base"},
         {"name": "D", "value": "pool"},
+        pods.TELEMETRY,
     ]
 
 
