@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from function import flower
+from function import caching, flower, render
 from function.flower import Release
 from function.spec import FederationSpec
 from function.validation import SpecError
@@ -183,3 +183,36 @@ def test_resolve(case):
     assert str(got.superlink) == case.superlink, case.reason
     assert {k: str(v) for k, v in got.pools.items()} == case.pools, case.reason
     assert got.warnings == case.warnings, case.reason
+
+
+def test_caches_never_share_a_result_across_releases():
+    # The same spec but for spec.version (untagged images): each release must
+    # get its own command lines, warm caches or cold.
+    def rendered(version):
+        xr = {
+            "apiVersion": "flower.crossplane.io/v1alpha1",
+            "kind": "Federation",
+            "metadata": {"name": "fed", "namespace": "default"},
+            "spec": spec(
+                version=version,
+                isolationMode="process",
+                superlink__image="flwr/superlink",
+                superlink__superexecImage="flwr/superexec",
+                supernodes__image="flwr/supernode",
+                supernodes__pools=[{"name": "a", "replicas": 1, "images": {"superexecClientApp": "flwr/superexec"}}],
+            ),
+        }
+        return render.render(xr, [])[0]
+
+    caching.clear_caches()
+    cold = {v: rendered(v) for v in ("1.25.0", "1.41.0")}
+    warm = {v: rendered(v) for v in ("1.41.0", "1.25.0", "1.41.0")}
+    assert cold["1.25.0"] != cold["1.41.0"]
+    assert warm == cold
+    args = [c["args"] for d in cold["1.41.0"][1:] for c in _containers(d)]
+    assert any("--runtime-api-address=localhost:9093" in a for a in args), args
+
+
+def _containers(doc):
+    template = (doc["spec"]["forProvider"]["manifest"].get("spec") or {}).get("template")
+    return template["spec"]["containers"] if template else []
