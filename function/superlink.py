@@ -144,7 +144,11 @@ def statefulset(federation: str, namespace: str, spec: FederationSpec, dialect: 
             "replicas": 1,
             "selector": {"matchLabels": labels},
             "serviceName": name,
-            "template": merge.pod_template(labels, pods.harden(pod_spec, federation, spec), spec.superlink.podTemplate),
+            "template": merge.pod_template(
+                labels,
+                _ready_on_http(pods.harden(pod_spec, federation, spec), spec, dialect),
+                spec.superlink.podTemplate,
+            ),
         },
     }
     claims = merge.claim_templates(spec.superlink.volumeClaimTemplates)
@@ -153,6 +157,25 @@ def statefulset(federation: str, namespace: str, spec: FederationSpec, dialect: 
     if claims:
         workload["spec"]["volumeClaimTemplates"] = claims
     return workload
+
+
+def _ready_on_http(pod_spec: dict[str, Any], spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
+    """From 1.37 the SuperLink is ready when its HTTP listener answers GET /health.
+
+    The gRPC health server always says SERVING, so it stays the liveness
+    probe; the HTTP listener is reachable from the kubelet only once it binds
+    every address (the Control API is on it).
+    """
+    if not (spec.healthProbes and dialect.control_api == "http"):
+        return pod_spec
+    scheme = "HTTPS" if tls.enabled(spec) else "HTTP"
+    probe = {
+        "httpGet": {"path": "/health", "port": CONTROL_PORT, "scheme": scheme},
+        "periodSeconds": 10,
+        "failureThreshold": 3,
+    }
+    containers = [{**c, "readinessProbe": probe} if c["name"] == "superlink" else c for c in pod_spec["containers"]]
+    return {**pod_spec, "containers": containers}
 
 
 def service(federation: str, namespace: str, spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:

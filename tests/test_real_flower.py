@@ -20,9 +20,11 @@ import json
 import os
 import pathlib
 import shutil
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -267,6 +269,26 @@ def test_every_supernode_comes_online(release: Release, tmp_path: pathlib.Path, 
         report = f"exited: {runner.exited()}; flwr said: {last}\n{runner.logs()}"
         assert runner.exited() == [], report
         assert online == len(supernodes), report
+        # The rendered HTTP readiness probes (the SuperLink from 1.37) answer as the kubelet would ask.
+        probes = http_readiness(runner)
+        assert all(status == 200 for *_, status in probes), probes
+        assert bool(probes) == (tuple(map(int, release.version.split(".")[:2])) >= (1, 37)), probes
+
+
+def http_readiness(runner: PodRunner) -> list[tuple[str, str, int]]:
+    """GET each httpGet readiness probe on its pod's address, as the kubelet does: (pod, container, status)."""
+    out = []
+    for pod in runner.pods:
+        for c in pod.spec["containers"]:
+            get = (c.get("readinessProbe") or {}).get("httpGet")
+            if get is None:
+                continue
+            url = f"{get.get('scheme', 'HTTP').lower()}://{pod.ip}:{get['port']}{get.get('path', '/')}"
+            # The kubelet does not verify a probe's certificate either.
+            context = ssl._create_unverified_context()  # noqa: S323 - as the kubelet
+            with urllib.request.urlopen(url, timeout=5, context=context) as response:  # noqa: S310 - our own URL
+                out.append((pod.name, c["name"], response.status))
+    return out
 
 
 @pytest.mark.parametrize("release", RELEASES[-1:], indirect=True)  # about the runner: one release will do

@@ -144,3 +144,35 @@ def test_service_type_labels_annotations_and_selector(service_type):
     assert svc["metadata"]["labels"] == {**MANAGED, "team": "ml"}
     assert svc["metadata"]["annotations"] == {"a": "b"}
     assert svc["spec"]["selector"] == MANAGED
+
+
+@pytest.mark.parametrize(
+    ("reason", "changes", "want"),
+    [
+        ("1.25: the gRPC health server, which is all there is", {}, {"grpc": {"port": 9095}}),
+        (
+            "1.41: GET /health on the HTTP listener",
+            {"superlink__image": "flwr/superlink:1.41.0", "supernodes__image": "flwr/supernode:1.41.0"},
+            {"httpGet": {"path": "/health", "port": 9093, "scheme": "HTTP"}},
+        ),
+        (
+            "1.41 with TLS: over HTTPS",
+            {
+                "superlink__image": "flwr/superlink:1.41.0",
+                "supernodes__image": "flwr/supernode:1.41.0",
+                "tls": {"secretName": "superlink-tls"},
+            },
+            {"httpGet": {"path": "/health", "port": 9093, "scheme": "HTTPS"}},
+        ),
+    ],
+)
+def test_superlink_readiness(reason, changes, want):
+    c = next(
+        c
+        for c in manifests(spec(BASE, **changes))["superlink"]["spec"]["template"]["spec"]["containers"]
+        if c["name"] == "superlink"
+    )
+    probe = {k: v for k, v in c["readinessProbe"].items() if k in ("grpc", "httpGet")}
+    assert probe == want, reason
+    # Liveness stays on the gRPC health server: a static SERVING says the process lives.
+    assert c["livenessProbe"]["grpc"] == {"port": 9095}, reason
