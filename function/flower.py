@@ -51,13 +51,16 @@ class Release:
         return f"{self.major}.{self.minor}.{self.patch}"
 
 
+def image_tag(image: str) -> str | None:
+    """An image reference's tag, or None (`flwr/superlink`, a digest alone, a registry port)."""
+    repository, _, tag = image.split("@", 1)[0].rpartition(":")
+    return tag if repository and "/" not in tag else None
+
+
 def release_of_image(image: str) -> Release | None:
     """The release an image's tag names (`flwr/superlink:1.41.0-py3.11`), or None (no tag, `latest`, a digest)."""
-    name = image.split("@", 1)[0]
-    repository, _, tag = name.rpartition(":")
-    if not repository or "/" in tag:
-        return None
-    return Release.parse(tag)
+    tag = image_tag(image)
+    return Release.parse(tag) if tag is not None else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,9 +211,10 @@ def _release(text: str, field: str, errors: list[tuple[str, str]]) -> Release | 
 
 def _image_release(image: str | None, field: str, errors: list[tuple[str, str]]) -> Release | None:
     """The release an image's tag names; None, without error, when the tag names none (`latest`, a digest)."""
-    if image is None or release_of_image(image) is None:
+    tag = image_tag(image) if image is not None else None
+    if tag is None or Release.parse(tag) is None:
         return None
-    return _release(image.split("@", 1)[0].rpartition(":")[2], field, errors)
+    return _release(tag, field, errors)
 
 
 def resolve(spec: FederationSpec) -> Releases:

@@ -62,7 +62,8 @@ def _harden_container(container: dict[str, Any], spec: FederationSpec) -> dict[s
     port = HEALTH_PORTS[out["name"]]
     if spec.healthProbes:
         out["args"] = [*out["args"], f"--health-server-address=0.0.0.0:{port}"]
-        out["readinessProbe"] = {"grpc": {"port": port}, "periodSeconds": 10, "failureThreshold": 3}
+        # A builder that knows a better readiness signal has set it already.
+        out.setdefault("readinessProbe", {"grpc": {"port": port}, "periodSeconds": 10, "failureThreshold": 3})
         out["livenessProbe"] = {
             "grpc": {"port": port},
             "initialDelaySeconds": 10,

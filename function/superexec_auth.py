@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from function.flower import Dialect
+from function.spec import FederationSpec
+
 VOLUME = "superexec-auth"
 DIR = "/var/run/flower"
 FILE = f"{DIR}/superexec-secret"
@@ -23,6 +26,11 @@ PROGRAM = (
     "os.write(fd, secrets.token_hex(32).encode()); "
     "os.close(fd)"
 )
+
+
+def enabled(spec: FederationSpec, dialect: Dialect) -> bool:
+    """Whether a pod's SuperExec sidecar proves itself with a secret: process isolation, Flower 1.29 and later."""
+    return spec.isolationMode == "process" and dialect.superexec_auth
 
 
 def args() -> list[str]:

@@ -35,7 +35,7 @@ def _args(spec: FederationSpec, dialect: Dialect) -> list[str]:
         args.append(f"--database={STATE_PATH}/state.db")
         if dialect.storage_dir:
             args.append(f"--storage-dir={STATE_PATH}/ffs")
-    if _superexec_auth(spec, dialect):
+    if superexec_auth.enabled(spec, dialect):
         args += superexec_auth.args()
     if dialect.dependency_install == "opt-out":
         # Installing an app's dependencies needs PyPI and a writable environment,
@@ -44,15 +44,20 @@ def _args(spec: FederationSpec, dialect: Dialect) -> list[str]:
     return [*args, *link.extraArgs]
 
 
-def _superexec_auth(spec: FederationSpec, dialect: Dialect) -> bool:
-    """Whether the pod's SuperExec sidecar proves itself with a shared secret."""
-    return spec.isolationMode == "process" and dialect.superexec_auth
-
-
 def _container(spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
     link = spec.superlink
     args = _args(spec, dialect)
     container: dict[str, Any] = {"name": "superlink", "image": link.image, "args": args, "ports": _ports(spec, dialect)}
+    if spec.healthProbes and dialect.control_api == "http":
+        # From 1.37 the HTTP listener binds every address, so the kubelet can
+        # ask GET /health; the gRPC health server always says SERVING and stays
+        # the liveness probe.
+        scheme = "HTTPS" if tls.enabled(spec) else "HTTP"
+        container["readinessProbe"] = {
+            "httpGet": {"path": "/health", "port": CONTROL_PORT, "scheme": scheme},
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        }
     if link.resources:
         container["resources"] = link.resources
     env = merge.by_name(link.env)
@@ -61,7 +66,7 @@ def _container(spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
     mounts = [{"name": STATE_VOLUME, "mountPath": STATE_PATH}] if link.persistence is not None else []
     if tls.enabled(spec):
         mounts.append(tls.mount())
-    if _superexec_auth(spec, dialect):
+    if superexec_auth.enabled(spec, dialect):
         mounts.append(superexec_auth.mount())
     mounts = merge.by_name(mounts, link.volumeMounts)
     if mounts:
@@ -102,7 +107,7 @@ def _superexec(spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
     # also name localhost).
     secure = tls.enabled(spec) and dialect.runtime_tls
     args += tls.supernode_args() if secure else ["--insecure"]
-    if _superexec_auth(spec, dialect):
+    if superexec_auth.enabled(spec, dialect):
         args += superexec_auth.args()
     container: dict[str, Any] = {"name": "superexec-serverapp", "image": link.superexecImage, "args": args}
     if link.superexecResources:
@@ -113,7 +118,7 @@ def _superexec(spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
     mounts = link.superexecVolumeMounts or link.volumeMounts
     if secure:
         mounts = [*mounts, tls.mount()]
-    if _superexec_auth(spec, dialect):
+    if superexec_auth.enabled(spec, dialect):
         mounts = [*mounts, superexec_auth.mount()]
     if mounts:
         container["volumeMounts"] = merge.by_name(mounts)
@@ -131,7 +136,7 @@ def statefulset(federation: str, namespace: str, spec: FederationSpec, dialect: 
     volumes = merge.by_name(spec.superlink.volumes)
     if tls.enabled(spec):
         volumes = merge.add_missing(volumes, [tls.superlink_volume(federation, spec)])
-    if _superexec_auth(spec, dialect):
+    if superexec_auth.enabled(spec, dialect):
         pod_spec["initContainers"] = [superexec_auth.init_container(spec.superlink.image)]
         volumes = merge.add_missing(volumes, [superexec_auth.volume()])
     if volumes:
@@ -146,7 +151,7 @@ def statefulset(federation: str, namespace: str, spec: FederationSpec, dialect: 
             "serviceName": name,
             "template": merge.pod_template(
                 labels,
-                _ready_on_http(pods.harden(pod_spec, federation, spec), spec, dialect),
+                pods.harden(pod_spec, federation, spec),
                 spec.superlink.podTemplate,
             ),
         },
@@ -157,25 +162,6 @@ def statefulset(federation: str, namespace: str, spec: FederationSpec, dialect: 
     if claims:
         workload["spec"]["volumeClaimTemplates"] = claims
     return workload
-
-
-def _ready_on_http(pod_spec: dict[str, Any], spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
-    """From 1.37 the SuperLink is ready when its HTTP listener answers GET /health.
-
-    The gRPC health server always says SERVING, so it stays the liveness
-    probe; the HTTP listener is reachable from the kubelet only once it binds
-    every address (the Control API is on it).
-    """
-    if not (spec.healthProbes and dialect.control_api == "http"):
-        return pod_spec
-    scheme = "HTTPS" if tls.enabled(spec) else "HTTP"
-    probe = {
-        "httpGet": {"path": "/health", "port": CONTROL_PORT, "scheme": scheme},
-        "periodSeconds": 10,
-        "failureThreshold": 3,
-    }
-    containers = [{**c, "readinessProbe": probe} if c["name"] == "superlink" else c for c in pod_spec["containers"]]
-    return {**pod_spec, "containers": containers}
 
 
 def service(federation: str, namespace: str, spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:

@@ -27,7 +27,7 @@ def _supernode_args(spec: FederationSpec, pool: PoolSpec, dialect: Dialect, flee
             args += ["--host=127.0.0.1", f"--port={CLIENTAPPIO_PORT}"]
     if pool.authKeySecretRef is not None:
         args.append(f"--auth-supernode-private-key={AUTH_KEY_PATH}")
-    if _superexec_auth(spec, dialect):
+    if superexec_auth.enabled(spec, dialect):
         args += superexec_auth.args()
     return [*args, *pool.extraArgs]
 
@@ -60,7 +60,7 @@ def _supernode(
     mounts = pool.volumeMounts
     if trust is not None:
         mounts = [*mounts, tls.mount()]
-    if _superexec_auth(spec, dialect):
+    if superexec_auth.enabled(spec, dialect):
         mounts = [*mounts, superexec_auth.mount()]
     if pool.authKeySecretRef is not None:
         # The directory, not the file, so a rotated key reaches the pod.
@@ -72,18 +72,13 @@ def _superexec(spec: FederationSpec, pool: PoolSpec, dialect: Dialect) -> dict[s
     # The SuperNode's app-facing API is plain inside the pod, whatever the Fleet API uses.
     args = [*dialect.superexec_args("clientapp", CLIENTAPPIO_PORT), "--insecure"]
     mounts = pool.superexecVolumeMounts or pool.volumeMounts
-    if _superexec_auth(spec, dialect):
+    if superexec_auth.enabled(spec, dialect):
         args += superexec_auth.args()
         mounts = [*mounts, superexec_auth.mount()]
     container: dict[str, Any] = {"name": "superexec-clientapp", "image": pool.images.superexecClientApp, "args": args}
     env = merge.by_name(spec.supernodes.env, pool.env, gpu.env(pool.gpu))
     resources = gpu.with_gpus(pool.superexecResources, pool.gpu)
     return _with_settings(container, pool, resources, env, mounts)
-
-
-def _superexec_auth(spec: FederationSpec, dialect: Dialect) -> bool:
-    """Whether the pod's SuperExec sidecar proves itself with a shared secret."""
-    return spec.isolationMode == "process" and dialect.superexec_auth
 
 
 def _image(spec: FederationSpec, pool: PoolSpec) -> str:
@@ -137,7 +132,7 @@ def workload(  # noqa: PLR0913 - where the pool sits and how it is started, name
     volumes = merge.add_missing(merge.by_name(pool.volumes), gpu.volumes(pool.gpu))
     if trust is not None:
         volumes = merge.add_missing(volumes, [trust])
-    if _superexec_auth(spec, dialect):
+    if superexec_auth.enabled(spec, dialect):
         pod_spec["initContainers"] = [superexec_auth.init_container(_image(spec, pool))]
         volumes = merge.add_missing(volumes, [superexec_auth.volume()])
     if pool.authKeySecretRef is not None:
