@@ -12,7 +12,7 @@ from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1bet
 
 from function import wire
 from function.status_model import FederationStatus
-from helpers import BASE, pool, xr
+from helpers import BASE, pool, spec, xr
 
 COMPOSED = [
     "networkpolicy-superlink",
@@ -125,3 +125,23 @@ def test_status_and_conditions_on_the_wire(channel):
         ),
         ("SuperNodesReady", fnv1.STATUS_CONDITION_FALSE, "Creating", "Pool default not ready: not created yet"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("reason", "changes", "field"),
+    [
+        ("no tag, no spec.version", {"superlink__image": "x/sl", "supernodes__image": "x/sn"}, "spec.version"),
+        ("before the oldest supported", {"superlink__image": "flwr/superlink:1.20.0"}, "spec.superlink.image"),
+        (
+            "a pool across 1.40's Fleet change",
+            {"supernodes__image": "flwr/supernode:1.41.0"},
+            "spec.supernodes.pools[0]",
+        ),
+    ],
+)
+def test_a_release_the_function_cannot_serve_is_fatal_and_composes_nothing(channel, reason, changes, field):
+    rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(request(spec(BASE, **changes)), timeout=10)
+    fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert len(fatal) == 1, reason
+    assert f"{field}: " in fatal[0], (reason, fatal)
+    assert len(rsp.desired.resources) == 0, reason

@@ -14,7 +14,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from conftest import EXAMPLES, ROOT, load_all
 from function import fn, render, tls
 from function.validation import SpecError, parse
-from helpers import BASE, PROCESS, container, pod, spec, xr
+from helpers import BASE, PROCESS, container, manifests, pod, spec, xr
 
 SECRET = spec(BASE, tls={"secretName": "superlink-tls"})
 CERT_MANAGER = spec(
@@ -242,3 +242,22 @@ def test_crank_render_with_required_resources(crank, functions_file, tmp_path):
     }
     conditions = {c["type"]: c for c in docs[0]["status"]["conditions"]}
     assert conditions["TLSReady"]["status"] == "True"
+
+
+@pytest.mark.parametrize(
+    ("reason", "release", "loopback"),
+    [
+        ("1.25: the sidecar dials a plain port", "1.25.0", False),
+        ("1.41: the sidecar dials the SuperLink's TLS at localhost", "1.41.0", True),
+    ],
+)
+def test_cert_manager_certificate_names_localhost_where_the_sidecar_dials_it(reason, release, loopback):
+    s = spec(
+        PROCESS,
+        tls={"certManager": {"issuerRef": {"name": "ca", "kind": "ClusterIssuer"}}},
+        superlink__image=f"flwr/superlink:{release}",
+        supernodes__image=f"flwr/supernode:{release}",
+    )
+    certificate = manifests(s)["superlink-certificate"]["spec"]
+    assert ("localhost" in certificate["dnsNames"]) is loopback, reason
+    assert ("127.0.0.1" in certificate.get("ipAddresses", [])) is loopback, reason
