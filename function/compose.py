@@ -89,7 +89,8 @@ def federation(xr: dict[str, Any]) -> Federation:
     errors = validation.check_names(name, spec)
     if errors:
         raise SpecError(errors)
-    return Federation(name, namespace, spec, flower.resolve(spec), namespaced)
+    releases = flower.resolve(spec)
+    return Federation(name, namespace, flower.with_default_images(spec, releases), releases, namespaced)
 
 
 def _stay_in(namespace: str, spec: FederationSpec) -> None:

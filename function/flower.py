@@ -27,6 +27,9 @@ from function.spec import CONTROL_PORT, FLEET_PORT, SERVERAPPIO_PORT, Federation
 from function.validation import SpecError
 
 API = Literal["grpc", "http"]
+ALLOW_DEPENDENCIES = "--allow-runtime-dependency-installation"
+# The images a Federation that names only spec.version runs, tagged with that release.
+IMAGES = {"superlink": "flwr/superlink", "supernode": "flwr/supernode", "superexec": "flwr/superexec"}
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -120,6 +123,20 @@ class Dialect:
     def runtime_tls(self) -> bool:
         """Whether the SuperLink's TLS flags also cover the API its SuperExec dials (1.37)."""
         return self.control_api == "http"
+
+    def superlink_dependency_args(self, *, allow: bool) -> list[str]:
+        """The SuperLink's word on installing dependencies, for the SuperExec it spawns in subprocess mode."""
+        if self.dependency_install == "opt-out" and not allow:
+            # Installing needs a package index and a writable environment,
+            # which the restricted pods and NetworkPolicies deny unless asked.
+            return ["--disable-runtime-dependency-installation"]
+        if self.dependency_install == "opt-in" and allow:
+            return [ALLOW_DEPENDENCIES]
+        return []
+
+    def dependency_args(self, *, allow: bool) -> list[str]:
+        """A SuperNode's or SuperExec's: off unless allowed, in every release that has the flag."""
+        return [ALLOW_DEPENDENCIES] if allow and self.dependency_install != "absent" else []
 
     def superexec_args(self, plugin: Literal["serverapp", "clientapp"], port: int) -> list[str]:
         """How a SuperExec sidecar reaches the API of its pod's SuperLink or SuperNode."""
@@ -242,6 +259,7 @@ def resolve(spec: FederationSpec) -> Releases:
     if errors or superlink is None:
         raise SpecError(errors)
     _refuse_unreachable(spec, superlink, pools, errors)
+    _refuse_dependency_installation(spec, superlink, pools, errors)
     if errors:
         raise SpecError(errors)
     return Releases(superlink, pools, tuple(_warnings(superlink, pools)))
@@ -265,6 +283,66 @@ def _refuse_unreachable(
                     ),
                 )
             )
+
+
+def _refuse_dependency_installation(
+    spec: FederationSpec, superlink: Release, pools: dict[str, Release], errors: list[tuple[str, str]]
+) -> None:
+    """Flower before 1.29 cannot install an app's dependencies: allowing it there would promise what never happens."""
+    if not spec.allowRuntimeDependencyInstallation:
+        return
+    parts = [("the SuperLink", superlink)] + [(f"pool {name}", release) for name, release in pools.items()]
+    old = [f"{part} runs {release}" for part, release in parts if dialect(release).dependency_install == "absent"]
+    if old:
+        errors.append(
+            (
+                "spec.allowRuntimeDependencyInstallation",
+                f"needs Flower 1.29 or newer, where apps can install their dependencies; {', '.join(old)}",
+            )
+        )
+
+
+def with_default_images(spec: FederationSpec, releases: Releases) -> FederationSpec:
+    """The spec with every unset image named from spec.version: flwr/superlink, flwr/supernode, flwr/superexec.
+
+    A part runs spec.version's release unless its image names another; a
+    defaulted image is tagged with the release of the part it serves: the
+    text of spec.version where that is the release (so `1.41.0-py3.11` keeps
+    its variant), else the release as Flower writes it (`1.35.0`). Without
+    spec.version every image is the user's (the rules require them).
+    """
+    if not spec.version:
+        return spec
+    named = Release.parse(spec.version)
+
+    def image(part: str, release: Release) -> str:
+        return f"{IMAGES[part]}:{spec.version if release == named else release}"
+
+    process = spec.isolationMode == "process"
+    link = spec.superlink
+    superlink = link.model_copy(
+        update={
+            "image": link.image or image("superlink", releases.superlink),
+            "superexecImage": link.superexecImage or (image("superexec", releases.superlink) if process else None),
+        }
+    )
+    pools = [
+        pool.model_copy(
+            update={
+                "images": pool.images.model_copy(
+                    update={
+                        "superexecClientApp": pool.images.superexecClientApp
+                        or (image("superexec", releases.pools[pool.name]) if process else None)
+                    }
+                )
+            }
+        )
+        for pool in spec.supernodes.pools
+    ]
+    supernodes = spec.supernodes.model_copy(
+        update={"image": spec.supernodes.image or image("supernode", named or releases.superlink), "pools": pools}
+    )
+    return spec.model_copy(update={"superlink": superlink, "supernodes": supernodes})
 
 
 def _warnings(superlink: Release, pools: dict[str, Release]) -> list[str]:

@@ -2,7 +2,8 @@
 
 The SuperLink takes Fleet traffic from its SuperNodes (and listed remote
 ranges) and Control traffic from listed namespaces and ranges; SuperNode pods
-take no traffic and reach only the SuperLink, DNS and what the user adds.
+take no traffic and reach only the SuperLink, DNS, HTTPS when apps may
+install their dependencies, and what the user adds.
 In-pod links (AppIO, health) never leave the pod.
 
 The rules name the SuperLink's container ports, which follow its Flower
@@ -106,6 +107,9 @@ def supernode_policy(
         if to:
             rule["to"] = to
         egress.append(rule)
+    if spec.allowRuntimeDependencyInstallation:
+        # Package indexes have no fixed addresses: any, on HTTPS only.
+        egress.append({"ports": [{"port": 443, "protocol": "TCP"}]})
     egress += spec.networkPolicy.supernodeEgress
     return {
         "apiVersion": "networking.k8s.io/v1",

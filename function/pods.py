@@ -32,6 +32,10 @@ CONTAINER_SECURITY = {
 # a minute for that request: with egress narrowed to what Flower needs, a pod
 # would outlive its grace period. Off, unless the user's env says otherwise.
 TELEMETRY = {"name": "FLWR_TELEMETRY_ENABLED", "value": "0"}
+# Installing an app's dependencies (spec.allowRuntimeDependencyInstallation)
+# writes environments under FLWR_HOME and uv's cache, by default in
+# $HOME/.cache, on the read-only root filesystem: the cache goes to scratch.
+UV_CACHE = {"name": "UV_CACHE_DIR", "value": "/tmp/uv-cache"}  # noqa: S108 - on the container's own emptyDir
 SCRATCH = (("flwr", "/app/.flwr"), ("tmp", "/tmp"))  # noqa: S108 - paths in the container, on its own emptyDir
 
 
@@ -70,9 +74,9 @@ def _harden_container(container: dict[str, Any], spec: FederationSpec) -> dict[s
             "periodSeconds": 20,
             "failureThreshold": 6,
         }
+    defaults = [TELEMETRY, UV_CACHE] if spec.allowRuntimeDependencyInstallation else [TELEMETRY]
     env = out.get("env", [])
-    if all(e.get("name") != TELEMETRY["name"] for e in env):
-        out["env"] = [*env, TELEMETRY]
+    out["env"] = [*env, *(d for d in defaults if all(e.get("name") != d["name"] for e in env))]
     if spec.imagePullPolicy:
         out["imagePullPolicy"] = spec.imagePullPolicy
     # A container that needs privilege (AMD mountAll) keeps only that.

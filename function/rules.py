@@ -77,13 +77,23 @@ def _replicas_missing_in_statefulset(spec: FederationSpec) -> Iterator[Violation
         yield from ((f"{field}.replicas", "") for field, pool in _pools(spec) if pool.replicas is None)
 
 
+def _superlink_image_missing(spec: FederationSpec) -> Iterator[Violation]:
+    if not spec.version and not spec.superlink.image:
+        yield "spec.superlink.image", ""
+
+
+def _supernode_image_missing(spec: FederationSpec) -> Iterator[Violation]:
+    if not spec.version and not spec.supernodes.image and not all(p.images.supernode for p in spec.supernodes.pools):
+        yield "spec.supernodes.image", ""
+
+
 def _superlink_superexec_missing(spec: FederationSpec) -> Iterator[Violation]:
-    if spec.isolationMode == "process" and not spec.superlink.superexecImage:
+    if spec.isolationMode == "process" and not spec.version and not spec.superlink.superexecImage:
         yield "spec.superlink.superexecImage", ""
 
 
 def _pool_superexec_missing(spec: FederationSpec) -> Iterator[Violation]:
-    if spec.isolationMode == "process":
+    if spec.isolationMode == "process" and not spec.version:
         yield from (
             (f"{field}.images.superexecClientApp", "")
             for field, pool in _pools(spec)
@@ -200,18 +210,34 @@ RULES: tuple[Rule, ...] = (
         check=_replicas_missing_in_statefulset,
     ),
     Rule(
+        name="superlink-image-or-version",
+        field="spec.superlink.image",
+        message="spec.superlink.image is required unless spec.version is set",
+        cel="has(self.version) || (has(self.superlink) && has(self.superlink.image))",
+        check=_superlink_image_missing,
+    ),
+    Rule(
+        name="supernode-image-or-version",
+        field="spec.supernodes.image",
+        message="spec.supernodes.image is required unless spec.version is set or every pool sets images.supernode",
+        cel="has(self.version) || has(self.supernodes.image) || "
+        "self.supernodes.pools.all(p, has(p.images) && has(p.images.supernode))",
+        check=_supernode_image_missing,
+    ),
+    Rule(
         name="process-superlink-superexec",
         field="spec.superlink.superexecImage",
-        message="spec.superlink.superexecImage is required when isolationMode=process",
-        cel="self.isolationMode != 'process' || "
-        "(has(self.superlink.superexecImage) && size(self.superlink.superexecImage) > 0)",
+        message="spec.superlink.superexecImage is required when isolationMode=process, unless spec.version is set",
+        cel="self.isolationMode != 'process' || has(self.version) || "
+        "(has(self.superlink) && has(self.superlink.superexecImage) && size(self.superlink.superexecImage) > 0)",
         check=_superlink_superexec_missing,
     ),
     Rule(
         name="process-pool-superexec",
         field="spec.supernodes.pools[*].images.superexecClientApp",
-        message="spec.supernodes.pools[*].images.superexecClientApp is required when isolationMode=process",
-        cel="self.isolationMode != 'process' || self.supernodes.pools.all(p, "
+        message="spec.supernodes.pools[*].images.superexecClientApp is required when isolationMode=process, "
+        "unless spec.version is set",
+        cel="self.isolationMode != 'process' || has(self.version) || self.supernodes.pools.all(p, "
         "has(p.images) && has(p.images.superexecClientApp) && size(p.images.superexecClientApp) > 0)",
         check=_pool_superexec_missing,
     ),
@@ -219,7 +245,7 @@ RULES: tuple[Rule, ...] = (
         name="subprocess-superlink-superexec",
         field="spec.superlink.superexecImage",
         message="spec.superlink.superexecImage must be empty when isolationMode=subprocess",
-        cel="self.isolationMode != 'subprocess' || !has(self.superlink.superexecImage) || "
+        cel="self.isolationMode != 'subprocess' || !has(self.superlink) || !has(self.superlink.superexecImage) || "
         "size(self.superlink.superexecImage) == 0",
         check=_superlink_superexec_set,
     ),

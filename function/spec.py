@@ -187,7 +187,9 @@ class NodeAuthentication(Model):
 
 
 class SuperLinkSpec(Storage):
-    image: str = Field(min_length=1, description="SuperLink container image.")
+    image: str | None = Field(
+        default=None, min_length=1, description="SuperLink container image; defaults to flwr/superlink:<spec.version>."
+    )
     providerConfigRef: ProviderConfigRef | None = Field(
         default=None,
         description="Cluster of the SuperLink (the hub); defaults to spec.providerConfigRef.",
@@ -210,7 +212,11 @@ class SuperLinkSpec(Storage):
         ),
     )
     superexecImage: str | None = Field(
-        default=None, description="SuperExec ServerApp sidecar image; process mode only."
+        default=None,
+        description=(
+            "SuperExec ServerApp sidecar image; process mode only. Defaults to flwr/superexec tagged with "
+            "the SuperLink's release when spec.version is set."
+        ),
     )
     resources: K8sObject = k8s("io.k8s.api.core.v1.ResourceRequirements", "Resources of the superlink container.")
     superexecResources: K8sObject = k8s(
@@ -230,7 +236,11 @@ class SuperLinkSpec(Storage):
 class PoolImages(Model):
     supernode: str | None = Field(default=None, description="SuperNode image of this pool.")
     superexecClientApp: str | None = Field(
-        default=None, description="SuperExec ClientApp sidecar image; process mode only."
+        default=None,
+        description=(
+            "SuperExec ClientApp sidecar image; process mode only. Defaults to flwr/superexec tagged with "
+            "the pool's release when spec.version is set."
+        ),
     )
 
 
@@ -305,7 +315,11 @@ class PoolSpec(Storage):
 
 
 class SuperNodesSpec(Model):
-    image: str = Field(min_length=1, description="Default SuperNode image.")
+    image: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Default SuperNode image; defaults to flwr/supernode:<spec.version>.",
+    )
     env: K8sList = k8s_list("io.k8s.api.core.v1.EnvVar", "Environment of every pool.")
     pools: list[PoolSpec] = Field(min_length=1, max_length=MAX_POOLS, description="SuperNode pools, one workload each.")
 
@@ -380,8 +394,9 @@ class FederationSpec(Model):
         default=None,
         min_length=1,
         description=(
-            "Flower release the Federation runs (e.g. 1.41.0) where an image's tag does not name one; "
-            "each part's command lines follow its release."
+            "Flower release the Federation runs (e.g. 1.41.0): images left unset default to "
+            "flwr/superlink, flwr/supernode and flwr/superexec with this tag. An image whose tag names "
+            "a release runs that release; each part's command lines follow its release."
         ),
     )
     insecure: bool | None = Field(
@@ -425,5 +440,15 @@ class FederationSpec(Model):
             "gRPC readiness and liveness probes."
         ),
     )
-    superlink: SuperLinkSpec
+    allowRuntimeDependencyInstallation: bool = Field(
+        default=False,
+        description=(
+            "Let Flower install each app's Python dependencies when a run starts (uv sync; Flower 1.29+): "
+            "passes Flower's allow flag, gives uv a writable cache and lets SuperNode pods reach "
+            "package indexes on TCP 443. Off: apps use what their images hold."
+        ),
+    )
+    superlink: SuperLinkSpec = Field(
+        default_factory=SuperLinkSpec, description="The SuperLink.", json_schema_extra=OBJECT_DEFAULT
+    )
     supernodes: SuperNodesSpec

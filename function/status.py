@@ -73,7 +73,8 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
     """Judge the observed resources of a Federation against what was planned."""
     manifests = _manifests(built)
     judged = {name: readiness.observe(m, compose.live(observed, name)) for name, m in manifests.items()}
-    pools, pool_judged, warnings = [], [], []
+    pools, pool_judged = [], []
+    warnings = list(fed.flower.warnings)
     held = built.held
     for pool in fed.spec.supernodes.pools:
         name = compose.pool_resource(pool.name)

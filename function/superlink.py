@@ -37,17 +37,26 @@ def _args(spec: FederationSpec, dialect: Dialect) -> list[str]:
             args.append(f"--storage-dir={STATE_PATH}/ffs")
     if superexec_auth.enabled(spec, dialect):
         args += superexec_auth.args()
-    if dialect.dependency_install == "opt-out":
-        # Installing an app's dependencies needs PyPI and a writable environment,
-        # which the restricted pods and NetworkPolicies deny.
-        args.append("--disable-runtime-dependency-installation")
+    args += dialect.superlink_dependency_args(allow=spec.allowRuntimeDependencyInstallation)
     return [*args, *link.extraArgs]
+
+
+def _image(spec: FederationSpec) -> str:
+    if spec.superlink.image is None:
+        msg = "spec.superlink.image is unset: compose.federation names it from spec.version"
+        raise ValueError(msg)
+    return spec.superlink.image
 
 
 def _container(spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
     link = spec.superlink
     args = _args(spec, dialect)
-    container: dict[str, Any] = {"name": "superlink", "image": link.image, "args": args, "ports": _ports(spec, dialect)}
+    container: dict[str, Any] = {
+        "name": "superlink",
+        "image": _image(spec),
+        "args": args,
+        "ports": _ports(spec, dialect),
+    }
     if spec.healthProbes and dialect.control_api == "http":
         # From 1.37 the HTTP listener binds every address, so the kubelet can
         # ask GET /health; the gRPC health server always says SERVING and stays
@@ -109,6 +118,7 @@ def _superexec(spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
     args += tls.supernode_args() if secure else ["--insecure"]
     if superexec_auth.enabled(spec, dialect):
         args += superexec_auth.args()
+    args += dialect.dependency_args(allow=spec.allowRuntimeDependencyInstallation)
     container: dict[str, Any] = {"name": "superexec-serverapp", "image": link.superexecImage, "args": args}
     if link.superexecResources:
         container["resources"] = link.superexecResources
@@ -137,7 +147,7 @@ def statefulset(federation: str, namespace: str, spec: FederationSpec, dialect: 
     if tls.enabled(spec):
         volumes = merge.add_missing(volumes, [tls.superlink_volume(federation, spec)])
     if superexec_auth.enabled(spec, dialect):
-        pod_spec["initContainers"] = [superexec_auth.init_container(spec.superlink.image)]
+        pod_spec["initContainers"] = [superexec_auth.init_container(_image(spec))]
         volumes = merge.add_missing(volumes, [superexec_auth.volume()])
     if volumes:
         pod_spec["volumes"] = volumes

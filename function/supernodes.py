@@ -29,6 +29,9 @@ def _supernode_args(spec: FederationSpec, pool: PoolSpec, dialect: Dialect, flee
         args.append(f"--auth-supernode-private-key={AUTH_KEY_PATH}")
     if superexec_auth.enabled(spec, dialect):
         args += superexec_auth.args()
+    if spec.isolationMode == "subprocess":
+        # In process mode the sidecar runs the ClientApp, so it installs.
+        args += dialect.dependency_args(allow=spec.allowRuntimeDependencyInstallation)
     return [*args, *pool.extraArgs]
 
 
@@ -75,6 +78,7 @@ def _superexec(spec: FederationSpec, pool: PoolSpec, dialect: Dialect) -> dict[s
     if superexec_auth.enabled(spec, dialect):
         args += superexec_auth.args()
         mounts = [*mounts, superexec_auth.mount()]
+    args += dialect.dependency_args(allow=spec.allowRuntimeDependencyInstallation)
     container: dict[str, Any] = {"name": "superexec-clientapp", "image": pool.images.superexecClientApp, "args": args}
     env = merge.by_name(spec.supernodes.env, pool.env, gpu.env(pool.gpu))
     resources = gpu.with_gpus(pool.superexecResources, pool.gpu)
@@ -82,7 +86,11 @@ def _superexec(spec: FederationSpec, pool: PoolSpec, dialect: Dialect) -> dict[s
 
 
 def _image(spec: FederationSpec, pool: PoolSpec) -> str:
-    return pool.images.supernode or spec.supernodes.image
+    image = pool.images.supernode or spec.supernodes.image
+    if image is None:
+        msg = f"pool {pool.name} has no SuperNode image: compose.federation names it from spec.version"
+        raise ValueError(msg)
+    return image
 
 
 def _with_settings(

@@ -216,3 +216,141 @@ def test_caches_never_share_a_result_across_releases():
 def _containers(doc):
     template = (doc["spec"]["forProvider"]["manifest"].get("spec") or {}).get("template")
     return template["spec"]["containers"] if template else []
+
+
+@dataclasses.dataclass(frozen=True)
+class ImagesCase:
+    reason: str
+    changes: dict[str, object]
+    # superlink, superexecImage, supernodes.image, the pool's supernode and superexecClientApp images
+    want: tuple[str | None, str | None, str | None, str | None, str | None]
+
+
+VERSION_ONLY = {
+    "mode": "StatefulSet",
+    "version": "1.41.0",
+    "isolationMode": "process",
+    "superlink": {},
+    "supernodes": {"pools": [{"name": "a", "replicas": 1}]},
+}
+IMAGES_CASES = [
+    ImagesCase(
+        "spec.version alone names every image",
+        {},
+        ("flwr/superlink:1.41.0", "flwr/superexec:1.41.0", "flwr/supernode:1.41.0", None, "flwr/superexec:1.41.0"),
+    ),
+    ImagesCase(
+        "subprocess mode has no sidecar to name",
+        {"isolationMode": "subprocess"},
+        ("flwr/superlink:1.41.0", None, "flwr/supernode:1.41.0", None, None),
+    ),
+    ImagesCase(
+        "the tag keeps the variant spec.version names",
+        {"version": "1.41.0-py3.11-ubuntu24.04"},
+        (
+            "flwr/superlink:1.41.0-py3.11-ubuntu24.04",
+            "flwr/superexec:1.41.0-py3.11-ubuntu24.04",
+            "flwr/supernode:1.41.0-py3.11-ubuntu24.04",
+            None,
+            "flwr/superexec:1.41.0-py3.11-ubuntu24.04",
+        ),
+    ),
+    ImagesCase(
+        "a sidecar follows the release of the process it serves, not spec.version",
+        {
+            "superlink__image": "registry.example.com/superlink:1.40.0",
+            "supernodes__pools": [{"name": "a", "replicas": 1, "images": {"supernode": "flwr/supernode:1.40.0"}}],
+        },
+        (
+            "registry.example.com/superlink:1.40.0",
+            "flwr/superexec:1.40.0",
+            "flwr/supernode:1.41.0",
+            "flwr/supernode:1.40.0",
+            "flwr/superexec:1.40.0",
+        ),
+    ),
+    ImagesCase(
+        "the user's images win",
+        {
+            "superlink__superexecImage": "registry.example.com/serverapp:1",
+            "supernodes__image": "registry.example.com/supernode:1.41.0",
+        },
+        (
+            "flwr/superlink:1.41.0",
+            "registry.example.com/serverapp:1",
+            "registry.example.com/supernode:1.41.0",
+            None,
+            "flwr/superexec:1.41.0",
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", IMAGES_CASES, ids=lambda c: c.reason)
+def test_default_images(case):
+    federation = FederationSpec.model_validate(spec(VERSION_ONLY, **case.changes))
+    got = flower.with_default_images(federation, flower.resolve(federation))
+    pool = got.supernodes.pools[0]
+    assert (
+        got.superlink.image,
+        got.superlink.superexecImage,
+        got.supernodes.image,
+        pool.images.supernode,
+        pool.images.superexecClientApp,
+    ) == case.want, case.reason
+
+
+def test_without_spec_version_no_image_is_invented():
+    federation = FederationSpec.model_validate(spec(isolationMode="subprocess"))
+    assert flower.with_default_images(federation, flower.resolve(federation)) is federation
+
+
+@pytest.mark.parametrize(
+    ("reason", "changes", "error"),
+    [
+        (
+            "1.25 has no way to install an app's dependencies",
+            {"version": "1.25.0"},
+            (
+                "spec.allowRuntimeDependencyInstallation: needs Flower 1.29 or newer, where apps can install their "
+                "dependencies; the SuperLink runs 1.25.0, pool a runs 1.25.0"
+            ),
+        ),
+        (
+            "one old pool is enough to refuse",
+            {
+                "version": "1.35.0",
+                "supernodes__pools": [{"name": "a", "replicas": 1, "images": {"supernode": "flwr/supernode:1.28.0"}}],
+            },
+            (
+                "spec.allowRuntimeDependencyInstallation: needs Flower 1.29 or newer, where apps can install their "
+                "dependencies; pool a runs 1.28.0"
+            ),
+        ),
+        ("1.29 has the flag", {"version": "1.29.0"}, None),
+    ],
+)
+def test_dependency_installation_needs_a_release_that_has_it(reason, changes, error):
+    federation = FederationSpec.model_validate(
+        spec(VERSION_ONLY, isolationMode="subprocess", allowRuntimeDependencyInstallation=True, **changes)
+    )
+    if error is None:
+        flower.resolve(federation)
+        return
+    with pytest.raises(SpecError) as err:
+        flower.resolve(federation)
+    assert str(err.value) == error, reason
+
+
+def test_release_warnings_reach_the_user():
+    # Crossplane shows a function's warnings as events on the XR.
+    xr = {
+        "apiVersion": "flower.crossplane.io/v1alpha1",
+        "kind": "Federation",
+        "metadata": {"name": "fed", "namespace": "default"},
+        "spec": spec(VERSION_ONLY, version="1.42.0", isolationMode="subprocess"),
+    }
+    _, warnings = render.render(xr, [])
+    assert warnings == [
+        "Flower 1.42.0 is newer than 1.41, the newest release this function knows: it writes 1.41's command lines"
+    ]

@@ -114,9 +114,9 @@ def at_release(example, release, isolation):
     xr = load_all_text(text)[0]
     xr["spec"]["isolationMode"] = isolation
     if isolation == "subprocess":
-        del xr["spec"]["superlink"]["superexecImage"]
+        xr["spec"]["superlink"].pop("superexecImage", None)
         for pool in xr["spec"]["supernodes"]["pools"]:
-            del pool["images"]["superexecClientApp"]
+            pool.get("images", {}).pop("superexecClientApp", None)
     return xr
 
 
@@ -149,3 +149,33 @@ def test_flower_rejects_a_flag_it_does_not_know(flwr_python):
     # The check above can fail: an unknown flag is an error for Flower's parser.
     result = parse(flwr_python, [{"binary": "flower-supernode", "args": ["--superlink=x:1", "--no-such-flag"]}])[0]
     assert "unrecognized arguments: --no-such-flag" in result["error"]
+
+
+# The containers that run apps, hence install their dependencies, in each isolation mode.
+APP_RUNNERS = {"process": {"superexec-serverapp", "superexec-clientapp"}, "subprocess": {"superlink", "supernode"}}
+
+
+@pytest.mark.parametrize("allow", [True, False], ids=["allowed", "denied"])
+@pytest.mark.parametrize("isolation", ["process", "subprocess"])
+@pytest.mark.parametrize("release", RELEASES, ids=str)
+def test_flower_reads_whether_apps_may_install_dependencies(release, isolation, allow):
+    # Flower's own parsers say what each process will do: install exactly
+    # where spec.allowRuntimeDependencyInstallation says, in every release
+    # from 1.29 (1.32 turned it on by default in the SuperLink).
+    xr = at_release("flower-141.yaml", release, isolation)
+    xr["spec"]["allowRuntimeDependencyInstallation"] = allow
+    if flower.dialect(release).dependency_install == "absent":
+        if allow:
+            with pytest.raises(render.RenderError, match=r"spec.allowRuntimeDependencyInstallation: needs Flower 1.29"):
+                render.render(xr, [])
+        return
+    docs, _ = render.render(xr, [])
+    runners = [c for doc in docs[1:] for c in _containers(doc) if c["name"] in APP_RUNNERS[isolation]]
+    assert {c["name"] for c in runners} == APP_RUNNERS[isolation]
+    results = parse(venv_for(release), [{"binary": BINARY[c["name"]], "args": c["args"]} for c in runners])
+    assert [r["ok"]["runtime_dependency_install"] for r in results] == [allow] * len(runners), (release, results)
+
+
+def _containers(doc):
+    template = (doc["spec"]["forProvider"]["manifest"].get("spec") or {}).get("template")
+    return template["spec"]["containers"] if template else []

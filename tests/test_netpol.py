@@ -67,6 +67,16 @@ def test_supernodes_reach_dns_and_what_the_user_allows_and_nothing_else():
     assert not allowed(hub(), STRANGER, SUPERNODE, 9094)  # no ingress to SuperNodes
 
 
+def test_allowing_dependency_installation_opens_https_for_supernodes_alone():
+    # Package indexes have no fixed addresses: HTTPS anywhere, and nothing more.
+    allowing = spec(REMOTE, version="1.41.0", superlink__image=None, supernodes__image=None)
+    allowing["allowRuntimeDependencyInstallation"] = True
+    assert allowed(hub(allowing), SUPERNODE, external("93.184.216.34"), 443)
+    assert not allowed(hub(allowing), SUPERNODE, external("93.184.216.34"), 80)
+    assert not allowed(hub(allowing), STRANGER, SUPERNODE, 9094)
+    assert not allowed(hub(REMOTE), SUPERNODE, external("93.184.216.34"), 443)
+
+
 def test_remote_supernodes_reach_the_external_address():
     remote_node = pod("fl", names.pool_labels("fed", "eu"))
     assert allowed(spoke(), remote_node, external("203.0.113.7"), 9092)

@@ -114,6 +114,22 @@ def test_telemetry(reason, changes, want):
         assert values == [want], (reason, c["name"])
 
 
+@pytest.mark.parametrize(
+    ("reason", "allow", "want"),
+    [
+        ("uv caches on the container's scratch, the root being read-only", True, ["/tmp/uv-cache"]),
+        ("nothing installs: no cache", False, []),
+    ],
+)
+def test_uv_cache_only_where_apps_install_dependencies(reason, allow, want):
+    s = spec(PROCESS, version="1.41.0", superlink__image=None, supernodes__image=None)
+    s["allowRuntimeDependencyInstallation"] = allow
+    for pod in (manifests(s)[k]["spec"]["template"]["spec"] for k in ("superlink", "pool-default")):
+        for c in pod["containers"]:
+            assert [e["value"] for e in c["env"] if e["name"] == "UV_CACHE_DIR"] == want, (reason, c["name"])
+            assert "/tmp" in {m["mountPath"] for m in c["volumeMounts"]}, (reason, c["name"])
+
+
 def test_writable_scratch_for_flower_and_a_read_only_root():
     pod = manifests(BASE)["superlink"]["spec"]["template"]["spec"]
     c = pod["containers"][0]

@@ -28,6 +28,13 @@ from test_api import SPEC_SCHEMA, apply_defaults
 DS = spec(BASE, mode="DaemonSet", supernodes__pools=[{"name": "edge"}])
 TEMPLATE = {"metadata": {"name": "data"}, "spec": {}}
 BY_NAME = {rule.name: rule for rule in rules.RULES}
+# No image anywhere: the release names them all.
+VERSIONED = {
+    "mode": "StatefulSet",
+    "isolationMode": "subprocess",
+    "version": "1.41.0",
+    "supernodes": {"pools": [{"name": "a", "replicas": 1}]},
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +66,23 @@ CASES = [
         "the second pool has no size",
     ),
     keeps("statefulset-replicas", BASE, "every pool sized"),
+    breaks(
+        "superlink-image-or-version", spec(BASE, superlink={}), "spec.superlink.image", "which image, which release?"
+    ),
+    keeps("superlink-image-or-version", VERSIONED, "spec.version names flwr/superlink:1.41.0"),
+    breaks(
+        "supernode-image-or-version",
+        spec(BASE, supernodes__image=None),
+        "spec.supernodes.image",
+        "the pool names no image either",
+    ),
+    keeps(
+        "supernode-image-or-version",
+        pool(spec(BASE, supernodes={"pools": [{"name": "a", "replicas": 1}]}), images={"supernode": "n:1.25.0"}),
+        "every pool names its own image",
+    ),
+    keeps("supernode-image-or-version", VERSIONED, "spec.version names flwr/supernode:1.41.0"),
+    keeps("process-superlink-superexec", spec(VERSIONED, isolationMode="process"), "flwr/superexec:1.41.0 twice"),
     breaks(
         "process-superlink-superexec",
         spec(PROCESS, superlink__superexecImage=None),

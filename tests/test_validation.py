@@ -20,7 +20,7 @@ def errors_of(s):
     [
         (spec(BASE, mode="Deployment"), "spec.mode", "'DaemonSet' or 'StatefulSet'"),
         (spec(BASE, isolationMode="thread"), "spec.isolationMode", "'process' or 'subprocess'"),
-        (spec(BASE, superlink={}), "spec.superlink.image", "Field required"),
+        (spec(BASE, superlink={}), "spec.superlink.image", "required unless spec.version is set"),
         (spec(BASE, superlink__image=""), "spec.superlink.image", "at least 1 character"),
         (spec(BASE, supernodes__pools=[]), "spec.supernodes.pools", "at least 1 item"),
         (
