@@ -220,7 +220,7 @@ def place_pool(fed: Federation, pool: PoolSpec, external: placement.External, *,
     """Where a pool runs, what it dials and trusts, and whether it must wait."""
     namespace = placement.pool_namespace(fed.namespace, pool)
     remote = placement.remote(fed.spec, pool)
-    fleet = fleet_address(fed, external, remote=remote)
+    fleet = fleet_address(fed, pool, external, remote=remote)
     trust, copies_ca = trusted_ca(fed, pool, namespace, remote=remote)
     return PlacedPool(
         pool,
@@ -234,11 +234,17 @@ def place_pool(fed: Federation, pool: PoolSpec, external: placement.External, *,
     )
 
 
-def fleet_address(fed: Federation, external: placement.External, *, remote: bool) -> str | None:
-    """The Fleet address a pool dials: the Service's cluster DNS name, or else the external address."""
+def fleet_address(fed: Federation, pool: PoolSpec, external: placement.External, *, remote: bool) -> str | None:
+    """The Fleet address a pool dials: the Service's cluster DNS name, or else the external address.
+
+    Beside Flower's gRPC Fleet adapter an HTTP pool dials the Control port,
+    the HTTP listener's other door (flower.Releases.legacy_fleet).
+    """
     if remote:
         return external.address
-    return f"{superlink.service_address(fed.name, fed.namespace)}:{fed.spec.superlink.service.ports.grpc}"
+    ports = fed.spec.superlink.service.ports
+    port = ports.extra if fed.flower.dials_control_port(pool.name) else ports.grpc
+    return f"{superlink.service_address(fed.name, fed.namespace)}:{port}"
 
 
 def trusted_ca(fed: Federation, pool: PoolSpec, namespace: str, *, remote: bool) -> tuple[dict[str, Any] | None, bool]:
@@ -270,9 +276,25 @@ def superlink_resources(fed: Federation, external: placement.External) -> dict[s
     hub = placement.superlink_ref(fed.spec)
     out = {
         SUPERLINK: Composed(
-            superlink.statefulset(fed.name, fed.namespace, fed.spec, fed.flower.superlink_dialect), hub
+            superlink.statefulset(
+                fed.name,
+                fed.namespace,
+                fed.spec,
+                fed.flower.superlink_dialect,
+                legacy_fleet=fed.flower.legacy_fleet,
+            ),
+            hub,
         ),
-        SERVICE: Composed(superlink.service(fed.name, fed.namespace, fed.spec, fed.flower.superlink_dialect), hub),
+        SERVICE: Composed(
+            superlink.service(
+                fed.name,
+                fed.namespace,
+                fed.spec,
+                fed.flower.superlink_dialect,
+                fleet_target=fed.flower.fleet_target,
+            ),
+            hub,
+        ),
     }
     if fed.spec.tls is not None and fed.spec.tls.certManager is not None:
         loopback = fed.flower.superlink_dialect.runtime_tls
@@ -352,10 +374,10 @@ def network_policies(fed: Federation, pools: list[PlacedPool], external: placeme
     for p in pools:
         places.setdefault((p.provider_config.name, p.namespace), (p.provider_config, p.remote))
     local = [namespace for (_, namespace), (_, remote) in places.items() if not remote]
-    fleet_port = fed.flower.superlink_dialect.fleet_port
+    fleet_ports = fed.flower.fleet_ports
     out = {
         "networkpolicy-superlink": Composed(
-            netpol.superlink_policy(fed.name, fed.namespace, fed.spec, local, fleet_port=fleet_port),
+            netpol.superlink_policy(fed.name, fed.namespace, fed.spec, local, fleet_ports=fleet_ports),
             placement.superlink_ref(fed.spec),
         )
     }
@@ -366,7 +388,7 @@ def network_policies(fed: Federation, pools: list[PlacedPool], external: placeme
             fed.spec,
             None if remote else fed.namespace,
             external.address if remote else None,
-            fleet_port=fleet_port,
+            fleet_ports=fleet_ports,
         )
         out[f"networkpolicy-supernode-{cluster}-{namespace}"] = Composed(policy, ref)
     return out

@@ -23,6 +23,7 @@ import dataclasses
 import re
 from typing import Literal
 
+from function import placement
 from function.spec import CONTROL_PORT, FLEET_PORT, SERVERAPPIO_PORT, FederationSpec
 from function.validation import SpecError
 
@@ -214,6 +215,37 @@ class Releases:
         """How a pool's SuperNodes and SuperExecs are started."""
         return dialect(self.pools[pool])
 
+    @property
+    def legacy_fleet(self) -> bool:
+        """Whether an HTTP-Fleet SuperLink (1.40+) also serves the gRPC Fleet API for older pools.
+
+        Flower 1.40+ keeps that server, off unless FLWR_INTERNAL_GRPC_FLEET_API=1,
+        as a compatibility adapter while SuperNodes move to HTTP; 1.25 and 1.39
+        SuperNodes join through it, beside HTTP ones (tests/test_real_flower.py).
+        It then holds the Service's Fleet port, where the old SuperNodes have
+        always dialled, and HTTP SuperNodes dial the Service's Control port,
+        which leads to the one HTTP listener that serves the Fleet API too.
+        """
+        return self.superlink_dialect.fleet_api == "http" and any(
+            dialect(release).fleet_api == "grpc" for release in self.pools.values()
+        )
+
+    @property
+    def fleet_target(self) -> int:
+        """The SuperLink container port behind the Service's Fleet port."""
+        return FLEET_PORT if self.legacy_fleet else self.superlink_dialect.fleet_port
+
+    @property
+    def fleet_ports(self) -> tuple[int, ...]:
+        """The SuperLink container ports SuperNodes dial (the NetworkPolicies admit them)."""
+        if self.legacy_fleet:
+            return (FLEET_PORT, self.superlink_dialect.fleet_port)
+        return (self.superlink_dialect.fleet_port,)
+
+    def dials_control_port(self, pool: str) -> bool:
+        """Whether a pool dials the Fleet API at the Service's Control port: an HTTP pool beside the adapter."""
+        return self.legacy_fleet and self.pool_dialect(pool).fleet_api == "http"
+
 
 SUPPORTED = f"{OLDEST.major}.{OLDEST.minor} to {NEWEST.major}.{NEWEST.minor}"
 
@@ -268,18 +300,36 @@ def resolve(spec: FederationSpec) -> Releases:
 def _refuse_unreachable(
     spec: FederationSpec, superlink: Release, pools: dict[str, Release], errors: list[tuple[str, str]]
 ) -> None:
-    """A SuperNode cannot join a SuperLink that speaks another Fleet protocol (gRPC before 1.40, HTTP after)."""
+    """Refuse pools whose SuperNodes could never join: Fleet APIs changed from gRPC to HTTP in 1.40.
+
+    A gRPC SuperLink (before 1.40) cannot serve an HTTP SuperNode. An HTTP
+    SuperLink serves older pools through its gRPC Fleet adapter (see
+    Releases.legacy_fleet); its HTTP pools then dial the Control port, which
+    pools in other clusters have no address for.
+    """
     fleet = dialect(superlink).fleet_api
+    legacy = fleet == "http" and any(dialect(r).fleet_api == "grpc" for r in pools.values())
     for i, pool in enumerate(spec.supernodes.pools):
         release = pools[pool.name]
-        if dialect(release).fleet_api != fleet:
+        if fleet == "grpc" and dialect(release).fleet_api == "http":
             errors.append(
                 (
                     f"spec.supernodes.pools[{i}]",
                     (
-                        f"pool {pool.name} runs Flower {release} and the SuperLink {superlink}: their Fleet APIs "
-                        f"differ ({dialect(release).fleet_api} against {fleet}, which changed in 1.40), so its "
-                        "SuperNodes could never join; run both on the same side of 1.40"
+                        f"pool {pool.name} runs Flower {release} and the SuperLink {superlink}: a SuperLink "
+                        "before 1.40 has no HTTP Fleet API, so its SuperNodes could never join; upgrade the "
+                        "SuperLink first"
+                    ),
+                )
+            )
+        elif legacy and dialect(release).fleet_api == "http" and placement.remote(spec, pool):
+            errors.append(
+                (
+                    f"spec.supernodes.pools[{i}]",
+                    (
+                        f"pool {pool.name} runs Flower {release} in another cluster while pools before 1.40 "
+                        "hold the SuperLink's Fleet port for Flower's gRPC adapter, so its SuperNodes have no "
+                        "address for the HTTP Fleet API; upgrade those pools first"
                     ),
                 )
             )
@@ -352,9 +402,13 @@ def _warnings(superlink: Release, pools: dict[str, Release]) -> list[str]:
         for release in sorted({superlink, *pools.values()})
         if newer_than_known(release)
     ]
-    warnings += [
-        f"pool {name} runs Flower {release}, the SuperLink {superlink}"
-        for name, release in sorted(pools.items())
-        if release != superlink
-    ]
+    for name, release in sorted(pools.items()):
+        if dialect(release).fleet_api != dialect(superlink).fleet_api:
+            warnings.append(
+                f"pool {name} runs Flower {release}, the SuperLink {superlink}: the SuperLink serves it "
+                "through Flower's internal gRPC Fleet adapter (FLWR_INTERNAL_GRPC_FLEET_API), meant for the "
+                "move to 1.40; upgrade the pool"
+            )
+        elif release != superlink:
+            warnings.append(f"pool {name} runs Flower {release}, the SuperLink {superlink}")
     return warnings

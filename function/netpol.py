@@ -38,7 +38,12 @@ def _namespace(name: str) -> dict[str, Any]:
 
 
 def superlink_policy(
-    federation: str, namespace: str, spec: FederationSpec, pool_namespaces: list[str], *, fleet_port: int = FLEET_PORT
+    federation: str,
+    namespace: str,
+    spec: FederationSpec,
+    pool_namespaces: list[str],
+    *,
+    fleet_ports: tuple[int, ...] = (FLEET_PORT,),
 ) -> dict[str, Any]:
     """Ingress to the SuperLink pod. pool_namespaces: namespaces of its cluster with pools."""
     policy = spec.networkPolicy
@@ -53,7 +58,7 @@ def superlink_policy(
     control_from += [{"ipBlock": {"cidr": cidr}} for cidr in policy.controlCIDRs]
     ingress = []
     if fleet_from:
-        ingress.append({"from": fleet_from, "ports": [{"port": fleet_port, "protocol": "TCP"}]})
+        ingress.append({"from": fleet_from, "ports": [{"port": port, "protocol": "TCP"} for port in fleet_ports]})
     if control_from:
         ingress.append({"from": control_from, "ports": [{"port": CONTROL_PORT, "protocol": "TCP"}]})
     return {
@@ -86,7 +91,7 @@ def supernode_policy(
     superlink_namespace: str | None,
     external: str | None,
     *,
-    fleet_port: int = FLEET_PORT,
+    fleet_ports: tuple[int, ...] = (FLEET_PORT,),
 ) -> dict[str, Any]:
     """SuperNode pods of one namespace: no ingress; egress to DNS, the SuperLink and what the user allows.
 
@@ -100,7 +105,7 @@ def supernode_policy(
         peer: dict[str, Any] = {"podSelector": superlink_selector(federation)}
         if superlink_namespace != namespace:
             peer["namespaceSelector"] = _namespace(superlink_namespace)
-        egress.append({"to": [peer], "ports": [{"port": fleet_port, "protocol": "TCP"}]})
+        egress.append({"to": [peer], "ports": [{"port": port, "protocol": "TCP"} for port in fleet_ports]})
     if external is not None:
         to, port = _external_peer(external)
         rule: dict[str, Any] = {"ports": [{"port": port, "protocol": "TCP"}]}

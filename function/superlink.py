@@ -16,6 +16,9 @@ from function.spec import (
     Persistence,
 )
 
+# Flower's switch for its gRPC Fleet adapter (1.40+; flower.Releases.legacy_fleet).
+LEGACY_FLEET_ENV = {"name": "FLWR_INTERNAL_GRPC_FLEET_API", "value": "1"}
+
 
 def service_address(federation: str, namespace: str) -> str:
     """The SuperLink Service's DNS name inside its cluster."""
@@ -48,14 +51,18 @@ def _image(spec: FederationSpec) -> str:
     return spec.superlink.image
 
 
-def _container(spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
+def _container(spec: FederationSpec, dialect: Dialect, *, legacy_fleet: bool) -> dict[str, Any]:
     link = spec.superlink
-    args = _args(spec, dialect)
+    ports = _ports(spec, dialect)
+    if legacy_fleet:
+        # Flower's gRPC Fleet adapter (flower.Releases.legacy_fleet), on
+        # --fleet-api-address's default, 0.0.0.0:9092.
+        ports = [{"containerPort": FLEET_PORT, "name": "fleet", "protocol": "TCP"}, *ports]
     container: dict[str, Any] = {
         "name": "superlink",
         "image": _image(spec),
-        "args": args,
-        "ports": _ports(spec, dialect),
+        "args": _args(spec, dialect),
+        "ports": ports,
     }
     if spec.healthProbes and dialect.control_api == "http":
         # From 1.37 the HTTP listener binds every address, so the kubelet can
@@ -69,7 +76,8 @@ def _container(spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
         }
     if link.resources:
         container["resources"] = link.resources
-    env = merge.by_name(link.env)
+    # Ours wins over the user's: the Service's Fleet port leads there.
+    env = merge.by_name(link.env, [LEGACY_FLEET_ENV] if legacy_fleet else [])
     if env:
         container["env"] = env
     mounts = [{"name": STATE_VOLUME, "mountPath": STATE_PATH}] if link.persistence is not None else []
@@ -135,11 +143,16 @@ def _superexec(spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
     return container
 
 
-def statefulset(federation: str, namespace: str, spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
-    """The SuperLink's one-replica StatefulSet, its SuperExec sidecar in process mode."""
+def statefulset(
+    federation: str, namespace: str, spec: FederationSpec, dialect: Dialect, *, legacy_fleet: bool = False
+) -> dict[str, Any]:
+    """The SuperLink's one-replica StatefulSet, its SuperExec sidecar in process mode.
+
+    legacy_fleet: also serve the gRPC Fleet API, for pools before 1.40.
+    """
     name = names.superlink(federation)
     labels = names.superlink_labels(federation)
-    containers = [_container(spec, dialect)]
+    containers = [_container(spec, dialect, legacy_fleet=legacy_fleet)]
     if spec.isolationMode == "process":
         containers.append(_superexec(spec, dialect))
     pod_spec: dict[str, Any] = {"containers": containers}
@@ -174,17 +187,21 @@ def statefulset(federation: str, namespace: str, spec: FederationSpec, dialect: 
     return workload
 
 
-def service(federation: str, namespace: str, spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
+def service(
+    federation: str, namespace: str, spec: FederationSpec, dialect: Dialect, *, fleet_target: int | None = None
+) -> dict[str, Any]:
     """The SuperLink's Service: Fleet and Control ports, ServerAppIO too in process mode while it is gRPC.
 
     Its ports stay the operator's whatever the release, so addresses users
     and remote pools hold keep working across upgrades: from 1.40 both lead
-    to the one HTTP listener.
+    to the one HTTP listener, unless fleet_target keeps the Fleet port on the
+    gRPC Fleet adapter for older pools.
     """
     svc = spec.superlink.service
     managed = names.superlink_labels(federation)
+    target = dialect.fleet_port if fleet_target is None else fleet_target
     ports = [
-        {"name": "fleet", "port": svc.ports.grpc, "protocol": "TCP", "targetPort": dialect.fleet_port},
+        {"name": "fleet", "port": svc.ports.grpc, "protocol": "TCP", "targetPort": target},
         {"name": "control", "port": svc.ports.extra, "protocol": "TCP", "targetPort": CONTROL_PORT},
     ]
     if spec.isolationMode == "process" and dialect.runtime_api == "grpc":

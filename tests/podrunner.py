@@ -2,7 +2,7 @@
 
 Give it the resources a render produced (provider-kubernetes `Object`s are
 unwrapped to their manifest), the Secrets and ConfigMaps the cluster would
-hold, and a map from image repository to an `Image`: the config an image
+hold, and a map from image repository (or a full reference, which wins) to an `Image`: the config an image
 would have, with its files taken from this machine instead of a registry
 (`flower_images()` maps flwr/superlink, flwr/supernode and flwr/superexec,
 and any custom SuperExec repositories, to one Flower release's venv: its
@@ -547,8 +547,9 @@ class PodRunner:
         return container
 
     def _image(self, image: str) -> Image:
+        # A full reference (flwr/supernode:1.25.0) first: pods of several releases side by side.
         try:
-            return self.images[repository(image)]
+            return self.images.get(image) or self.images[repository(image)]
         except KeyError:
             msg = f"no entrypoint for image {image}; known repositories: {sorted(self.images)}"
             raise KeyError(msg) from None

@@ -21,6 +21,12 @@ EXAMPLE_FILES = [*CLAIMS, EXAMPLES / "xr.yaml"]
 EXPECTED_WARNINGS = {
     # The flower-operator's mixed-release example: a 1.24 pool beside a 1.25 SuperLink.
     "multipools": ["pool pool-b runs Flower 1.24.0, the SuperLink 1.25.0"],
+    "flower-upgrade": [
+        (
+            "pool not-yet runs Flower 1.37.0, the SuperLink 1.41.0: the SuperLink serves it through Flower's "
+            "internal gRPC Fleet adapter (FLWR_INTERNAL_GRPC_FLEET_API), meant for the move to 1.40; upgrade the pool"
+        )
+    ],
 }
 
 

@@ -163,9 +163,35 @@ RESOLVE_CASES = [
         ("Flower 1.42.0 is newer than 1.41, the newest release this function knows: it writes 1.41's command lines",),
     ),
     ResolveCase(
-        "a pool across the 1.40 Fleet change cannot join",
+        "a pool before 1.40 joins a 1.40+ SuperLink through Flower's gRPC Fleet adapter, with a warning",
         {"superlink__image": "flwr/superlink:1.41.0", "supernodes__image": "flwr/supernode:1.39.0"},
-        error="spec.supernodes.pools[0]: pool a runs Flower 1.39.0 and the SuperLink 1.41.0: their Fleet APIs differ",
+        "1.41.0",
+        {"a": "1.39.0"},
+        (
+            (
+                "pool a runs Flower 1.39.0, the SuperLink 1.41.0: the SuperLink serves it through Flower's internal "
+                "gRPC Fleet adapter (FLWR_INTERNAL_GRPC_FLEET_API), meant for the move to 1.40; upgrade the pool"
+            ),
+        ),
+    ),
+    ResolveCase(
+        "a SuperLink before 1.40 has no HTTP Fleet API for a newer pool",
+        {"superlink__image": "flwr/superlink:1.39.0", "supernodes__image": "flwr/supernode:1.40.0"},
+        error="spec.supernodes.pools[0]: pool a runs Flower 1.40.0 and the SuperLink 1.39.0: a SuperLink before "
+        "1.40 has no HTTP Fleet API",
+    ),
+    ResolveCase(
+        "beside the adapter, an HTTP pool in another cluster has no address for the HTTP Fleet API",
+        {
+            "superlink__image": "flwr/superlink:1.41.0",
+            "supernodes__image": "flwr/supernode:1.41.0",
+            "supernodes__pools": [
+                {"name": "a", "replicas": 1, "images": {"supernode": "flwr/supernode:1.39.0"}},
+                {"name": "b", "replicas": 1, "providerConfigRef": {"name": "spoke"}},
+            ],
+        },
+        error="spec.supernodes.pools[1]: pool b runs Flower 1.41.0 in another cluster while pools before 1.40 "
+        "hold the SuperLink's Fleet port",
     ),
 ]
 

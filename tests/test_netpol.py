@@ -77,6 +77,24 @@ def test_allowing_dependency_installation_opens_https_for_supernodes_alone():
     assert not allowed(hub(REMOTE), SUPERNODE, external("93.184.216.34"), 443)
 
 
+def test_beside_the_grpc_fleet_adapter_supernodes_reach_both_fleet_listeners():
+    # A 1.41 SuperLink serving a 1.25 pool over gRPC (9092) and a 1.41 pool over HTTP (9093).
+    upgrading = spec(
+        BASE,
+        providerConfigRef={"name": "hub"},
+        version="1.41.0",
+        superlink__image=None,
+        supernodes__image=None,
+        supernodes__pools=[
+            {"name": "local", "replicas": 1, "images": {"supernode": "flwr/supernode:1.25.0"}},
+            {"name": "new", "replicas": 1},
+        ],
+    )
+    for port in (9092, 9093):
+        assert allowed(hub(upgrading), SUPERNODE, SUPERLINK, port), port
+        assert not allowed(hub(upgrading), STRANGER, SUPERLINK, port), port
+
+
 def test_remote_supernodes_reach_the_external_address():
     remote_node = pod("fl", names.pool_labels("fed", "eu"))
     assert allowed(spoke(), remote_node, external("203.0.113.7"), 9092)

@@ -340,6 +340,25 @@ def with_app(release: Release, tls: bool):  # noqa: FBT001 - passed through as c
     return make
 
 
+def flwr_run(runner: PodRunner, release: Release) -> subprocess.CompletedProcess[str]:
+    """`flwr run` of the app in the CLI pod (with_app), streaming until the run ends."""
+    # The app, writable (the CLI writes beside it), with the federation's address where the release reads it.
+    copy = "import shutil, sys; shutil.copytree(sys.argv[1], sys.argv[2])"
+    steps = [["python", "-c", copy, "/app/smoke-src", "/app/.flwr/smoke"]]
+    if release.reads_pyproject:
+        append = (
+            "import sys; c = open(sys.argv[1]).read(); "
+            "open(sys.argv[2], 'a').write(chr(10) + c[c.index('[tool.flwr.federations]'):])"
+        )
+        steps.append(["python", "-c", append, "/app/cli/pyproject.toml", "/app/.flwr/smoke/pyproject.toml"])
+    for argv in steps:
+        proc = runner.exec(NAMESPACE, "flwr-cli", "cli", argv, timeout=30)
+        assert proc.returncode == 0, proc.stderr
+    return runner.exec(
+        NAMESPACE, "flwr-cli", "cli", ["flwr", "run", "/app/.flwr/smoke", "k8s", "--stream"], timeout=RUN_TIMEOUT
+    )
+
+
 @pytest.mark.parametrize("release", ["1.25.0", "1.41.0"], indirect=True)
 @pytest.mark.parametrize(("isolation", "tls"), [("process", True)], ids=["process-tls"])
 def test_a_federated_run_completes(release: Release, tmp_path: pathlib.Path, isolation: str, *, tls: bool):
@@ -347,22 +366,58 @@ def test_a_federated_run_completes(release: Release, tmp_path: pathlib.Path, iso
     with federation(release, tmp_path, isolation, tls=tls, cli=with_app(release, tls)) as (runner, supernodes):
         online, last = online_supernodes(runner, time.monotonic() + ONLINE_TIMEOUT, len(supernodes))
         assert online == len(supernodes), f"{last}\n{runner.logs()}"
-        # The app, writable (the CLI writes beside it), with the federation's address where the release reads it.
-        copy = "import shutil, sys; shutil.copytree(sys.argv[1], sys.argv[2])"
-        steps = [["python", "-c", copy, "/app/smoke-src", "/app/.flwr/smoke"]]
-        if release.reads_pyproject:
-            append = (
-                "import sys; c = open(sys.argv[1]).read(); "
-                "open(sys.argv[2], 'a').write(chr(10) + c[c.index('[tool.flwr.federations]'):])"
-            )
-            steps.append(["python", "-c", append, "/app/cli/pyproject.toml", "/app/.flwr/smoke/pyproject.toml"])
-        for argv in steps:
-            proc = runner.exec(NAMESPACE, "flwr-cli", "cli", argv, timeout=30)
-            assert proc.returncode == 0, proc.stderr
-        proc = runner.exec(
-            NAMESPACE, "flwr-cli", "cli", ["flwr", "run", "/app/.flwr/smoke", "k8s", "--stream"], timeout=RUN_TIMEOUT
-        )
+        proc = flwr_run(runner, release)
         out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         # Two rounds of +1 on each SuperNode, averaged: 2.0 everywhere, from both SuperNodes' work.
+        assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, f"{out}\n{runner.logs()}"
+        assert "Received 2 results and 0 failures" in proc.stdout, out
+
+
+@pytest.mark.parametrize("release", ["1.41.0"], indirect=True)
+def test_a_pool_before_1_40_joins_through_the_grpc_fleet_adapter(release: Release, tmp_path: pathlib.Path):
+    """The move across 1.40 (examples/claims/flower-upgrade.yaml): a 1.41 SuperLink, a 1.41 pool and a 1.25 pool,
+    TLS and process isolation; both pools come online and a `flwr run` trains on both."""
+    old = "1.25.0"
+    old_python = venv_python(old)
+    need(old_python is not None, f"a venv of Flower {old} (FLWR_VENVS or FLWR_PYTHON; `make unit`)")
+    assert old_python is not None
+    name = "fed-upgrade"
+    federation = {
+        "apiVersion": "flower.crossplane.io/v1alpha1",
+        "kind": "Federation",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "version": release.version,
+            "mode": "StatefulSet",
+            "isolationMode": "process",
+            "tls": {"secretName": "superlink-tls"},
+            "supernodes": {
+                "pools": [
+                    {"name": "upgraded", "replicas": 1},
+                    {"name": "not-yet", "replicas": 1, "images": {"supernode": f"flwr/supernode:{old}"}},
+                ]
+            },
+        },
+    }
+    secrets = [tls_secret(tmp_path, f"{name}-superlink")]
+    rendered = render(tmp_path, federation, secrets)
+    manifests = [unwrap(r) for r in rendered]
+    address = control_address(manifests, name)
+    # Each image at its own release: the 1.25 pool's SuperNode and (defaulted) SuperExec from the 1.25 venv.
+    images = flower_images(release.bin)
+    images |= {f"{repo}:{old}": image for repo, image in flower_images(old_python.parent).items()}
+    with PodRunner(tmp_path / "cluster", images, secrets) as runner:
+        runner.start([*rendered, *with_app(release, tls=True)(address)])
+        supernodes = [p for p in runner.pods if p.labels.get("app.kubernetes.io/name") == "supernode"]
+        assert sorted(c["image"] for p in supernodes for c in p.spec["containers"]) == [
+            f"flwr/superexec:{old}",
+            f"flwr/superexec:{release.version}",
+            f"flwr/supernode:{old}",
+            f"flwr/supernode:{release.version}",
+        ]
+        online, last = online_supernodes(runner, time.monotonic() + ONLINE_TIMEOUT, len(supernodes))
+        assert online == len(supernodes) == 2, f"{last}\n{runner.logs()}"
+        proc = flwr_run(runner, release)
+        out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, f"{out}\n{runner.logs()}"
         assert "Received 2 results and 0 failures" in proc.stdout, out
