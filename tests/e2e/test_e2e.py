@@ -338,6 +338,8 @@ def test_cert_manager_issues_the_superlink_certificate(plane):
     sans = subprocess.run(["openssl", "x509", "-noout", "-ext", "subjectAltName"], check=True, capture_output=True,
                           text=True, input=base64.b64decode(issued["data"]["tls.crt"]).decode()).stdout  # fmt: skip
     assert f"IP Address:{external_host}" in sans and f"DNS:{name}-superlink.flower.svc" in sans, sans
+    # Flower 1.41: the SuperExec sidecar dials the SuperLink over TLS at localhost.
+    assert "DNS:localhost" in sans and "IP Address:127.0.0.1" in sans, sans
     copied = plane.spoke.get("secret", f"{name}-superlink-ca", "flower")
     assert copied["data"] == {"ca.crt": plane.ca_certificate()}  # never the key
     trusted = {}
