@@ -290,16 +290,15 @@ def resolve(spec: FederationSpec) -> Releases:
             pools[pool.name] = release
     if errors or superlink is None:
         raise SpecError(errors)
-    _refuse_unreachable(spec, superlink, pools, errors)
+    releases = Releases(superlink, pools)
+    _refuse_unreachable(spec, releases, errors)
     _refuse_dependency_installation(spec, superlink, pools, errors)
     if errors:
         raise SpecError(errors)
-    return Releases(superlink, pools, tuple(_warnings(superlink, pools)))
+    return dataclasses.replace(releases, warnings=tuple(_warnings(superlink, pools)))
 
 
-def _refuse_unreachable(
-    spec: FederationSpec, superlink: Release, pools: dict[str, Release], errors: list[tuple[str, str]]
-) -> None:
+def _refuse_unreachable(spec: FederationSpec, releases: Releases, errors: list[tuple[str, str]]) -> None:
     """Refuse pools whose SuperNodes could never join: Fleet APIs changed from gRPC to HTTP in 1.40.
 
     A gRPC SuperLink (before 1.40) cannot serve an HTTP SuperNode. An HTTP
@@ -307,10 +306,9 @@ def _refuse_unreachable(
     Releases.legacy_fleet); its HTTP pools then dial the Control port, which
     pools in other clusters have no address for.
     """
-    fleet = dialect(superlink).fleet_api
-    legacy = fleet == "http" and any(dialect(r).fleet_api == "grpc" for r in pools.values())
+    superlink, fleet = releases.superlink, releases.superlink_dialect.fleet_api
     for i, pool in enumerate(spec.supernodes.pools):
-        release = pools[pool.name]
+        release = releases.pools[pool.name]
         if fleet == "grpc" and dialect(release).fleet_api == "http":
             errors.append(
                 (
@@ -322,7 +320,7 @@ def _refuse_unreachable(
                     ),
                 )
             )
-        elif legacy and dialect(release).fleet_api == "http" and placement.remote(spec, pool):
+        elif releases.dials_control_port(pool.name) and placement.remote(spec, pool):
             errors.append(
                 (
                     f"spec.supernodes.pools[{i}]",

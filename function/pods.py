@@ -75,8 +75,7 @@ def _harden_container(container: dict[str, Any], spec: FederationSpec) -> dict[s
             "failureThreshold": 6,
         }
     defaults = [TELEMETRY, UV_CACHE] if spec.allowRuntimeDependencyInstallation else [TELEMETRY]
-    env = out.get("env", [])
-    out["env"] = [*env, *(d for d in defaults if all(e.get("name") != d["name"] for e in env))]
+    out["env"] = merge.add_missing(out.get("env", []), defaults)
     if spec.imagePullPolicy:
         out["imagePullPolicy"] = spec.imagePullPolicy
     # A container that needs privilege (AMD mountAll) keeps only that.
