@@ -15,6 +15,9 @@ CRDCHECKS := $(foreach m,$(KUBE_MINORS),.cache/bin/crdcheck-$(m))
 EXAMPLE ?= examples/claims/flower-141.yaml
 IMAGE := .cache/image/function-flower.tar
 PACKAGE := .cache/package/function-flower.xpkg
+# The API as Configuration packages, one per flavor, built from apis/ as committed.
+CONFIGURATION := .cache/package/configuration-flower.xpkg
+CONFIGURATION_V2 := .cache/package/configuration-flower-v2.xpkg
 E2E_TOOLS := .cache/e2e
 
 .PHONY: render lint unit test e2e e2e-tools image package serve crank generate bench clean
@@ -67,6 +70,7 @@ serve: $(VENV)/.installed
 
 generate: $(VENV)/.installed
 	$(VENV)/bin/python hack/gen_xrd.py
+	$(VENV)/bin/python hack/gen_package.py
 	$(VENV)/bin/python hack/gen_api_docs.py
 	$(VENV)/bin/python hack/gen_k8s_schemas.py
 
@@ -97,8 +101,19 @@ $(PACKAGE): $(IMAGE) $(CRANK) package/crossplane.yaml $(wildcard examples/claims
 	$(CRANK) xpkg build --package-root=package --examples-root=examples/claims \
 		--embed-runtime-image-tarball=$(IMAGE) -o $@
 
+# The Configuration packages: the XRD and Composition of one flavor, with the
+# function and provider-kubernetes as dependencies (apis/crossplane.yaml).
+# apis/ holds the v2 flavor's folder too, which the claim flavor leaves out.
+$(CONFIGURATION): $(CRANK) apis/crossplane.yaml apis/definition.yaml apis/composition.yaml $(wildcard examples/claims/*.yaml)
+	mkdir -p $(dir $@)
+	$(CRANK) xpkg build --package-root=apis --ignore='v2/*' --examples-root=examples/claims -o $@
+
+$(CONFIGURATION_V2): $(CRANK) $(wildcard apis/v2/*.yaml) $(wildcard examples/v2/*.yaml)
+	mkdir -p $(dir $@)
+	$(CRANK) xpkg build --package-root=apis/v2 --examples-root=examples/v2 -o $@
+
 image: $(IMAGE)
-package: $(PACKAGE)
+package: $(PACKAGE) $(CONFIGURATION) $(CONFIGURATION_V2)
 
 # The real control plane (Kubernetes, KWOK, Crossplane, provider-kubernetes,
 # a registry), built from the versions pinned under tools/.
@@ -106,8 +121,9 @@ e2e-tools:
 	hack/e2e/build-tools.sh $(E2E_TOOLS)
 
 # The product as users run it, on the oldest and newest supported Kubernetes.
-e2e: $(VENV)/.installed $(CRANK) e2e-tools $(PACKAGE)
+e2e: $(VENV)/.installed $(CRANK) e2e-tools package
 	E2E_TOOLS=$(abspath $(E2E_TOOLS)) FUNCTION_XPKG=$(abspath $(PACKAGE)) CRANK=$(abspath $(CRANK)) \
+		CONFIGURATION_XPKG=$(abspath $(CONFIGURATION)) CONFIGURATION_V2_XPKG=$(abspath $(CONFIGURATION_V2)) \
 		$(VENV)/bin/pytest tests/e2e $(PYTEST_ARGS)
 
 test: unit e2e

@@ -21,7 +21,7 @@ SPEC_SCHEMA = XRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["propertie
 STATUS_SCHEMA = XRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
 
 
-@pytest.mark.parametrize("script", ["hack/gen_xrd.py", "hack/gen_k8s_schemas.py"])
+@pytest.mark.parametrize("script", ["hack/gen_xrd.py", "hack/gen_package.py", "hack/gen_k8s_schemas.py"])
 def test_generated_files_are_fresh(script):
     proc = subprocess.run([sys.executable, script, "--check"], cwd=ROOT, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -141,5 +141,9 @@ def test_package_metadata_is_a_v1_composition_function():
     assert package["spec"]["capabilities"] == ["composition"]
     # v1 Function metadata installs from Crossplane v1.17.2 on; the README says the same.
     readme = (ROOT / "README.md").read_text()
-    oldest = re.search(r"Supported: [^\n]*Crossplane (\d+\.\d+\.\d+)\+", readme)
-    assert oldest and package["spec"]["crossplane"]["version"] == f">=v{oldest.group(1)}"
+    oldest = re.search(r"`package/crossplane.yaml` asks for\s+`(>=v\d+\.\d+\.\d+)`", readme)
+    assert oldest and package["spec"]["crossplane"]["version"] == oldest.group(1)
+    # What the README says is supported is what the Configuration packages ask for.
+    configuration = yaml.safe_load((ROOT / "apis" / "crossplane.yaml").read_text())
+    supported = re.search(r"Supported: [^\n]*Crossplane (\d+\.\d+\.\d+) or later", readme)
+    assert supported and configuration["spec"]["crossplane"]["version"] == f">=v{supported.group(1)}"

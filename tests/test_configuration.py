@@ -1,0 +1,159 @@
+"""The Configuration packages: built by the real Crossplane CLI from apis/ as committed."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+import subprocess
+import tarfile
+from typing import Any
+
+import pytest
+import yaml
+
+from function.__version__ import __version__
+from peers import ROOT, hack_module
+
+gen_package = hack_module("gen_package")
+
+# flavor -> the `crossplane xpkg build` arguments the Makefile gives it.
+BUILDS = {
+    "v1": ["--package-root=apis", "--ignore=v2/*", "--examples-root=examples/claims"],
+    "v2": ["--package-root=apis/v2", "--examples-root=examples/v2"],
+}
+
+
+def package_objects(xpkg: bytes) -> list[dict[str, Any]]:
+    """The objects of a package's package.yaml, read from its OCI image tarball."""
+    with tarfile.open(fileobj=io.BytesIO(xpkg)) as image:
+        manifest = json.load(image.extractfile("manifest.json"))  # type: ignore[arg-type]
+        for layer in manifest[0]["Layers"]:
+            with tarfile.open(fileobj=io.BytesIO(gzip.decompress(image.extractfile(layer).read()))) as files:  # type: ignore[union-attr]
+                if "package.yaml" in files.getnames():
+                    docs = yaml.safe_load_all(files.extractfile("package.yaml"))  # type: ignore[arg-type]
+                    return [_as_written(d) for d in docs if d]
+    msg = "no package.yaml in any layer"
+    raise AssertionError(msg)
+
+
+def _as_written(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object as its file has it: the CLI serializes typed objects, which
+    adds an empty status and a null creationTimestamp."""
+    obj = {k: v for k, v in obj.items() if k != "status"}
+    obj["metadata"] = {k: v for k, v in obj["metadata"].items() if not (k == "creationTimestamp" and v is None)}
+    return obj
+
+
+@pytest.fixture(scope="module")
+def built(crank, tmp_path_factory) -> dict[str, list[dict[str, Any]]]:
+    out = tmp_path_factory.mktemp("xpkg")
+    packages = {}
+    for flavor, args in BUILDS.items():
+        target = out / f"{flavor}.xpkg"
+        subprocess.run([crank, "xpkg", "build", *args, "-o", str(target)], cwd=ROOT, check=True,
+                       capture_output=True, text=True)  # fmt: skip
+        packages[flavor] = package_objects(target.read_bytes())
+    return packages
+
+
+def committed(folder: str) -> dict[str, dict[str, Any]]:
+    return {
+        name: yaml.safe_load((ROOT / folder / f"{name}.yaml").read_text())
+        for name in ("crossplane", "definition", "composition")
+    }
+
+
+@pytest.mark.parametrize(
+    ("flavor", "folder", "xrd"),
+    [
+        ("v1", "apis", "xfederations.flower.crossplane.io"),  # claims: Crossplane's v1 XRD shape
+        ("v2", "apis/v2", "federations.flower.crossplane.io"),  # namespaced, no claim
+    ],
+)
+def test_each_flavor_packages_its_committed_files_and_nothing_else(built, flavor, folder, xrd):
+    objects = built[flavor]
+    files = committed(folder)
+    # The package is the committed files, as parsed: no copy that can drift.
+    assert [o["kind"] for o in objects] == ["Configuration", "Composition", "CompositeResourceDefinition"]
+    meta, composition, definition = objects
+    assert definition == files["definition"]
+    assert composition == files["composition"]
+    assert meta["spec"] == files["crossplane"]["spec"]
+    assert meta["metadata"]["name"] == files["crossplane"]["metadata"]["name"]
+    assert definition["metadata"]["name"] == xrd
+    assert composition["metadata"]["name"] == definition["spec"]["defaultCompositionRef"]["name"]
+
+
+def test_the_packages_differ_by_name_so_both_can_be_published():
+    names = {
+        yaml.safe_load((ROOT / f / "crossplane.yaml").read_text())["metadata"]["name"] for f in ("apis", "apis/v2")
+    }
+    assert names == {"configuration-flower", "configuration-flower-v2"}
+
+
+def _pin(go_mod: str, module: str) -> str:
+    text = (ROOT / "tools" / go_mod / "go.mod").read_text()
+    return re.search(rf"{re.escape(module)} (v\S+)", text).group(1)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("folder", ["apis", "apis/v2"])
+def test_dependencies_are_what_the_e2e_runs(folder):
+    meta = yaml.safe_load((ROOT / folder / "crossplane.yaml").read_text())
+    function_meta = yaml.safe_load((ROOT / "package" / "crossplane.yaml").read_text())
+    version = __version__
+    deps = {d["kind"]: d for d in meta["spec"]["dependsOn"]}
+    assert set(deps) == {"Function", "Provider"}
+    assert all(d["apiVersion"] == "pkg.crossplane.io/v1" for d in deps.values()), "the deprecated keys are not used"
+    # The function release built beside it, exactly: schema and function change together.
+    assert deps["Function"]["version"] == f"v{version}"
+    assert deps["Function"]["package"].rsplit("/", 1)[1] == function_meta["metadata"]["name"]
+    # provider-kubernetes and Crossplane from the release the e2e runs on.
+    assert deps["Provider"]["package"] == "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes"
+    assert deps["Provider"]["version"] == ">=" + _pin("provider-kubernetes", "crossplane-contrib/provider-kubernetes")
+    assert meta["spec"]["crossplane"]["version"] == ">=" + _pin("crank", "github.com/crossplane/crossplane/v2")
+    # Every release labels its Composition, so each one is a CompositionRevision users can pick.
+    composition = yaml.safe_load((ROOT / folder / "composition.yaml").read_text())
+    assert composition["metadata"]["labels"]["flower.crossplane.io/release"] == f"v{version}"
+
+
+@pytest.mark.parametrize(
+    ("package", "name"),
+    [
+        # Names Crossplane gave packages it installed as dependencies.
+        (
+            "xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform",
+            "crossplane-contrib-function-patch-and-transform",
+        ),
+        ("xpkg.crossplane.io/crossplane-contrib/provider-kubernetes", "crossplane-contrib-provider-kubernetes"),
+        ("registry.example.com/function-flower", "function-flower"),  # at the registry's root: the bare name
+        ("127.0.0.1:5000/function-flower", "function-flower"),  # the registry's port is not in the path
+        ("ghcr.io/acme/function_flower", "acme-functionflower"),  # "_" is dropped, as Crossplane does
+    ],
+)
+def test_dependency_name_follows_crossplane(package, name):
+    assert gen_package.dependency_name(package) == name
+
+
+def test_the_composition_calls_the_function_by_the_name_its_dependency_gets():
+    # Installed by the Configuration's dependency resolution, the Function is
+    # named after its repository; the Composition must call that name.
+    meta = yaml.safe_load((ROOT / "apis" / "crossplane.yaml").read_text())
+    source = next(d["package"] for d in meta["spec"]["dependsOn"] if d["kind"] == "Function")
+    for folder in ("apis", "apis/v2"):
+        composition = yaml.safe_load((ROOT / folder / "composition.yaml").read_text())
+        refs = {s["functionRef"]["name"] for s in composition["spec"]["pipeline"]}
+        assert refs == {gen_package.dependency_name(source)} == {"function-flower"}, folder
+    install = yaml.safe_load((ROOT / "examples" / "install" / "function.yaml").read_text())
+    assert install["spec"]["package"].rsplit(":", 1)[0] == source
+
+
+def test_a_release_bump_makes_a_new_composition_revision(monkeypatch):
+    # Crossplane hashes a Composition's labels with its spec into the revision;
+    # a release with an unchanged pipeline must still be told apart.
+    before = gen_package.composition("v1")
+    monkeypatch.setattr(gen_package, "__version__", "0.2.0")
+    after = gen_package.composition("v1")
+    assert before["spec"] == after["spec"]
+    assert before["metadata"]["labels"] != after["metadata"]["labels"]
