@@ -12,7 +12,9 @@ from controlplane import ControlPlane, Tools
 from peers import ROOT, need
 
 TOOLS = pathlib.Path(os.environ.get("E2E_TOOLS") or ROOT / ".cache" / "e2e")
-PACKAGE = pathlib.Path(os.environ.get("FUNCTION_XPKG") or ROOT / ".cache" / "package" / "function-flower.xpkg")
+PACKAGES = ROOT / ".cache" / "package"
+PACKAGE = pathlib.Path(os.environ.get("FUNCTION_XPKG") or PACKAGES / "function-flower.xpkg")
+CONFIGURATION = pathlib.Path(os.environ.get("CONFIGURATION_XPKG") or PACKAGES / "configuration-flower.xpkg")
 RUNS = pathlib.Path(os.environ.get("E2E_RUNS") or ROOT / ".cache" / "e2e-run")
 # The control planes: one per pinned Kubernetes release in tools/kube-*.
 MINORS = sorted(
@@ -28,14 +30,15 @@ def plane(request):
          f"the e2e control plane binaries ({TOOLS}; `make e2e`)")  # fmt: skip
     need(os.access(tools.crank, os.X_OK), f"the Crossplane CLI ({tools.crank}; `make crank`)")
     need(PACKAGE.exists(), f"the function package ({PACKAGE}; `make package`)")
+    need(CONFIGURATION.exists(), f"the Configuration package ({CONFIGURATION}; `make package`)")
     need(os.geteuid() == 0, "root (network namespaces, chroot)")
     control_plane = ControlPlane(
         tools=tools,
         workdir=RUNS / request.param,
         package=PACKAGE,
-        xrd=ROOT / "apis" / "definition.yaml",
-        composition=ROOT / "apis" / "composition.yaml",
+        configuration=CONFIGURATION,
         function_manifest=ROOT / "examples" / "install" / "function.yaml",
+        configuration_manifest=ROOT / "examples" / "install" / "configuration.yaml",
     )
     try:
         control_plane.start()

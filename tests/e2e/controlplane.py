@@ -35,11 +35,15 @@ from typing import Any
 
 import yaml
 
+from function.__version__ import __version__
+
 CROSSPLANE_NS = "crossplane-system"
 CERT_MANAGER_NS = "cert-manager"
 # The ClusterIssuer the cert-manager examples name, and the Secret of its CA.
 CA_ISSUER = "flower-ca"
 FUNCTION = "function-flower"
+# The tag both packages are pushed with: the function's release.
+RELEASE = f"v{__version__}"
 # Fake nodes: enough room for every example, GPUs of both vendors included.
 NODE_CAPACITY = {"cpu": "64", "memory": "512Gi", "pods": "250", "nvidia.com/gpu": "8", "amd.com/gpu": "8"}
 
@@ -191,9 +195,9 @@ class ControlPlane:
     tools: Tools
     workdir: pathlib.Path
     package: pathlib.Path  # the function's .xpkg
-    xrd: pathlib.Path
-    composition: pathlib.Path
+    configuration: pathlib.Path  # the API's Configuration .xpkg (claim flavor)
     function_manifest: pathlib.Path  # pkg.crossplane.io Function, as users apply it
+    configuration_manifest: pathlib.Path  # pkg.crossplane.io Configuration, as users apply it
     hub: Cluster = field(init=False)
     spoke: Cluster = field(init=False)
     processes: dict[str, Process] = field(default_factory=dict)
@@ -510,13 +514,16 @@ class ControlPlane:
 
     # -- the function -------------------------------------------------------------
 
+    def push(self, xpkg: pathlib.Path, repository: str, tag: str) -> str:
+        """Push a package to the local registry, as `crossplane xpkg push`; its reference."""
+        ref = f"{self.registry}/{repository}:{tag}"
+        subprocess.run([self.tools.crank, "xpkg", "push", "-f", str(xpkg), ref],
+                       check=True, capture_output=True, text=True, timeout=180)  # fmt: skip
+        return ref
+
     def _install_function(self) -> None:
         hub = self.hub
-        self.function_image = f"{self.registry}/{FUNCTION}:v0.1.0"
-        subprocess.run(
-            [self.tools.crank, "xpkg", "push", "-f", str(self.package), self.function_image],
-            check=True, capture_output=True, text=True, timeout=180,
-        )  # fmt: skip
+        self.function_image = self.push(self.package, FUNCTION, RELEASE)
         # The README's manifest, pointed at the package just pushed.
         function = yaml.safe_load(self.function_manifest.read_text())
         assert function["metadata"]["name"] == FUNCTION
@@ -637,15 +644,40 @@ class ControlPlane:
     # -- the API ------------------------------------------------------------------
 
     def _install_api(self) -> None:
+        self.hub.apply(*self.provider_configs())
+        ref = self.push(self.configuration, "configuration-flower", RELEASE)
+        self.install_configuration("configuration-flower", ref)
+
+    def install_configuration(self, name: str, ref: str) -> dict[str, Any]:
+        """Install the Configuration `name` from `ref` (or move it there) with the
+        README's manifest; wait until the revision of `ref` is the active,
+        healthy one and every XRD is Established. The active revision.
+
+        Dependency resolution is skipped: provider-kubernetes runs as a host
+        process, outside the package manager, so its package is not installed
+        (the function is, by _install_function)."""
         hub = self.hub
-        hub.apply(*self.provider_configs())
-        hub.kubectl("apply", "-f", str(self.xrd), "-f", str(self.composition))
-        xrd_name = yaml.safe_load(self.xrd.read_text())["metadata"]["name"]
-        wait_for(
-            f"XRD {xrd_name} Established",
-            lambda: condition(hub.get("compositeresourcedefinitions", xrd_name), "Established").get("status") == "True",
-            timeout=180,
-        )
+        manifest = yaml.safe_load(self.configuration_manifest.read_text())
+        manifest["metadata"]["name"] = name
+        manifest["spec"]["package"] = ref
+        manifest["spec"]["skipDependencyResolution"] = True
+        hub.apply(manifest)
+
+        def active_revision() -> dict[str, Any] | None:
+            for revision in hub.get("configurationrevisions.pkg.crossplane.io"):
+                if (revision["spec"]["image"] == ref and revision["spec"]["desiredState"] == "Active"
+                        and condition(revision, "RevisionHealthy").get("status") == "True"):  # fmt: skip
+                    return revision
+            return None
+
+        revision = wait_for(f"ConfigurationRevision of {ref} active and Healthy", active_revision, timeout=240)
+        wait_for(f"Configuration {name} Installed and Healthy", lambda: all(
+            condition(hub.get("configurations.pkg.crossplane.io", name), c).get("status") == "True"
+            for c in ("Installed", "Healthy")), timeout=120)  # fmt: skip
+        wait_for("every XRD Established", lambda: all(
+            condition(x, "Established").get("status") == "True" for x in hub.get("compositeresourcedefinitions")
+        ), timeout=180)  # fmt: skip
+        return revision
 
     def logs(self) -> str:
         return "\n\n".join(f"== {p.name}\n{p.tail()}" for p in self.processes.values())

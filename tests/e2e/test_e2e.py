@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -16,14 +17,18 @@ import tempfile
 import time
 from typing import Any
 
-from controlplane import CA_ISSUER, CROSSPLANE_NS, FUNCTION, Cluster, ControlPlane, condition, wait_for
+import yaml
+
+from controlplane import CA_ISSUER, CROSSPLANE_NS, FUNCTION, RELEASE, Cluster, ControlPlane, condition, wait_for
 from peers import CLAIMS, INVALID, ROOT, hack_module, load_all
 
 build_image = hack_module("build_image")
 
 NAMESPACES = ["flower", "ml-platform"]
 READY_TIMEOUT = 300
-V2 = CLAIMS[0].parent.parent.parent / "apis" / "v2"
+CONFIGURATION_V2 = pathlib.Path(
+    os.environ.get("CONFIGURATION_V2_XPKG") or ROOT / ".cache" / "package" / "configuration-flower-v2.xpkg"
+)
 V2_EXAMPLE = CLAIMS[0].parent.parent / "v2" / "federation.yaml"
 
 
@@ -154,6 +159,31 @@ def test_function_installed_by_the_package_manager(plane):
     assert plane.image_config["User"] == build_image.CONFIG["User"]
     assert plane.image_config["Entrypoint"] == build_image.CONFIG["Entrypoint"]
     assert plane.processes["function"].alive()
+
+
+def test_api_installed_from_the_configuration_package(plane):
+    hub = plane.hub
+    configuration = hub.get("configurations.pkg.crossplane.io", "configuration-flower")
+    for kind in ("Installed", "Healthy"):
+        assert condition(configuration, kind).get("status") == "True", configuration.get("status")
+    revision = next(r for r in hub.get("configurationrevisions.pkg.crossplane.io")
+                    if r["spec"]["desiredState"] == "Active")  # fmt: skip
+    assert revision["spec"]["image"].endswith(f"/configuration-flower:{RELEASE}")
+    # The package manager made the XRD and the Composition, from the files in apis/.
+    for kind, name, path in [
+        ("compositeresourcedefinitions", "xfederations.flower.crossplane.io", "apis/definition.yaml"),
+        ("compositions", "xfederations.flower.crossplane.io", "apis/composition.yaml"),
+    ]:
+        live_obj = hub.get(kind, name)
+        owners = {(o["kind"], o["name"]) for o in live_obj["metadata"].get("ownerReferences", [])}
+        assert ("ConfigurationRevision", revision["metadata"]["name"]) in owners, (kind, owners)
+        committed = yaml.safe_load((ROOT / path).read_text())
+        if kind == "compositions":
+            assert live_obj["spec"] == committed["spec"]
+            assert live_obj["metadata"]["labels"].items() >= committed["metadata"]["labels"].items()
+        else:
+            schema = lambda xrd: xrd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]  # noqa: E731
+            assert schema(live_obj) == schema(committed)
 
 
 def test_image_holds_the_locked_dependencies(plane):
@@ -492,6 +522,86 @@ def test_no_generation_moves_while_idle(plane):
         assert now == before, {c: {k for k in before[c] if now[c].get(k) != before[c][k]} for c in composites}
 
 
+def configuration_release(plane: ControlPlane, tmp: pathlib.Path, tag: str) -> str:
+    """The claim flavor's next release, as a maintainer would cut one: a new
+    optional field in the XRD, a new release label on the Composition. Built
+    and pushed as `make package` builds the committed one; its reference."""
+    root = tmp / "apis"
+    root.mkdir()
+    for name in ("crossplane.yaml", "definition.yaml", "composition.yaml"):
+        (root / name).write_bytes((ROOT / "apis" / name).read_bytes())
+    definition = yaml.safe_load((root / "definition.yaml").read_text())
+    spec = definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec["properties"]["description"] = {
+        "type": "string",
+        "maxLength": 256,
+        "description": "What the federation is for (added in this release).",
+    }
+    (root / "definition.yaml").write_text(yaml.safe_dump(definition, sort_keys=False))
+    composition = yaml.safe_load((root / "composition.yaml").read_text())
+    composition["metadata"]["labels"]["flower.crossplane.io/release"] = tag
+    (root / "composition.yaml").write_text(yaml.safe_dump(composition, sort_keys=False))
+    xpkg = tmp / "configuration-flower.xpkg"
+    subprocess.run([plane.tools.crank, "xpkg", "build", f"--package-root={root}", "-o", str(xpkg)],
+                   check=True, capture_output=True, text=True)  # fmt: skip
+    return plane.push(xpkg, "configuration-flower", tag)
+
+
+def revision_of(plane: ControlPlane, claim: dict[str, Any]) -> str:
+    """The CompositionRevision the claim's composite runs."""
+    return composite_of(plane, claim)["spec"]["compositionRevisionRef"]["name"]
+
+
+def composition_revision(plane: ControlPlane, release: str) -> dict[str, Any]:
+    revisions = plane.hub.get("compositionrevisions", selector=f"flower.crossplane.io/release={release}")
+    assert len(revisions) == 1, revisions
+    return revisions[0]
+
+
+def test_configuration_upgrade_keeps_federations_and_rolls_composition_revisions(plane, tmp_path):
+    hub = plane.hub
+    claims = {(c["metadata"]["namespace"], c["metadata"]["name"]): c
+              for c in hub.get("federations.flower.crossplane.io", namespace="")}  # fmt: skip
+    assert len(claims) > 1
+    old = composition_revision(plane, RELEASE)["metadata"]["name"]
+    assert {revision_of(plane, c) for c in claims.values()} == {old}
+    # One team pins its Federation to the revision it runs; the rest follow releases.
+    pinned = ("default", "my-federation")
+    hub.kubectl("patch", "federation", pinned[1], "-n", pinned[0], "--type=merge",
+                "-p", json.dumps({"spec": {"compositionUpdatePolicy": "Manual"}}))  # fmt: skip
+    wait_for("the pin on the composite", lambda: composite_of(plane, get_claim(plane, pinned[1], pinned[0]))["spec"]
+             .get("compositionUpdatePolicy") == "Manual", timeout=60, interval=2)  # fmt: skip
+    composites = [composite_of(plane, c)["metadata"]["name"] for c in claims.values()]
+    before = {c: generations(plane, c) for c in composites}
+
+    ref = configuration_release(plane, tmp_path, "v0.2.0")
+    plane.install_configuration("configuration-flower", ref)
+    new = composition_revision(plane, "v0.2.0")["metadata"]["name"]
+    assert new != old
+    # The new optional field is served.
+    crd = hub.get("crd", "federations.flower.crossplane.io")
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert "description" in schema
+    # Every Federation but the pinned one moves to the new revision, and stays Ready.
+    followers = [k for k in claims if k != pinned]
+    wait_for("the followers on the new revision",
+             lambda: all(revision_of(plane, get_claim(plane, name, ns)) == new for ns, name in followers),
+             timeout=180, interval=3)  # fmt: skip
+    assert revision_of(plane, get_claim(plane, pinned[1], pinned[0])) == old
+    for ns, name in claims:
+        wait_ready(plane, name, ns)
+    # The same function output: nothing rolled.
+    time.sleep(30)  # two of Crossplane's 15 s polls on the new revision
+    now = {c: generations(plane, c) for c in composites}
+    assert now == before, {c: {k for k in before[c] if now[c].get(k) != before[c][k]} for c in composites}
+    # The pinned team rolls when it chooses: name the revision, or follow again.
+    hub.kubectl("patch", "federation", pinned[1], "-n", pinned[0], "--type=merge",
+                "-p", json.dumps({"spec": {"compositionRevisionRef": {"name": new}}}))  # fmt: skip
+    wait_for("the pinned Federation on the revision it named", lambda: revision_of(
+        plane, get_claim(plane, pinned[1], pinned[0])) == new, timeout=120, interval=3)  # fmt: skip
+    wait_ready(plane, pinned[1], pinned[0])
+
+
 def test_deleting_claims_leaves_nothing(plane):
     hub, spoke = plane.hub, plane.spoke
     hub.kubectl("delete", "federations.flower.crossplane.io", "--all-namespaces", "--all", "--wait=true", timeout=300)
@@ -512,15 +622,16 @@ def test_deleting_claims_leaves_nothing(plane):
 
 
 def test_v2_namespaced_federation(plane):
-    # The v2 flavor defines the same CRD name, so it replaces the v1 API here.
+    # The v2 flavor defines the same CRD name, so its package replaces the
+    # claim flavor's: uninstalling a Configuration removes its XRD and Composition.
     hub = plane.hub
-    hub.kubectl("delete", "-f", str(plane.composition), "-f", str(plane.xrd), "--wait=true", timeout=180)
-    wait_for("the v1 CRDs gone", lambda: hub.get("crd", "federations.flower.crossplane.io") is None and
-             hub.get("crd", "xfederations.flower.crossplane.io") is None, timeout=180, interval=2)  # fmt: skip
-    hub.kubectl("apply", "-f", str(V2 / "definition.yaml"), "-f", str(V2 / "composition.yaml"))
-    wait_for("the v2 XRD Established", lambda: condition(
-        hub.get("compositeresourcedefinitions", "federations.flower.crossplane.io"), "Established"
-    ).get("status") == "True", timeout=180, interval=2)  # fmt: skip
+    hub.kubectl("delete", "configurations.pkg.crossplane.io", "configuration-flower", "--wait=true", timeout=180)
+    wait_for("the v1 API gone", lambda: hub.get("crd", "federations.flower.crossplane.io") is None and
+             hub.get("crd", "xfederations.flower.crossplane.io") is None and
+             hub.get("compositions") == [], timeout=180, interval=2)  # fmt: skip
+    ref = plane.push(CONFIGURATION_V2, "configuration-flower-v2", RELEASE)
+    plane.install_configuration("configuration-flower-v2", ref)
+    assert hub.get("compositeresourcedefinitions", "federations.flower.crossplane.io")["spec"]["scope"] == "Namespaced"
     federation = load_all(V2_EXAMPLE)[0]
     namespace = federation["metadata"]["namespace"]
     for cluster in (hub, plane.spoke):  # the example's partner pool has no createNamespace
