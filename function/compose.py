@@ -8,6 +8,7 @@ from typing import Any
 
 from function import (
     flower,
+    identity,
     names,
     netpol,
     nodeconfig,
@@ -19,7 +20,7 @@ from function import (
     tls,
     validation,
 )
-from function.spec import FederationSpec, PoolSpec, ProviderConfigRef
+from function.spec import CONTROL_PORT, FederationSpec, PoolSpec, ProviderConfigRef
 from function.validation import SpecError
 
 OBJECT_API = "kubernetes.crossplane.io/v1alpha2"
@@ -150,6 +151,8 @@ class PlacedPool:
     # Whether that CA is the function's copy, composed from the SuperLink's Secret.
     copies_ca: bool
     hold: Hold | None
+    # With node authentication, the Control API address its SuperNodes register at.
+    control: str | None = None
 
     @property
     def name(self) -> str:
@@ -231,7 +234,25 @@ def place_pool(fed: Federation, pool: PoolSpec, external: placement.External, *,
         trust,
         copies_ca,
         hold_reason(fleet, copies_ca=copies_ca, ca_known=ca_known),
+        registration_address(fed, pool, fleet, remote=remote),
     )
+
+
+def control_address(fed: Federation) -> str:
+    """The Control API at the SuperLink Service's cluster DNS name."""
+    return f"{superlink.service_address(fed.name, fed.namespace)}:{fed.spec.superlink.service.ports.extra}"
+
+
+def registration_address(fed: Federation, pool: PoolSpec, fleet: str | None, *, remote: bool) -> str | None:
+    """Where a pool's SuperNodes register their keys, if they make their own.
+
+    In the SuperLink's cluster the Service's Control port; elsewhere the Fleet
+    address, which from 1.40 leads to the listener that serves the Control API
+    too (flower.resolve refuses remote pools with node authentication before).
+    """
+    if not identity.generated(fed.spec, pool):
+        return None
+    return fleet if remote else control_address(fed)
 
 
 def fleet_address(fed: Federation, pool: PoolSpec, external: placement.External, *, remote: bool) -> str | None:
@@ -282,6 +303,7 @@ def superlink_resources(fed: Federation, external: placement.External) -> dict[s
                 fed.spec,
                 fed.flower.superlink_dialect,
                 legacy_fleet=fed.flower.legacy_fleet,
+                registration=_registration(fed, control_address(fed)) if reaps(fed) else None,
             ),
             hub,
         ),
@@ -301,6 +323,15 @@ def superlink_resources(fed: Federation, external: placement.External) -> dict[s
         certificate = tls.certificate(fed.name, fed.namespace, fed.spec, external.address, loopback=loopback)
         out[CERTIFICATE] = Composed(certificate, hub)
     return out
+
+
+def reaps(fed: Federation) -> bool:
+    """Whether the SuperLink unregisters identities gone offline: when any pool makes its own."""
+    return any(identity.generated(fed.spec, pool) for pool in fed.spec.supernodes.pools)
+
+
+def _registration(fed: Federation, address: str) -> identity.Registration:
+    return identity.registration(fed.spec, fed.flower.superlink_dialect, address)
 
 
 def service_accounts(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
@@ -336,6 +367,7 @@ def workloads(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
             context=nodeconfig.Context(p.name, p.spec.replicas, p.provider_config.name, total),
             offset=offsets.get(p.name, 0),
             trust=p.trust,
+            registration=_registration(fed, p.control) if p.control is not None else None,
         )
         out[pool_resource(p.name)] = Composed(workload, p.provider_config)
     return out
@@ -375,9 +407,15 @@ def network_policies(fed: Federation, pools: list[PlacedPool], external: placeme
         places.setdefault((p.provider_config.name, p.namespace), (p.provider_config, p.remote))
     local = [namespace for (_, namespace), (_, remote) in places.items() if not remote]
     fleet_ports = fed.flower.fleet_ports
+    registers = reaps(fed)
+    if registers and CONTROL_PORT not in fleet_ports:
+        # SuperNodes register their keys at the Control API.
+        fleet_ports = (*fleet_ports, CONTROL_PORT)
     out = {
         "networkpolicy-superlink": Composed(
-            netpol.superlink_policy(fed.name, fed.namespace, fed.spec, local, fleet_ports=fleet_ports),
+            netpol.superlink_policy(
+                fed.name, fed.namespace, fed.spec, local, fleet_ports=fleet_ports, reaper=registers
+            ),
             placement.superlink_ref(fed.spec),
         )
     }

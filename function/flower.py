@@ -292,6 +292,7 @@ def resolve(spec: FederationSpec) -> Releases:
         raise SpecError(errors)
     releases = Releases(superlink, pools)
     _refuse_unreachable(spec, releases, errors)
+    _refuse_unregistrable(spec, releases, errors)
     _refuse_dependency_installation(spec, superlink, pools, errors)
     if errors:
         raise SpecError(errors)
@@ -328,6 +329,31 @@ def _refuse_unreachable(spec: FederationSpec, releases: Releases, errors: list[t
                         f"pool {pool.name} runs Flower {release} in another cluster while pools before 1.40 "
                         "hold the SuperLink's Fleet port for Flower's gRPC adapter, so its SuperNodes have no "
                         "address for the HTTP Fleet API; upgrade those pools first"
+                    ),
+                )
+            )
+
+
+def _refuse_unregistrable(spec: FederationSpec, releases: Releases, errors: list[tuple[str, str]]) -> None:
+    """Refuse pools in other clusters that could not register their keys (function/identity.py).
+
+    They register at the address they dial for the Fleet API, which leads to
+    the Control API only where one HTTP listener serves both: a SuperLink from
+    1.40 that keeps no gRPC Fleet adapter for older pools.
+    """
+    auth = spec.nodeAuthentication is not None and spec.nodeAuthentication.enabled
+    shared = releases.superlink_dialect.fleet_api == "http" and not releases.legacy_fleet
+    if not auth or shared:
+        return
+    for i, pool in enumerate(spec.supernodes.pools):
+        if pool.authKeySecretRef is None and placement.remote(spec, pool):
+            errors.append(
+                (
+                    f"spec.supernodes.pools[{i}]",
+                    (
+                        f"pool {pool.name} runs in another cluster and registers its SuperNodes' keys at the "
+                        "address it dials, which serves the Control API only from Flower 1.40 with every pool "
+                        f"on 1.40 or later; the SuperLink runs {releases.superlink}"
                     ),
                 )
             )

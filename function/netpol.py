@@ -44,8 +44,12 @@ def superlink_policy(
     pool_namespaces: list[str],
     *,
     fleet_ports: tuple[int, ...] = (FLEET_PORT,),
+    reaper: bool = False,
 ) -> dict[str, Any]:
-    """Ingress to the SuperLink pod. pool_namespaces: namespaces of its cluster with pools."""
+    """Ingress to the SuperLink pod. pool_namespaces: namespaces of its cluster with pools.
+
+    reaper: its own pod reaches the Control API through the Service (function/identity.py).
+    """
     policy = spec.networkPolicy
     fleet_from: list[dict[str, Any]] = []
     for ns in sorted(set(pool_namespaces)):
@@ -56,6 +60,8 @@ def superlink_policy(
     fleet_from += [{"ipBlock": {"cidr": cidr}} for cidr in policy.fleetCIDRs]
     control_from = [{"namespaceSelector": _namespace(ns)} for ns in policy.controlNamespaces]
     control_from += [{"ipBlock": {"cidr": cidr}} for cidr in policy.controlCIDRs]
+    if reaper:
+        control_from.append({"podSelector": superlink_selector(federation)})
     ingress = []
     if fleet_from:
         ingress.append({"from": fleet_from, "ports": [{"port": port, "protocol": "TCP"} for port in fleet_ports]})

@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterator
 
 from pydantic import JsonValue
 
-from function import nodeconfig
+from function import identity, nodeconfig
+from function.identity import VOLUME as IDENTITY_VOLUME
 from function.spec import STATE_VOLUME, FederationSpec, PoolSpec
 
 # A field path, and a detail the function appends to the rule's message ("" for none).
@@ -162,9 +163,24 @@ def _insecure_beside_tls(spec: FederationSpec) -> Iterator[Violation]:
         yield "spec.insecure", ""
 
 
-def _auth_key_missing(spec: FederationSpec) -> Iterator[Violation]:
-    if spec.nodeAuthentication is not None and spec.nodeAuthentication.enabled:
-        yield from ((f"{field}.authKeySecretRef", "") for field, pool in _pools(spec) if pool.authKeySecretRef is None)
+def _auth_without_tls(spec: FederationSpec) -> Iterator[Violation]:
+    if spec.nodeAuthentication is not None and spec.nodeAuthentication.enabled and spec.tls is None:
+        yield "spec.nodeAuthentication.enabled", ""
+
+
+def _auth_key_shared(spec: FederationSpec) -> Iterator[Violation]:
+    for field, pool in _pools(spec):
+        if pool.authKeySecretRef is not None and (spec.mode != "StatefulSet" or pool.replicas != 1):
+            yield f"{field}.authKeySecretRef", ""
+
+
+def _identity_volume_taken(spec: FederationSpec) -> Iterator[Violation]:
+    if spec.nodeAuthentication is None or not spec.nodeAuthentication.enabled:
+        return
+    for field, pool in _pools(spec):
+        taken = [t.metadata.name for t in pool.volumeClaimTemplates] + [v.get("name") for v in pool.volumes]
+        if pool.authKeySecretRef is None and IDENTITY_VOLUME in taken:
+            yield f"{field}.volumes", ""
 
 
 def _claim_templates_outside_statefulset(spec: FederationSpec) -> Iterator[Violation]:
@@ -173,7 +189,7 @@ def _claim_templates_outside_statefulset(spec: FederationSpec) -> Iterator[Viola
 
 
 def _state_volume_taken(spec: FederationSpec) -> Iterator[Violation]:
-    if spec.superlink.persistence is not None and any(
+    if identity.superlink_state(spec) is not None and any(
         t.metadata.name == STATE_VOLUME for t in spec.superlink.volumeClaimTemplates
     ):
         yield "spec.superlink.volumeClaimTemplates", ""
@@ -315,12 +331,29 @@ RULES: tuple[Rule, ...] = (
         check=_insecure_beside_tls,
     ),
     Rule(
-        name="auth-key-per-pool",
-        field="spec.supernodes.pools[*].authKeySecretRef",
-        message="spec.supernodes.pools[*].authKeySecretRef is required when nodeAuthentication.enabled=true",
+        name="auth-needs-tls",
+        field="spec.nodeAuthentication.enabled",
+        message="spec.nodeAuthentication.enabled needs spec.tls (Flower refuses node authentication without TLS)",
         cel="!has(self.nodeAuthentication) || !has(self.nodeAuthentication.enabled) || "
-        "!self.nodeAuthentication.enabled || self.supernodes.pools.all(p, has(p.authKeySecretRef))",
-        check=_auth_key_missing,
+        "!self.nodeAuthentication.enabled || has(self.tls)",
+        check=_auth_without_tls,
+    ),
+    Rule(
+        name="auth-key-one-supernode",
+        field="spec.supernodes.pools[*].authKeySecretRef",
+        message="spec.supernodes.pools[*].authKeySecretRef is one SuperNode's key: it needs mode StatefulSet "
+        "and replicas 1 (Flower refuses a second SuperNode with the same key)",
+        cel="self.supernodes.pools.all(p, !has(p.authKeySecretRef) || "
+        "(self.mode == 'StatefulSet' && has(p.replicas) && p.replicas == 1))",
+        check=_auth_key_shared,
+    ),
+    Rule(
+        name="identity-volume-name",
+        field="spec.supernodes.pools[*].volumes",
+        message=f"the name {IDENTITY_VOLUME!r} is taken by the SuperNodes' identities (nodeAuthentication)",
+        cel=None,
+        check=_identity_volume_taken,
+        why=NOT_AT_ADMISSION,
     ),
     Rule(
         name="claim-templates-need-statefulset",

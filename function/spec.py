@@ -163,6 +163,13 @@ QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
 
 
 class Persistence(Model):
+    enabled: bool = Field(
+        default=True,
+        description=(
+            "false keeps the state in memory. With node authentication the state is kept unless this says "
+            "false: registrations live in it."
+        ),
+    )
     size: str = Field(default="1Gi", pattern=QUANTITY_PATTERN, description="Size of the SuperLink's state volume.")
     storageClassName: str | None = Field(
         default=None, min_length=1, description="Storage class of the volume; the cluster's default when unset."
@@ -179,10 +186,40 @@ class CASecretRef(Model):
     key: str = Field(default="ca.crt", min_length=1, description="Key of the CA certificate.")
 
 
+class IdentityVolume(Model):
+    size: str = Field(default="1Mi", pattern=QUANTITY_PATTERN, description="Size of each SuperNode's identity claim.")
+    storageClassName: str | None = Field(
+        default=None, min_length=1, description="Storage class of the claims; the cluster's default when unset."
+    )
+
+
 class NodeAuthentication(Model):
     enabled: bool = Field(
         default=False,
-        description="SuperLink accepts only SuperNodes whose keys are registered (--enable-supernode-auth).",
+        description=(
+            "SuperLink accepts only SuperNodes whose keys are registered (--enable-supernode-auth). Each "
+            "SuperNode makes its own key pair and registers it; see docs/tls-and-authentication.md."
+        ),
+    )
+    identityVolume: IdentityVolume = Field(
+        default_factory=IdentityVolume,
+        description="StatefulSet pools: the claim per ordinal that keeps a SuperNode's key, and so its node ID.",
+        json_schema_extra=OBJECT_DEFAULT,
+    )
+    registrationIntervalSeconds: int = Field(
+        default=30,
+        ge=5,
+        le=3600,
+        description="How often each SuperNode registers its key again (a SuperLink that lost its state gets it back).",
+    )
+    unregisterAfterSeconds: int = Field(
+        default=600,
+        ge=10,
+        le=604800,
+        description=(
+            "A SuperNode offline (or registered and never online) this long is unregistered: "
+            "the identities of removed replicas and pools. One back later registers anew."
+        ),
     )
 
 
@@ -198,7 +235,8 @@ class SuperLinkSpec(Storage):
         default=None,
         description=(
             "Keep the SuperLink's state (--database, --storage-dir) on a volume claim, so runs "
-            "survive a restart. Without it the state lives in memory."
+            "survive a restart. Without it the state lives in memory, except with node authentication: "
+            "then it is kept unless enabled is false."
         ),
     )
     externalAddress: str | None = Field(
@@ -284,8 +322,9 @@ class PoolSpec(Storage):
     authKeySecretRef: SecretKeyRef | None = Field(
         default=None,
         description=(
-            "Secret key holding the SuperNodes' private key, mounted read-only and passed "
-            "with --auth-supernode-private-key; required with node authentication."
+            "With node authentication: a Secret key holding the private key of this pool's one SuperNode "
+            "(StatefulSet, replicas 1), which you register yourself. Without it SuperNodes make and register "
+            "their own keys."
         ),
     )
     images: PoolImages = Field(default_factory=PoolImages, description="Images of this pool.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from function import merge, names, pods, superexec_auth, tls
+from function import identity, merge, names, pods, superexec_auth, tls
 from function.flower import Dialect
 from function.spec import (
     CONTROL_PORT,
@@ -25,6 +25,11 @@ def service_address(federation: str, namespace: str) -> str:
     return f"{names.superlink(federation)}.{namespace}.svc"
 
 
+def state(spec: FederationSpec) -> Persistence | None:
+    """Where the SuperLink keeps its state (identity.superlink_state: node authentication keeps it)."""
+    return identity.superlink_state(spec)
+
+
 def _args(spec: FederationSpec, dialect: Dialect) -> list[str]:
     link = spec.superlink
     args = [f"--isolation={spec.isolationMode}", *dialect.superlink_listen_args()]
@@ -32,9 +37,9 @@ def _args(spec: FederationSpec, dialect: Dialect) -> list[str]:
         args.append("--insecure")
     if tls.enabled(spec):
         args += tls.superlink_args()
-    if spec.nodeAuthentication is not None and spec.nodeAuthentication.enabled:
+    if identity.enabled(spec):
         args.append("--enable-supernode-auth")
-    if link.persistence is not None:
+    if state(spec) is not None:
         args.append(f"--database={STATE_PATH}/state.db")
         if dialect.storage_dir:
             args.append(f"--storage-dir={STATE_PATH}/ffs")
@@ -80,7 +85,7 @@ def _container(spec: FederationSpec, dialect: Dialect, *, legacy_fleet: bool) ->
     env = merge.by_name(link.env, [LEGACY_FLEET_ENV] if legacy_fleet else [])
     if env:
         container["env"] = env
-    mounts = [{"name": STATE_VOLUME, "mountPath": STATE_PATH}] if link.persistence is not None else []
+    mounts = [{"name": STATE_VOLUME, "mountPath": STATE_PATH}] if state(spec) is not None else []
     if tls.enabled(spec):
         mounts.append(tls.mount())
     if superexec_auth.enabled(spec, dialect):
@@ -144,11 +149,18 @@ def _superexec(spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
 
 
 def statefulset(
-    federation: str, namespace: str, spec: FederationSpec, dialect: Dialect, *, legacy_fleet: bool = False
+    federation: str,
+    namespace: str,
+    spec: FederationSpec,
+    dialect: Dialect,
+    *,
+    legacy_fleet: bool = False,
+    registration: identity.Registration | None = None,
 ) -> dict[str, Any]:
     """The SuperLink's one-replica StatefulSet, its SuperExec sidecar in process mode.
 
-    legacy_fleet: also serve the gRPC Fleet API, for pools before 1.40.
+    legacy_fleet: also serve the gRPC Fleet API, for pools before 1.40;
+    registration: with node authentication, how its reaper reaches the Control API.
     """
     name = names.superlink(federation)
     labels = names.superlink_labels(federation)
@@ -159,9 +171,15 @@ def statefulset(
     volumes = merge.by_name(spec.superlink.volumes)
     if tls.enabled(spec):
         volumes = merge.add_missing(volumes, [tls.superlink_volume(federation, spec)])
+    init: list[dict[str, Any]] = []
     if superexec_auth.enabled(spec, dialect):
-        pod_spec["initContainers"] = [superexec_auth.init_container(_image(spec))]
+        init.append(superexec_auth.init_container(_image(spec)))
         volumes = merge.add_missing(volumes, [superexec_auth.volume()])
+    if registration is not None:
+        init.append(identity.reaper(registration, identity.settings(spec).unregisterAfterSeconds))
+        volumes = merge.add_missing(volumes, identity.reaper_volumes())
+    if init:
+        pod_spec["initContainers"] = init
     if volumes:
         pod_spec["volumes"] = volumes
     workload: dict[str, Any] = {
@@ -180,8 +198,9 @@ def statefulset(
         },
     }
     claims = merge.claim_templates(spec.superlink.volumeClaimTemplates)
-    if spec.superlink.persistence is not None:
-        claims = [_state_claim(spec.superlink.persistence), *claims]
+    kept = state(spec)
+    if kept is not None:
+        claims = [_state_claim(kept), *claims]
     if claims:
         workload["spec"]["volumeClaimTemplates"] = claims
     return workload

@@ -5,7 +5,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from function import gpu, merge, names, nodeconfig, pods, superexec_auth, tls
+from function import gpu, identity, merge, names, nodeconfig, pods, superexec_auth, tls
 from function.flower import Dialect
 from function.spec import AUTH_KEY_PATH, CLIENTAPPIO_PORT, FederationSpec, PoolSpec
 
@@ -13,7 +13,9 @@ AUTH_KEY_VOLUME = "auth-key"
 AUTH_KEY_FILE = posixpath.basename(AUTH_KEY_PATH)
 
 
-def _supernode_args(spec: FederationSpec, pool: PoolSpec, dialect: Dialect, fleet: str, *, trusts: bool) -> list[str]:
+def _supernode_args(
+    spec: FederationSpec, pool: PoolSpec, dialect: Dialect, fleet: str, *, trusts: bool, registers: bool
+) -> list[str]:
     args = [f"--superlink={fleet}", f"--isolation={spec.isolationMode}"]
     if tls.insecure(spec):
         args.append("--insecure")
@@ -25,7 +27,7 @@ def _supernode_args(spec: FederationSpec, pool: PoolSpec, dialect: Dialect, flee
         else:
             # The sidecar dials it in the pod: the loopback is enough.
             args += ["--host=127.0.0.1", f"--port={CLIENTAPPIO_PORT}"]
-    if pool.authKeySecretRef is not None:
+    if pool.authKeySecretRef is not None or registers:
         args.append(f"--auth-supernode-private-key={AUTH_KEY_PATH}")
     if superexec_auth.enabled(spec, dialect):
         args += superexec_auth.args()
@@ -42,8 +44,10 @@ def _supernode(
     fleet: str,
     context: nodeconfig.Context,
     trust: dict[str, Any] | None,
+    *,
+    registers: bool,
 ) -> dict[str, Any]:
-    args = _supernode_args(spec, pool, dialect, fleet, trusts=trust is not None)
+    args = _supernode_args(spec, pool, dialect, fleet, trusts=trust is not None, registers=registers)
     process = spec.isolationMode == "process"
     env = merge.by_name(spec.supernodes.env, pool.env, gpu.env(pool.gpu))
     if pool.nodeConfig:
@@ -68,6 +72,8 @@ def _supernode(
     if pool.authKeySecretRef is not None:
         # The directory, not the file, so a rotated key reaches the pod.
         mounts = [*mounts, {"name": AUTH_KEY_VOLUME, "mountPath": posixpath.dirname(AUTH_KEY_PATH), "readOnly": True}]
+    if registers:
+        mounts = [*mounts, identity.supernode_mount()]
     return _with_settings(container, pool, resources, env, mounts)
 
 
@@ -114,6 +120,31 @@ def _with_settings(
     return container
 
 
+def _init_and_volumes(
+    spec: FederationSpec,
+    pool: PoolSpec,
+    dialect: Dialect,
+    trust: dict[str, Any] | None,
+    registration: identity.Registration | None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A pool pod's init containers (secret maker, identity) and volumes: the user's, then ours."""
+    volumes = merge.add_missing(merge.by_name(pool.volumes), gpu.volumes(pool.gpu))
+    if trust is not None:
+        volumes = merge.add_missing(volumes, [trust])
+    init: list[dict[str, Any]] = []
+    if superexec_auth.enabled(spec, dialect):
+        init.append(superexec_auth.init_container(_image(spec, pool)))
+        volumes = merge.add_missing(volumes, [superexec_auth.volume()])
+    if registration is not None:
+        init += identity.pool_init_containers(registration)
+        volumes = merge.add_missing(volumes, identity.pool_volumes(spec))
+    if pool.authKeySecretRef is not None:
+        ref = pool.authKeySecretRef
+        secret = {"secretName": ref.name, "items": [{"key": ref.key, "path": AUTH_KEY_FILE}], "defaultMode": 0o440}
+        volumes = merge.add_missing(volumes, [{"name": AUTH_KEY_VOLUME, "secret": secret}])
+    return init, volumes
+
+
 def workload(  # noqa: PLR0913 - where the pool sits and how it is started, named at the call
     federation: str,
     namespace: str,
@@ -125,28 +156,24 @@ def workload(  # noqa: PLR0913 - where the pool sits and how it is started, name
     context: nodeconfig.Context,
     offset: int = 0,
     trust: dict[str, Any] | None = None,
+    registration: identity.Registration | None = None,
 ) -> dict[str, Any]:
     """The pool's workload in namespace, its SuperNodes dialling the Fleet API at fleet.
 
     offset is the number of SuperNodes in the StatefulSet pools before this one;
-    trust, with TLS, the volume holding the CA certificate they trust.
+    trust, with TLS, the volume holding the CA certificate they trust;
+    registration, with node authentication, where each SuperNode registers the key it makes.
     """
     name = names.pool(federation, pool.name)
     labels = names.pool_labels(federation, pool.name)
-    containers = [_supernode(spec, pool, dialect, fleet, context, trust)]
+    registers = registration is not None
+    containers = [_supernode(spec, pool, dialect, fleet, context, trust, registers=registers)]
     if spec.isolationMode == "process":
         containers.append(_superexec(spec, pool, dialect))
     pod_spec: dict[str, Any] = {"containers": containers}
-    volumes = merge.add_missing(merge.by_name(pool.volumes), gpu.volumes(pool.gpu))
-    if trust is not None:
-        volumes = merge.add_missing(volumes, [trust])
-    if superexec_auth.enabled(spec, dialect):
-        pod_spec["initContainers"] = [superexec_auth.init_container(_image(spec, pool))]
-        volumes = merge.add_missing(volumes, [superexec_auth.volume()])
-    if pool.authKeySecretRef is not None:
-        ref = pool.authKeySecretRef
-        secret = {"secretName": ref.name, "items": [{"key": ref.key, "path": AUTH_KEY_FILE}], "defaultMode": 0o440}
-        volumes = merge.add_missing(volumes, [{"name": AUTH_KEY_VOLUME, "secret": secret}])
+    init, volumes = _init_and_volumes(spec, pool, dialect, trust, registration)
+    if init:
+        pod_spec["initContainers"] = init
     if volumes:
         pod_spec["volumes"] = volumes
     runtime_class = gpu.runtime_class(pool.gpu)
@@ -162,6 +189,8 @@ def workload(  # noqa: PLR0913 - where the pool sits and how it is started, name
             # Pod ordinals, and so the pod-index label, count from the pool's offset.
             workload_spec["ordinals"] = {"start": offset}
         claims = merge.claim_templates(pool.volumeClaimTemplates)
+        if registers:
+            claims = [*claims, identity.claim_template(spec)]
         if claims:
             workload_spec["volumeClaimTemplates"] = claims
     return {

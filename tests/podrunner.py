@@ -52,8 +52,13 @@ would do, as far as these tests need:
   addresses; `start()` first removes what a crashed run left. A lock file
   makes runs on one machine take turns: they share these names.
 
+Pods start all at once, as kubelets start them: one's init container may wait
+for another pod. `restart()` stops a container (SIGTERM, or SIGKILL) and starts
+it again; `delete()` stops a pod and takes it out of its Services, as a
+scale-down does.
+
 What it does not do: pull images (an image is a local entrypoint and
-config), probes (a running container counts as ready), restarts, resource limits,
+config), probes (a running container counts as ready), restarts on its own, resource limits,
 requests or GPUs, scheduling (pods get the fake nodes in turn),
 NetworkPolicies, the Kubernetes API in pods (no ServiceAccount token, no
 service link variables), hostPath or downwardAPI volumes, hostNetwork,
@@ -64,6 +69,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import contextlib
 import ctypes
 import fcntl
@@ -236,6 +242,7 @@ class PodRunner:
         for obj in objects:
             self._store(obj)
         self.pods: list[Pod] = []
+        self.deleted: list[Pod] = []  # stopped by delete(); stop() still reaps what they left
         self.services: list[tuple[Manifest, str | None]] = []  # (Service, its address; None when headless)
         self._lock: TextIO | None = None
         self._proxy: _Proxy | None = None
@@ -266,21 +273,24 @@ class PodRunner:
         for i, svc in enumerate(services):
             self.services.append((svc, None if svc["spec"].get("clusterIP") == "None" else f"{SERVICE_NET}.{i + 1}"))
         self._network()
-        for pod in self.pods:
-            self._start_pod(pod)
+        # All at once, as kubelets do: a pod's init container may wait for another pod.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(self.pods))) as pool:
+            for future in [pool.submit(self._start_pod, pod) for pod in self.pods]:
+                future.result()
 
     def stop(self) -> None:
         """Kill everything, then remove the network; safe to call more than once."""
         if self._lock is None:
             return
-        procs = [p for pod in self.pods for p in [pod.sandbox, *(c.popen for c in pod.containers.values())] if p]
+        pods = [*self.pods, *self.deleted]
+        procs = [p for pod in pods for p in [pod.sandbox, *(c.popen for c in pod.containers.values())] if p]
         for proc in procs:  # each container's process group: what it spawned goes with it
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and (
-            any(p.poll() is None for p in procs) or any(_netns_pids(pod.netns) for pod in self.pods)
+            any(p.poll() is None for p in procs) or any(_netns_pids(pod.netns) for pod in pods)
         ):
             time.sleep(0.1)
         if self._proxy:
@@ -617,6 +627,36 @@ class PodRunner:
             msg = f"fieldRef {path} is not supported"
             raise NotImplementedError(msg)
         return fields[path]
+
+    def restart(self, namespace: str, pod: str, container: str, *, kill: bool = False) -> None:
+        """Stop a container's process (SIGTERM, or SIGKILL with kill) and start it again, as a kubelet restart."""
+        target = self.pod(namespace, pod)
+        self._halt([target.containers[container].popen], kill=kill)
+        spec = next(
+            c for c in [*target.spec.get("initContainers", []), *target.spec["containers"]] if c["name"] == container
+        )
+        self._start_container(target, spec)
+
+    def delete(self, namespace: str, pod: str) -> None:
+        """Stop a pod's containers and drop it: Services no longer send it anything (a scaled-down replica)."""
+        target = self.pod(namespace, pod)
+        self._halt([c.popen for c in target.containers.values()], kill=False)
+        self.pods.remove(target)
+        self.deleted.append(target)
+
+    @staticmethod
+    def _halt(procs: list[subprocess.Popen[bytes]], *, kill: bool) -> None:
+        for proc in procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
     # -- what tests ask -------------------------------------------------------------------
 

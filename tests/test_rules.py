@@ -206,17 +206,39 @@ CASES = [
     keeps("tls-not-insecure", spec(BASE, tls={"secretName": "s"}, insecure=False), "said explicitly"),
     keeps("tls-not-insecure", spec(BASE, insecure=True), "insecure without TLS, the operator's default"),
     breaks(
-        "auth-key-per-pool",
+        "auth-needs-tls",
         spec(BASE, nodeAuthentication={"enabled": True}),
-        "spec.supernodes.pools[0].authKeySecretRef",
-        "the SuperLink would refuse the pool's SuperNodes",
+        "spec.nodeAuthentication.enabled",
+        "the SuperLink refuses --enable-supernode-auth with --insecure",
     ),
     keeps(
-        "auth-key-per-pool",
-        pool(spec(BASE, nodeAuthentication={"enabled": True}), authKeySecretRef={"name": "k", "key": "supernode.key"}),
-        "every pool has a key",
+        "auth-needs-tls",
+        spec(BASE, tls={"secretName": "s"}, nodeAuthentication={"enabled": True}),
+        "TLS on",
     ),
-    keeps("auth-key-per-pool", spec(BASE, nodeAuthentication={"enabled": False}), "authentication off"),
+    keeps("auth-needs-tls", spec(BASE, nodeAuthentication={"enabled": False}), "authentication off"),
+    breaks(
+        "auth-key-one-supernode",
+        pool(spec(BASE, tls={"secretName": "s"}), authKeySecretRef={"name": "k", "key": "supernode.key"}),
+        "spec.supernodes.pools[0].authKeySecretRef",
+        "two replicas with one key: Flower refuses the second",
+    ),
+    breaks(
+        "auth-key-one-supernode",
+        pool(DS, authKeySecretRef={"name": "k", "key": "supernode.key"}),
+        "spec.supernodes.pools[0].authKeySecretRef",
+        "a DaemonSet runs one SuperNode per node, all with the one key",
+    ),
+    keeps(
+        "auth-key-one-supernode",
+        pool(spec(BASE, supernodes__pools__0__replicas=1), authKeySecretRef={"name": "k", "key": "supernode.key"}),
+        "one SuperNode, one key",
+    ),
+    keeps(
+        "auth-key-one-supernode",
+        spec(BASE, tls={"secretName": "s"}, nodeAuthentication={"enabled": True}),
+        "keys made per SuperNode",
+    ),
     breaks(
         "claim-templates-need-statefulset",
         pool(DS, volumeClaimTemplates=[TEMPLATE]),
@@ -238,6 +260,40 @@ CASES = [
         "state-volume-name",
         spec(BASE, superlink__persistence={}, superlink__volumeClaimTemplates=[TEMPLATE]),
         "another name",
+    ),
+    breaks(
+        "state-volume-name",
+        spec(
+            BASE,
+            tls={"secretName": "s"},
+            nodeAuthentication={"enabled": True},
+            superlink__volumeClaimTemplates=[{**TEMPLATE, "metadata": {"name": "state"}}],
+        ),
+        "spec.superlink.volumeClaimTemplates",
+        "node authentication keeps the state on that claim",
+    ),
+    keeps(
+        "state-volume-name",
+        spec(
+            BASE,
+            superlink__persistence={"enabled": False},
+            superlink__volumeClaimTemplates=[{**TEMPLATE, "metadata": {"name": "state"}}],
+        ),
+        "persistence off: the name is free",
+    ),
+    breaks(
+        "identity-volume-name",
+        pool(
+            spec(BASE, tls={"secretName": "s"}, nodeAuthentication={"enabled": True}),
+            volumeClaimTemplates=[{**TEMPLATE, "metadata": {"name": "supernode-identity"}}],
+        ),
+        "spec.supernodes.pools[0].volumes",
+        "the identity claim takes that name",
+    ),
+    keeps(
+        "identity-volume-name",
+        pool(spec(BASE), volumes=[{"name": "supernode-identity", "emptyDir": {}}]),
+        "authentication off: the name is free",
     ),
 ]
 

@@ -8,7 +8,15 @@ from function.validation import SpecError, parse
 from helpers import BASE, container, manifests, pod, pool, spec
 
 DURABLE = spec(BASE, superlink__persistence={"size": "5Gi", "storageClassName": "fast"})
-AUTH = pool(spec(BASE, nodeAuthentication={"enabled": True}), authKeySecretRef={"name": "keys", "key": "default.key"})
+TLS = spec(BASE, tls={"secretName": "superlink-tls"})
+# Node authentication with identities the SuperNodes make, and with a key the user gives (one SuperNode).
+AUTH = spec(TLS, nodeAuthentication={"enabled": True})
+GIVEN_KEY = pool(spec(AUTH, supernodes__pools__0__replicas=1), authKeySecretRef={"name": "keys", "key": "default.key"})
+AUTH_DS = spec(AUTH, mode="DaemonSet", supernodes__pools=[{"name": "edge"}])
+
+
+def init_containers(s, workload="pool-default"):
+    return {c["name"]: c for c in manifests(s)[workload]["spec"]["template"]["spec"].get("initContainers", [])}
 
 
 def test_persistence_puts_database_and_storage_on_a_claim():
@@ -45,12 +53,27 @@ def test_no_persistence_keeps_state_in_memory():
             "taken by spec.superlink.persistence",
         ),
         (
-            pool(AUTH, authKeySecretRef=None),
+            pool(AUTH, authKeySecretRef={"name": "keys", "key": "k"}),
             "spec.supernodes.pools[0].authKeySecretRef",
-            "required when nodeAuthentication.enabled=true",
+            "needs mode StatefulSet and replicas 1",
         ),
         (
-            pool(AUTH, authKeySecretRef={"name": "keys"}),
+            spec(BASE, nodeAuthentication={"enabled": True}),
+            "spec.nodeAuthentication.enabled",
+            "needs spec.tls",
+        ),
+        (
+            pool(AUTH, volumes=[{"name": "supernode-identity", "emptyDir": {}}]),
+            "spec.supernodes.pools[0].volumes",
+            "taken by the SuperNodes' identities",
+        ),
+        (
+            spec(AUTH, nodeAuthentication__unregisterAfterSeconds=1),
+            "spec.nodeAuthentication.unregisterAfterSeconds",
+            "greater than or equal to 10",
+        ),
+        (
+            pool(GIVEN_KEY, authKeySecretRef={"name": "keys"}),
             "spec.supernodes.pools[0].authKeySecretRef.key",
             "Field required",
         ),
@@ -62,9 +85,10 @@ def test_bad_settings_name_the_field(s, field, message):
     assert any(f == field and message in m for f, m in err.value.errors), err.value.errors
 
 
-def test_node_authentication():
-    assert "--enable-supernode-auth" in container(AUTH, "superlink", "superlink")["args"]
-    c = container(AUTH)
+def test_a_given_key_is_mounted_and_not_registered():
+    """authKeySecretRef: the user's key for the pool's one SuperNode, registered by the user."""
+    assert "--enable-supernode-auth" in container(GIVEN_KEY, "superlink", "superlink")["args"]
+    c = container(GIVEN_KEY)
     assert "--auth-supernode-private-key=/app/auth/supernode.key" in c["args"]
     assert {"name": "auth-key", "mountPath": "/app/auth", "readOnly": True} in c["volumeMounts"]
     assert {
@@ -74,7 +98,70 @@ def test_node_authentication():
             "items": [{"key": "default.key", "path": "supernode.key"}],
             "defaultMode": 0o440,
         },
-    } in pod(AUTH)["volumes"]
+    } in pod(GIVEN_KEY)["volumes"]
+    assert init_containers(GIVEN_KEY) == {}
+    # No pool makes its own identity: nothing for a reaper to clean up after.
+    assert "supernode-reaper" not in init_containers(GIVEN_KEY, "superlink")
+
+
+@pytest.mark.parametrize(
+    ("s", "claim", "memory"),
+    [
+        (AUTH, True, False),
+        (AUTH_DS, False, True),
+    ],
+    ids=["statefulset: a claim per ordinal keeps the key and node ID", "daemonset: in memory, per pod"],
+)
+def test_each_supernode_makes_and_registers_its_own_key(s, claim, memory):
+    workload = manifests(s)["pool-edge" if s is AUTH_DS else "pool-default"]
+    template = workload["spec"]["template"]["spec"]
+    init = {c["name"]: c for c in template["initContainers"]}
+    first, keep = init["supernode-identity"], init["supernode-registration"]
+    # The key is made and registered before the SuperNode starts, then kept registered beside it.
+    assert [c["name"] for c in template["initContainers"]] == ["supernode-identity", "supernode-registration"]
+    assert "restartPolicy" not in first
+    assert keep["restartPolicy"] == "Always"
+    # The SuperLink's image: its flwr CLI speaks the SuperLink's Control API.
+    assert first["image"] == keep["image"] == "flwr/superlink:1.25.0"
+    assert first["command"][:2] == ["python", "-c"]
+    assert first["args"][0] == "identity"
+    assert keep["args"][0] == "keep"
+    for c in (first, keep):
+        assert "--address=fed-superlink.team-a.svc:9093" in c["args"]
+        assert "--root-certificates=/app/tls/ca.crt" in c["args"]
+        assert "--cli-config=pyproject" in c["args"]  # Flower 1.25 reads a Flower app's pyproject.toml
+    assert {"name": "supernode-identity", "mountPath": "/app/auth"} in first["volumeMounts"]
+    assert {"name": "supernode-identity", "mountPath": "/app/auth", "readOnly": True} in keep["volumeMounts"]
+    node = next(c for c in template["containers"] if c["name"] == "supernode")
+    assert "--auth-supernode-private-key=/app/auth/supernode.key" in node["args"]
+    assert {"name": "supernode-identity", "mountPath": "/app/auth", "readOnly": True} in node["volumeMounts"]
+    claims = [t["metadata"]["name"] for t in workload["spec"].get("volumeClaimTemplates", [])]
+    assert ("supernode-identity" in claims) == claim
+    volumes = {v["name"]: v for v in template["volumes"]}
+    assert ("supernode-identity" in volumes) == memory
+    if memory:
+        assert volumes["supernode-identity"]["emptyDir"]["medium"] == "Memory"
+
+
+def test_the_superlink_reaps_identities_and_keeps_its_state():
+    init = init_containers(AUTH, "superlink")
+    reaper = init["supernode-reaper"]
+    assert reaper["restartPolicy"] == "Always"
+    assert reaper["args"][0] == "reap"
+    assert "--grace=600" in reaper["args"]
+    # Through the Service, whose name the SuperLink's certificate holds.
+    assert "--address=fed-superlink.team-a.svc:9093" in reaper["args"]
+    c = container(AUTH, "superlink", "superlink")
+    assert "--enable-supernode-auth" in c["args"]
+    assert "--database=/app/state/state.db" in c["args"], "registrations must survive a restart"
+    off = spec(AUTH, superlink__persistence={"enabled": False})
+    assert not any(a.startswith("--database") for a in container(off, "superlink", "superlink")["args"])
+
+
+def test_no_private_key_in_any_composed_resource():
+    text = repr(manifests(AUTH)) + repr(manifests(AUTH_DS))
+    assert "PRIVATE KEY" not in text
+    assert "supernode.key" in text  # where the pods keep it, and nothing more
 
 
 def test_without_node_authentication_nothing_is_added():

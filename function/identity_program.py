@@ -1,0 +1,212 @@
+"""The program that gives each SuperNode its own identity and keeps it registered.
+
+It runs inside the Flower images (their Python, their `cryptography`, their
+`flwr` CLI), started as `python -c <this file> <mode> ...` with fixed
+arguments: no shell, no user text. Standard library and `cryptography` only,
+Python 3.10 and later, as every supported Flower image has them.
+
+Modes:
+
+* `identity` (a SuperNode pod's init container): make the SuperNode's key pair
+  in its identity volume unless one is there (P-384, OpenSSH format, the
+  private key readable by its owner alone), then register the public key with
+  the SuperLink's Control API until the SuperLink has it. The SuperNode starts
+  only after that, so it is never refused for a key the SuperLink does not know.
+* `keep` (a SuperNode pod's sidecar): register the key again every interval.
+  A key the SuperLink knows is refused as already in use, which is the answer
+  wanted; a SuperLink that lost its registrations (no --database) gets it back.
+* `reap` (the SuperLink pod's sidecar): unregister every SuperNode that has been
+  offline, or registered and never online, for longer than the grace period:
+  the keys of replicas and pools that are gone. A SuperNode back within the
+  grace period keeps its node ID; one back later registers anew.
+
+Each talks to the SuperLink through the release's own `flwr` CLI, configured
+the way that release reads it (a Flower app's pyproject.toml up to 1.25,
+$FLWR_HOME/config.toml from 1.26), so the Control API is used as Flower intends
+in every release.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+from typing import Any
+
+KEY = "supernode.key"
+PUBLIC_KEY = "supernode.pub"
+CONNECTION = "federation"
+IN_USE = "already in use"
+
+
+def ensure_key(directory: pathlib.Path) -> pathlib.Path:
+    """The identity's public key file, the key pair made first if the volume holds none."""
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - in the Flower image only
+    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
+
+    key, public = directory / KEY, directory / PUBLIC_KEY
+    if not key.exists():
+        private = ec.generate_private_key(ec.SECP384R1())
+        data = private.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+        )
+        # Written aside and renamed: a pod stopped halfway never leaves half a key.
+        partial = directory / f".{KEY}.partial"
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(partial, key)
+        print(f"made a new key pair in {directory}", flush=True)
+    private_key = serialization.load_ssh_private_key(key.read_bytes(), password=None)
+    text = private_key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    if not public.exists() or public.read_bytes() != text:
+        public.write_bytes(text)
+    return public
+
+
+class Cli:
+    """The release's `flwr` CLI, pointed at one SuperLink's Control API."""
+
+    def __init__(self, work: pathlib.Path, style: str, address: str, root_certificates: str | None) -> None:
+        """Write the connection where the release's CLI reads it (style: pyproject or config-toml)."""
+        security = f'root-certificates = "{root_certificates}"' if root_certificates else "insecure = true"
+        self.home = work / "home"
+        self.app = work / "app"
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.app.mkdir(parents=True, exist_ok=True)
+        if style == "pyproject":
+            # Up to 1.25 the CLI reads connections from a Flower app's pyproject.toml,
+            # which must be a valid app: these sections are the least it accepts.
+            (self.app / "pyproject.toml").write_text(
+                '[project]\nname = "registration"\nversion = "1.0.0"\n\n'
+                '[tool.flwr.app]\npublisher = "function-flower"\n\n'
+                '[tool.flwr.app.components]\nserverapp = "app:server"\nclientapp = "app:client"\n\n'
+                "[tool.flwr.app.config]\n\n"
+                f'[tool.flwr.federations]\ndefault = "{CONNECTION}"\n\n'
+                f'[tool.flwr.federations.{CONNECTION}]\naddress = "{address}"\n{security}\n'
+            )
+            self.target = [".", CONNECTION]
+        else:
+            # Without a config file the CLI would start a local simulation SuperLink instead.
+            (self.home / "config.toml").write_text(
+                f'[superlink]\ndefault = "{CONNECTION}"\n\n'
+                f'[superlink.{CONNECTION}]\naddress = "{address}"\n{security}\n'
+            )
+            self.target = [CONNECTION]
+
+    def call(self, *argv: str) -> dict[str, Any]:
+        """One command with --format json: its JSON answer, or {"success": False, "error-message": ...}."""
+        env = {**os.environ, "FLWR_HOME": str(self.home), "HOME": str(self.home), "NO_COLOR": "1"}
+        try:
+            proc = subprocess.run(
+                ["flwr", "supernode", *argv, *self.target, "--format", "json"],
+                cwd=self.app,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return {"success": False, "error-message": "flwr did not answer within 60 s"}
+        return parse(proc.stdout, f"{proc.stderr.strip()} (exit {proc.returncode})")
+
+    def register(self, public_key: pathlib.Path) -> tuple[bool, str]:
+        """Whether the SuperLink now knows the key, and what it said."""
+        answer = self.call("register", str(public_key))
+        if answer.get("success"):
+            return True, f"registered as node {answer.get('node-id')}"
+        message = str(answer.get("error-message", ""))
+        if IN_USE in message.lower():
+            return True, "already registered"
+        return False, message.strip().replace("\n", " ")
+
+
+def parse(stdout: str, fallback: str) -> dict[str, Any]:
+    """The JSON object the CLI printed (some releases pretty-print it over several lines)."""
+    start, end = stdout.find("{"), stdout.rfind("}")
+    if start != -1 and end > start:
+        try:
+            value = json.loads(stdout[start : end + 1])
+        except ValueError:
+            pass
+        else:
+            if isinstance(value, dict):
+                return value
+    return {"success": False, "error-message": f"no JSON answer: {stdout.strip()} {fallback}"}
+
+
+def stale(nodes: list[dict[str, Any]], now: dt.datetime, grace: float) -> list[str]:
+    """Node IDs offline (or registered and never online) for longer than grace seconds."""
+    out = []
+    for node in nodes:
+        if node.get("status") not in ("offline", "registered"):
+            continue
+        since = node.get("offline-at") if node.get("status") == "offline" else node.get("created-at")
+        when = timestamp(since)
+        if when is not None and (now - when).total_seconds() > grace:
+            out.append(str(node["node-id"]))
+    return out
+
+
+def timestamp(text: object) -> dt.datetime | None:
+    """A time as the CLI prints it ("2026-11-22 10:00:00Z"), or None ("N/A")."""
+    if not isinstance(text, str):
+        return None
+    try:
+        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)  # noqa: UP017 - Flower images may run Python 3.10
+
+
+def main(argv: list[str]) -> int:
+    """Run one mode (see the module's docstring); identity returns once the key is registered."""
+    parser = argparse.ArgumentParser(prog="supernode-identity")
+    parser.add_argument("mode", choices=["identity", "keep", "reap"])
+    parser.add_argument("--address", required=True, help="host:port of the SuperLink's Control API")
+    parser.add_argument("--cli-config", choices=["pyproject", "config-toml"], required=True)
+    parser.add_argument("--root-certificates", help="CA certificate of the SuperLink; plain connection without")
+    parser.add_argument("--work", required=True, help="a writable directory of this container's own")
+    parser.add_argument("--key-dir", help="the identity volume (identity, keep)")
+    parser.add_argument("--interval", type=float, default=30.0)
+    parser.add_argument("--grace", type=float, default=600.0, help="seconds offline before a node is unregistered")
+    args = parser.parse_args(argv)
+    cli = Cli(pathlib.Path(args.work), args.cli_config, args.address, args.root_certificates)
+    if args.mode == "reap":
+        return reap(cli, args.interval, args.grace)
+    public = ensure_key(pathlib.Path(args.key_dir))
+    print(f"public key: {public.read_text().strip()}", flush=True)
+    last = ""
+    while True:
+        done, said = cli.register(public)
+        if said != last:
+            print(f"{'ok' if done else 'waiting for the SuperLink'}: {said}", flush=True)
+            last = said
+        if done and args.mode == "identity":
+            return 0
+        time.sleep(args.interval if done else min(args.interval, 5.0))
+
+
+def reap(cli: Cli, interval: float, grace: float) -> int:
+    """Unregister, every interval, the SuperNodes offline for longer than grace seconds; never returns."""
+    while True:
+        answer = cli.call("ls")
+        if answer.get("success"):
+            now = dt.datetime.now(dt.timezone.utc)  # noqa: UP017 - Flower images may run Python 3.10
+            for node_id in stale(answer.get("nodes") or [], now, grace):
+                result = cli.call("unregister", node_id)
+                outcome = "unregistered" if result.get("success") else f"not unregistered: {result}"
+                print(f"node {node_id}, offline for over {grace:.0f} s: {outcome}", flush=True)
+        time.sleep(interval)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
