@@ -42,6 +42,9 @@ SIDECAR = "supernode-registration"
 REAPER = "supernode-reaper"
 # The program's text: it runs in the Flower image, which has no copy of this package.
 PROGRAM = inspect.getsource(identity_program)
+# The sidecar is ready while the SuperLink confirmed its key within the last checks:
+# a SuperNode pod is ready only with its key registered, so ready pods count registered identities.
+FRESH = "import os, sys, time; sys.exit(time.time() - os.path.getmtime(sys.argv[1]) > float(sys.argv[2]))"
 
 
 def enabled(spec: FederationSpec) -> bool:
@@ -125,8 +128,15 @@ def pool_init_containers(reg: Registration) -> list[dict[str, Any]]:
     key = {"name": VOLUME, "mountPath": KEY_DIR}
     first = _container(INIT_CONTAINER, reg, reg.args("identity", key_dir=KEY_DIR), [key])
     keep = _container(SIDECAR, reg, reg.args("keep", key_dir=KEY_DIR), [{**key, "readOnly": True}])
-    # A native sidecar: it runs beside the SuperNode for the pod's life.
+    # A native sidecar: it runs beside the SuperNode for the pod's life, and its
+    # readiness is the pod's: ready while the last checks found the key registered.
     keep["restartPolicy"] = "Always"
+    marker = f"{WORK_DIR}/{identity_program.REGISTERED}"
+    keep["readinessProbe"] = {
+        "exec": {"command": ["python", "-c", FRESH, marker, str(3 * reg.interval)]},
+        "periodSeconds": 10,
+        "failureThreshold": 1,
+    }
     return [first, keep]
 
 

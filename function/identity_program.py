@@ -42,6 +42,8 @@ KEY = "supernode.key"
 PUBLIC_KEY = "supernode.pub"
 CONNECTION = "federation"
 IN_USE = "already in use"
+# Touched after each registration the SuperLink confirmed (identity.READINESS_PROBE reads its age).
+REGISTERED = "registered"
 
 
 def ensure_key(directory: pathlib.Path) -> pathlib.Path:
@@ -185,11 +187,15 @@ def main(argv: list[str]) -> int:
     public = ensure_key(pathlib.Path(args.key_dir))
     print(f"public key: {public.read_text().strip()}", flush=True)
     last = ""
+    marker = pathlib.Path(args.work) / REGISTERED
     while True:
         done, said = cli.register(public)
         if said != last:
             print(f"{'ok' if done else 'waiting for the SuperLink'}: {said}", flush=True)
             last = said
+        if done:
+            # The sidecar's readiness probe reads its age: the pod is ready while its key is registered.
+            marker.touch()
         if done and args.mode == "identity":
             return 0
         time.sleep(args.interval if done else min(args.interval, 5.0))

@@ -10,7 +10,7 @@ from typing import Any
 
 from crossplane.function.resource import Condition
 
-from function import compose, placement, readiness, superlink, tls
+from function import compose, identity, placement, readiness, superlink, tls
 from function.spec import PoolSpec
 from function.status_model import Endpoints, FederationStatus, PoolStatus
 
@@ -99,6 +99,10 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
         )
     ready_total = sum(p.ready for p in pools)
     desired_total = sum(p.desired for p in pools)
+    identities = [
+        p for p, spec in zip(pools, fed.spec.supernodes.pools, strict=True) if identity.generated(fed.spec, spec)
+    ]
+    registered = sum(p.ready for p in identities) if identities else None
     address = superlink.service_address(fed.name, fed.namespace)
     ports = fed.spec.superlink.service.ports
     status = FederationStatus(
@@ -107,6 +111,7 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
         supernodes=f"{ready_total}/{desired_total}",
         readySupernodes=ready_total,
         desiredSupernodes=desired_total,
+        registeredSupernodes=registered,
         endpoints=Endpoints(
             superlinkService=f"{address}:{ports.extra}",
             fleet=f"{address}:{ports.grpc}",
@@ -122,11 +127,31 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
         ),
         _condition("SuperNodesReady", pool_judged, f"{ready_total}/{desired_total} SuperNodes ready"),
     ]
+    if identities:
+        conditions.append(_registration_condition(fed, identities))
     if built.remote:
         conditions.append(_external_condition(built))
     if built.needs_ca:
         conditions.append(_ca_condition(fed, built))
     return Report(status, {name: o.ready for name, o in judged.items()}, conditions, warnings)
+
+
+def _registration_condition(fed: compose.Federation, pools: list[PoolStatus]) -> Condition:
+    """Whether every SuperNode that makes its own key has it registered (function/identity.py)."""
+    registered, desired = sum(p.ready for p in pools), sum(p.desired for p in pools)
+    if desired and registered >= desired:
+        return Condition(
+            "SuperNodesRegistered", "True", "Available", f"{registered}/{desired} SuperNode keys registered"
+        )
+    waiting = [f"{p.name} {p.ready}/{p.desired}" for p in pools if p.ready < p.desired or not p.desired]
+    return Condition(
+        "SuperNodesRegistered",
+        "False",
+        "RegistrationPending",
+        f"{registered}/{desired} SuperNode keys registered (pools {', '.join(waiting)}): a SuperNode pod waits in "
+        f"its {identity.INIT_CONTAINER} init container until the SuperLink {fed.name}-superlink accepts its key, "
+        f"and is not ready while {identity.SIDECAR} cannot confirm it; their logs say why",
+    )
 
 
 def _external_condition(built: compose.Plan) -> Condition:

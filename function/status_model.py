@@ -39,6 +39,13 @@ class FederationStatus(Model):
     supernodes: str = Field(description="Ready/desired SuperNodes, e.g. 2/3.")
     readySupernodes: int = Field(description="Ready SuperNodes in all pools.")
     desiredSupernodes: int = Field(description="Desired SuperNodes in all pools.")
+    registeredSupernodes: int | None = Field(
+        default=None,
+        description=(
+            "With node authentication: SuperNodes of pools that make their own keys whose key the SuperLink "
+            "has confirmed. Such a pod is ready only while its key is registered, so these are its ready pods."
+        ),
+    )
     endpoints: Endpoints = Field(description="Where to reach the SuperLink.")
     pools: list[PoolStatus] = Field(description="Per-pool status.")
 

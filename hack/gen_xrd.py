@@ -174,6 +174,8 @@ COLUMNS = [
     {"name": "MODE", "type": "string", "jsonPath": ".spec.mode"},
     {"name": "ISOLATION", "type": "string", "jsonPath": ".spec.isolationMode"},
     {"name": "SUPERNODES", "type": "string", "jsonPath": ".status.supernodes"},
+    # Empty without node authentication; below SUPERNODES when keys wait for the SuperLink.
+    {"name": "REGISTERED", "type": "integer", "jsonPath": ".status.registeredSupernodes"},
 ]
 
 

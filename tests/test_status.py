@@ -21,6 +21,7 @@ from function.status_model import FederationStatus
 
 STS_EXAMPLE = EXAMPLES / "claims" / "gpu-nvidia.yaml"  # pools cpu-only (4) and nvidia-gpus (2)
 DS_EXAMPLE = EXAMPLES / "claims" / "multipools.yaml"  # DaemonSet pools pool-a and pool-b
+AUTH_EXAMPLE = EXAMPLES / "claims" / "persistence-auth.yaml"  # node authentication, pool default (2)
 
 
 def sts_status(replicas, ready, updated=None, generation=1, observed=1):
@@ -99,6 +100,8 @@ class Scenario:
     warnings: list[str] = dataclasses.field(default_factory=list)  # substrings of the function's warnings
     # Observed Objects the example itself does not compose.
     extra_observed: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # status.registeredSupernodes: None without node authentication.
+    registered: int | None = None
 
 
 def _removed_pool_object():
@@ -115,7 +118,38 @@ def _removed_pool_object():
     }
 
 
+REGISTRATION_PENDING = (
+    "1/2 SuperNode keys registered (pools default 1/2): a SuperNode pod waits in its supernode-identity "
+    "init container until the SuperLink federation-durable-superlink accepts its key, and is not ready while "
+    "supernode-registration cannot confirm it; their logs say why"
+)
+
 SCENARIOS = [
+    Scenario(
+        name="keys-pending",
+        reason="Node authentication: a SuperNode whose key the SuperLink has not confirmed is not ready, and "
+        "the registration condition says where it waits",
+        example=AUTH_EXAMPLE,
+        live={**SUPERLINK_UP, "pool-default": sts_status(2, 1)},
+        pools=[("default", 2, 1)],
+        supernodes="1/2",
+        conditions={"SuperNodesRegistered": ("False", REGISTRATION_PENDING)},
+        unready=["pool-default"],
+        registered=1,
+    ),
+    Scenario(
+        name="keys-registered",
+        reason="Node authentication: every SuperNode ready, so every key registered",
+        example=AUTH_EXAMPLE,
+        live={**SUPERLINK_UP, "pool-default": sts_status(2, 2)},
+        pools=[("default", 2, 2)],
+        supernodes="2/2",
+        conditions={
+            "SuperNodesReady": ("True", "2/2 SuperNodes ready"),
+            "SuperNodesRegistered": ("True", "2/2 SuperNode keys registered"),
+        },
+        registered=2,
+    ),
     Scenario(
         name="nothing-created",
         reason="Nothing observed yet: every pool waits and every resource is unready",
@@ -264,6 +298,9 @@ def check_xr(scenario, xr, results_messages):
     assert [(p["name"], p["desired"], p["ready"]) for p in status["pools"]] == pools
     assert status["supernodes"] == scenario.supernodes
     assert status["readySupernodes"] == sum(p[2] for p in pools)
+    assert status.get("registeredSupernodes") == scenario.registered
+    if scenario.registered is None:
+        assert "SuperNodesRegistered" not in {c["type"] for c in status["conditions"]}
     got = {c["type"]: (c["status"], c.get("message", "")) for c in status["conditions"]}
     for kind, expected in conditions.items():
         assert got[kind] == expected, kind
