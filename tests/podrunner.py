@@ -55,7 +55,8 @@ would do, as far as these tests need:
 Pods start all at once, as kubelets start them: one's init container may wait
 for another pod. `restart()` stops a container (SIGTERM, or SIGKILL) and starts
 it again; `delete()` stops a pod and takes it out of its Services, as a
-scale-down does.
+scale-down does; `restart_exited()` restarts what exited, when a test asks, as a
+kubelet would.
 
 What it does not do: pull images (an image is a local entrypoint and
 config), probes (a running container counts as ready), restarts on its own, resource limits,
@@ -636,6 +637,17 @@ class PodRunner:
             c for c in [*target.spec.get("initContainers", []), *target.spec["containers"]] if c["name"] == container
         )
         self._start_container(target, spec)
+
+    def restart_exited(self) -> list[str]:
+        """Start again every container that exited, as a kubelet does for workload pods (restartPolicy Always)."""
+        restarted = []
+        for pod in list(self.pods):
+            for c in pod.spec["containers"]:
+                container = pod.containers.get(c["name"])
+                if container is not None and not container.running():
+                    restarted.append(f"{pod.namespace}/{pod.name}/{c['name']}: exit {container.popen.returncode}")
+                    self._start_container(pod, c)
+        return restarted
 
     def delete(self, namespace: str, pod: str) -> None:
         """Stop a pod's containers and drop it: Services no longer send it anything (a scaled-down replica)."""

@@ -4,8 +4,9 @@ What function/identity.py promises, run through the pod runner with TLS on:
 every SuperNode of a StatefulSet pool of 3 (or a DaemonSet on the runner's 2
 nodes) comes online under its own key; after the SuperLink process restarts
 they are all online again with the same node IDs; a key nobody registered is
-refused; and once a pool shrinks, the SuperLink's reaper leaves only the
-identities that still run. Needs root, like tests/test_real_flower.py.
+refused; once a pool shrinks, the SuperLink's reaper leaves only the
+identities that still run; and a `flwr run` completes. Needs root, like
+tests/test_real_flower.py.
 """
 
 from __future__ import annotations
@@ -21,7 +22,18 @@ import pytest
 import yaml
 
 from podrunner import PodRunner, flower_images, unwrap
-from test_real_flower import NAMESPACE, Release, cli_pod, control_address, render, tls_secret
+from test_real_flower import (
+    NAMESPACE,
+    SUPEREXEC_IMAGES,
+    Release,
+    claim,
+    cli_pod,
+    control_address,
+    flwr_run,
+    render,
+    tls_secret,
+    with_app,
+)
 from test_real_flower import release as release  # noqa: PLC0414 - the fixture, re-exported for pytest
 
 REGISTER_EVERY = 5
@@ -65,15 +77,22 @@ def nodes(runner: PodRunner) -> list[dict[str, Any]]:
     return list(answer.get("nodes") or [])
 
 
-def wait_for(runner: PodRunner, what: str, test: Any, timeout: float) -> list[dict[str, Any]]:
-    """Poll nodes() until test(nodes) holds; fail with the last listing and the logs."""
+def wait_for(
+    runner: PodRunner, what: str, test: Any, timeout: float, restarts: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """Poll nodes() until test(nodes) holds with every container running; fail with the last listing and the logs.
+
+    With restarts, exited containers are started again, as the kubelet does, and listed there.
+    """
     deadline, listing = time.monotonic() + timeout, []
     while time.monotonic() < deadline:
+        if restarts is not None:
+            restarts += runner.restart_exited()
         listing = nodes(runner)
-        if test(listing):
+        if test(listing) and not runner.exited():
             return listing
         time.sleep(1)
-    pytest.fail(f"{what} within {timeout} s; last listing: {listing}\n{runner.logs()}")
+    pytest.fail(f"{what} within {timeout} s; last listing: {listing}; exited: {runner.exited()}\n{runner.logs()}")
 
 
 def registered(listing: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -127,9 +146,12 @@ def test_statefulset_identities_register_survive_a_superlink_restart_and_are_rea
         ids = online(first)
 
         # The SuperLink restarts; its state (kept by default with node authentication) keeps the registrations.
+        # A SuperNode may exit when its stream is cut (Flower 1.25 does, with code 0): the kubelet restarts it,
+        # and with its key it is the same node.
         runner.restart(NAMESPACE, f"{name}-superlink-0", "superlink")
-        wait_for(runner, "the same 3 SuperNodes online again", lambda ls: online(ls) == ids, BACK_TIMEOUT)
-        assert runner.exited() == [], runner.logs()
+        restarts: list[str] = []
+        wait_for(runner, "the same 3 SuperNodes online again", lambda ls: online(ls) == ids, BACK_TIMEOUT, restarts)
+        assert all(r.rsplit("/", 1)[1].startswith("supernode:") for r in restarts), restarts
 
         # A key nobody registered is refused: the SuperNode exits.
         fleet = next(
@@ -174,3 +196,22 @@ def test_daemonset_identities_one_per_node(release: Release, tmp_path: pathlib.P
         assert len(public_keys(runner, pods)) == 2, "SuperNodes share a key"
         wait_for(runner, "2 SuperNodes online", lambda ls: len(online(ls)) == 2, ONLINE_TIMEOUT)
         assert runner.exited() == [], runner.logs()
+
+
+@pytest.mark.parametrize("release", ["1.25.0", "1.41.0"], indirect=True)
+def test_a_federated_run_completes_with_authentication(release: Release, tmp_path: pathlib.Path):
+    """`flwr run` of examples/app, process isolation and TLS, on SuperNodes that registered their own keys."""
+    name = "fed-auth-run"
+    federation = claim(name, release.version, "process", tls=True)
+    federation["spec"]["nodeAuthentication"] = {"enabled": True}
+    secrets = [tls_secret(tmp_path, f"{name}-superlink")]
+    rendered = render(tmp_path, federation, secrets)
+    manifests = [unwrap(r) for r in rendered]
+    address = control_address(manifests, name)
+    with PodRunner(tmp_path / "cluster", flower_images(release.bin, SUPEREXEC_IMAGES), secrets) as runner:
+        runner.start([*rendered, *with_app(release, tls=True)(address)])
+        wait_for(runner, "2 SuperNodes online", lambda ls: len(online(ls)) == 2, ONLINE_TIMEOUT)
+        proc = flwr_run(runner, release)
+        out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, f"{out}\n{runner.logs()}"
+        assert "Received 2 results and 0 failures" in proc.stdout, out

@@ -117,12 +117,6 @@ def generations(plane: ControlPlane, composite_name: str) -> dict[str, int]:
     return out
 
 
-def ec_private_key() -> bytes:
-    """A SuperNode's private key (PEM), as `flwr` expects one."""
-    return subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout"],
-                          check=True, capture_output=True).stdout  # fmt: skip
-
-
 def openssl_tls_secret(name: str, namespace: str, hosts: list[str]) -> dict[str, Any]:
     """A CA and a server certificate signed by it, as a cluster admin would supply them."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -258,8 +252,8 @@ def test_every_example_becomes_ready(plane):
     # What the examples expect a cluster admin to have made: nodes labelled for
     # the pools' selectors, the claims' namespaces in every cluster (pools
     # without createNamespace land in theirs), the Secret tls-secret.yaml names,
-    # the shared data set volumes.yaml mounts, production.yaml's pull and
-    # SuperNode key Secrets, and the CA Secret a spoke's platform team put in
+    # (persistence-auth.yaml's too), the shared data set volumes.yaml mounts,
+    # production.yaml's pull Secret, and the CA Secret a spoke's platform team put in
     # place (tls-cert-manager-multicluster.yaml's pool us). The control plane
     # already has cert-manager with the ClusterIssuer flower-ca.
     label_nodes_for(plane, CLAIMS)
@@ -271,8 +265,6 @@ def test_every_example_becomes_ready(plane):
         {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
          "metadata": {"name": "registry-credentials", "namespace": "ml-platform"},
          "stringData": {".dockerconfigjson": json.dumps({"auths": {"registry.example.com": {"auth": "ZTI6ZTI="}}})}},
-        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "supernode-keys", "namespace": "ml-platform"},
-         "data": {"gpu.key": base64.b64encode(ec_private_key()).decode()}},
     )  # fmt: skip
     plane.spoke.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": CA_ISSUER, "namespace": "flower"},
                        "data": {"ca.crt": plane.ca_certificate()}})  # fmt: skip
@@ -327,7 +319,13 @@ def check_status(plane: ControlPlane, path: pathlib.Path, claim: dict[str, Any])
     # The function's own conditions are on the composite (claims show Crossplane's).
     for kind in ("Ready", "Synced", "SuperLinkReady", "SuperNodesReady"):
         assert condition(composite, kind).get("status") == "True", (path.name, kind, composite["status"])
+    # With node authentication every SuperNode makes its own key: each ready one has it registered.
+    authenticated = (spec.get("nodeAuthentication") or {}).get("enabled", False)
+    assert status.get("registeredSupernodes") == (total if authenticated else None), path.name
+    registration = condition(composite, "SuperNodesRegistered")
+    assert registration.get("status") == ("True" if authenticated else None), (path.name, composite["status"])
     cols = columns(plane, name, namespace)
+    assert cols["REGISTERED"] == (str(total) if authenticated else "<none>"), (path.name, cols)
     assert (cols["SYNCED"], cols["READY"]) == ("True", "True")
     assert (cols["MODE"], cols["ISOLATION"], cols["SUPERNODES"]) == (
         spec["mode"],
