@@ -167,3 +167,66 @@ def test_no_private_key_in_any_composed_resource():
 def test_without_node_authentication_nothing_is_added():
     assert "--enable-supernode-auth" not in container(BASE, "superlink", "superlink")["args"]
     assert not any("auth" in a for a in container(BASE)["args"])
+
+
+def remote_auth(version: str, *, older_pool: str | None = None) -> dict:
+    """Node authentication with a pool in another cluster, at a release; optionally a second, local, older pool."""
+    # The CA comes from a Secret there, so the pool is not held back waiting for it.
+    pools = [{"name": "edge", "replicas": 2, "providerConfigRef": {"name": "spoke"}, "caSecretRef": {"name": "ca"}}]
+    if older_pool:
+        pools.append({"name": "old", "replicas": 1, "images": {"supernode": f"flwr/supernode:{older_pool}"}})
+    return spec(
+        AUTH,
+        superlink__image=f"flwr/superlink:{version}",
+        superlink__externalAddress="flower.example.com:9092",
+        supernodes__image=f"flwr/supernode:{version}",
+        supernodes__pools=pools,
+    )
+
+
+def test_a_pool_elsewhere_registers_at_the_address_it_dials():
+    """From 1.40 the Fleet address leads to the listener that serves the Control API too."""
+    built = manifests(remote_auth("1.41.0"))
+    init = {c["name"]: c for c in built["pool-edge"]["spec"]["template"]["spec"]["initContainers"]}
+    node = next(c for c in built["pool-edge"]["spec"]["template"]["spec"]["containers"] if c["name"] == "supernode")
+    assert "--superlink=flower.example.com:9092" in node["args"]
+    assert "--address=flower.example.com:9092" in init["supernode-identity"]["args"]
+    assert "--cli-config=config-toml" in init["supernode-identity"]["args"]  # 1.26+: $FLWR_HOME/config.toml
+    assert init["supernode-identity"]["image"] == "flwr/superlink:1.41.0"
+
+
+@pytest.mark.parametrize(
+    ("s", "reason"),
+    [
+        (remote_auth("1.39.0"), "before 1.40 the Control API is not behind the Fleet address"),
+        (remote_auth("1.41.0", older_pool="1.25.0"), "the Fleet port is held by the gRPC adapter for a 1.25 pool"),
+    ],
+)
+def test_a_pool_elsewhere_that_could_not_register_is_refused(s, reason):
+    with pytest.raises(SpecError) as err:
+        manifests(s)
+    assert any(
+        f == "spec.supernodes.pools[0]" and "registers its SuperNodes' keys" in m for f, m in err.value.errors
+    ), (reason, err.value.errors)
+
+
+@pytest.mark.parametrize(
+    ("s", "control_to_supernodes", "reason"),
+    [
+        (AUTH, True, "SuperNodes register at the Control port, apart from the Fleet port before 1.40"),
+        (TLS, False, "without node authentication the Control port stays closed to SuperNodes"),
+    ],
+)
+def test_network_policies_let_supernodes_register(s, control_to_supernodes, reason):
+    built = manifests(s)
+    superlink_rules = built["networkpolicy-superlink"]["spec"]["ingress"]
+    fleet_rule = next(r for r in superlink_rules if any("podSelector" in p for p in r["from"]))
+    assert ({"port": 9093, "protocol": "TCP"} in fleet_rule["ports"]) == control_to_supernodes, reason
+    egress = built["networkpolicy-supernode-default-team-a"]["spec"]["egress"]
+    to_superlink = next(r for r in egress if "to" in r)
+    assert ({"port": 9093, "protocol": "TCP"} in to_superlink["ports"]) == control_to_supernodes, reason
+    # The reaper dials the Service from the SuperLink's own pod.
+    own = {"podSelector": {"matchLabels": built["superlink"]["spec"]["selector"]["matchLabels"]}}
+    assert any(own in r["from"] and {"port": 9093, "protocol": "TCP"} in r["ports"] for r in superlink_rules) == (
+        control_to_supernodes
+    ), reason
