@@ -23,7 +23,7 @@ import dataclasses
 import re
 from typing import Literal
 
-from function import placement
+from function import identity, placement
 from function.spec import CONTROL_PORT, FLEET_PORT, SERVERAPPIO_PORT, FederationSpec
 from function.validation import SpecError
 
@@ -341,12 +341,11 @@ def _refuse_unregistrable(spec: FederationSpec, releases: Releases, errors: list
     the Control API only where one HTTP listener serves both: a SuperLink from
     1.40 that keeps no gRPC Fleet adapter for older pools.
     """
-    auth = spec.nodeAuthentication is not None and spec.nodeAuthentication.enabled
     shared = releases.superlink_dialect.fleet_api == "http" and not releases.legacy_fleet
-    if not auth or shared:
+    if shared:
         return
     for i, pool in enumerate(spec.supernodes.pools):
-        if pool.authKeySecretRef is None and placement.remote(spec, pool):
+        if identity.generated(spec, pool) and placement.remote(spec, pool):
             errors.append(
                 (
                     f"spec.supernodes.pools[{i}]",

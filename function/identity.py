@@ -30,7 +30,7 @@ from function import identity_program, tls
 from function.spec import AUTH_KEY_PATH, FederationSpec, NodeAuthentication, Persistence, PoolSpec
 
 if TYPE_CHECKING:
-    # Annotations only: function.flower reaches this module through the rules.
+    # Annotations only: function.flower imports this module.
     from function.flower import Dialect
 
 KEY_DIR = posixpath.dirname(AUTH_KEY_PATH)

@@ -164,7 +164,7 @@ def _insecure_beside_tls(spec: FederationSpec) -> Iterator[Violation]:
 
 
 def _auth_without_tls(spec: FederationSpec) -> Iterator[Violation]:
-    if spec.nodeAuthentication is not None and spec.nodeAuthentication.enabled and spec.tls is None:
+    if identity.enabled(spec) and spec.tls is None:
         yield "spec.nodeAuthentication.enabled", ""
 
 
@@ -175,11 +175,9 @@ def _auth_key_shared(spec: FederationSpec) -> Iterator[Violation]:
 
 
 def _identity_volume_taken(spec: FederationSpec) -> Iterator[Violation]:
-    if spec.nodeAuthentication is None or not spec.nodeAuthentication.enabled:
-        return
     for field, pool in _pools(spec):
         taken = [t.metadata.name for t in pool.volumeClaimTemplates] + [v.get("name") for v in pool.volumes]
-        if pool.authKeySecretRef is None and IDENTITY_VOLUME in taken:
+        if identity.generated(spec, pool) and IDENTITY_VOLUME in taken:
             yield f"{field}.volumes", ""
 
 

@@ -25,11 +25,6 @@ def service_address(federation: str, namespace: str) -> str:
     return f"{names.superlink(federation)}.{namespace}.svc"
 
 
-def state(spec: FederationSpec) -> Persistence | None:
-    """Where the SuperLink keeps its state (identity.superlink_state: node authentication keeps it)."""
-    return identity.superlink_state(spec)
-
-
 def _args(spec: FederationSpec, dialect: Dialect) -> list[str]:
     link = spec.superlink
     args = [f"--isolation={spec.isolationMode}", *dialect.superlink_listen_args()]
@@ -39,7 +34,7 @@ def _args(spec: FederationSpec, dialect: Dialect) -> list[str]:
         args += tls.superlink_args()
     if identity.enabled(spec):
         args.append("--enable-supernode-auth")
-    if state(spec) is not None:
+    if identity.superlink_state(spec) is not None:
         args.append(f"--database={STATE_PATH}/state.db")
         if dialect.storage_dir:
             args.append(f"--storage-dir={STATE_PATH}/ffs")
@@ -85,7 +80,7 @@ def _container(spec: FederationSpec, dialect: Dialect, *, legacy_fleet: bool) ->
     env = merge.by_name(link.env, [LEGACY_FLEET_ENV] if legacy_fleet else [])
     if env:
         container["env"] = env
-    mounts = [{"name": STATE_VOLUME, "mountPath": STATE_PATH}] if state(spec) is not None else []
+    mounts = [{"name": STATE_VOLUME, "mountPath": STATE_PATH}] if identity.superlink_state(spec) is not None else []
     if tls.enabled(spec):
         mounts.append(tls.mount())
     if superexec_auth.enabled(spec, dialect):
@@ -198,7 +193,7 @@ def statefulset(
         },
     }
     claims = merge.claim_templates(spec.superlink.volumeClaimTemplates)
-    kept = state(spec)
+    kept = identity.superlink_state(spec)
     if kept is not None:
         claims = [_state_claim(kept), *claims]
     if claims:
