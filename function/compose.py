@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Mapping
 from typing import Any
 
 from function import (
+    clusters,
     flower,
     identity,
     names,
@@ -64,10 +66,31 @@ class Federation:
     flower: flower.Releases
     # A Crossplane v2 namespaced XR, rather than a cluster-scoped one (claimed or not).
     namespaced: bool = False
+    # The spec as written, where spec has each selector pool replaced by its clusters' pools.
+    declared: FederationSpec | None = None
+    selection: clusters.Selection = dataclasses.field(default_factory=lambda: clusters.Selection([], [], []))
+
+    @property
+    def written(self) -> FederationSpec:
+        """The spec as written: selector pools not yet expanded."""
+        return self.declared or self.spec
+
+    def member(self, pool: str) -> clusters.Member | None:
+        """The selected cluster a pool of spec stands for, if it comes from a selector."""
+        return next((m for m in self.selection.placed if m.name == pool), None)
 
 
-def federation(xr: dict[str, Any]) -> Federation:
-    """Read the XR into a checked Federation; raise SpecError naming the field."""
+def federation(
+    xr: dict[str, Any],
+    required: Mapping[str, list[dict[str, Any]] | None] | None = None,
+    observed: dict[str, Any] | None = None,
+) -> Federation:
+    """Read the XR into a checked Federation; raise SpecError naming the field.
+
+    required holds Crossplane's answers to clusters.requirements by key
+    (absent: not answered yet); observed, the composed resources, from which
+    selected clusters keep their index.
+    """
     metadata = xr.get("metadata") or {}
     raw = {k: v for k, v in (xr.get("spec") or {}).items() if k not in CROSSPLANE_SPEC_FIELDS}
     spec = validation.parse(raw)
@@ -91,7 +114,28 @@ def federation(xr: dict[str, Any]) -> Federation:
     if errors:
         raise SpecError(errors)
     releases = flower.resolve(spec)
-    return Federation(name, namespace, flower.with_default_images(spec, releases), releases, namespaced)
+    declared = flower.with_default_images(spec, releases)
+    if not any(p.clusterSelector for p in spec.supernodes.pools):
+        return Federation(name, namespace, declared, releases, namespaced)
+    found = clusters.found(spec, required or {}, namespaced=namespaced)
+    context = clusters.Context(
+        name, namespaced, pool_resource, namespace if namespaced or claim_name else None, placement.superlink_ref(spec)
+    )
+    try:
+        selection = clusters.expand(declared, found, observed or {}, context)
+    except clusters.TooManyClustersError as err:
+        raise SpecError([(err.field, err.message)]) from None
+    # Each pool in a cluster runs its selector pool's release.
+    pools = {**releases.pools, **{m.name: releases.pools[m.selector] for m in selection.members}}
+    return Federation(
+        name,
+        namespace,
+        clusters.expanded(declared, selection),
+        dataclasses.replace(releases, pools=pools),
+        namespaced,
+        declared,
+        selection,
+    )
 
 
 def _stay_in(namespace: str, spec: FederationSpec) -> None:
@@ -101,7 +145,9 @@ def _stay_in(namespace: str, spec: FederationSpec) -> None:
         errors.append(("spec.namespace", f"must be empty or {namespace!r}: a claim deploys into its own namespace"))
     hub = placement.superlink_ref(spec)
     for i, pool in enumerate(spec.supernodes.pools):
-        if pool.namespace and pool.namespace != namespace and placement.pool_ref(spec, pool) == hub:
+        # A selector pool's clusters are checked one by one (clusters.expand).
+        selects = pool.clusterSelector is not None
+        if pool.namespace and pool.namespace != namespace and not selects and placement.pool_ref(spec, pool) == hub:
             errors.append(
                 (
                     f"spec.supernodes.pools[{i}].namespace",
@@ -216,7 +262,8 @@ def plan(
         **namespaces(composed),
         **network_policies(fed, composed, external),
     }
-    return Plan(resources, kept_objects(pools, observed), pools, external, ca is not None)
+    kept = {**kept_objects(pools, observed), **kept_clusters(fed, observed, resources)}
+    return Plan(resources, kept, pools, external, ca is not None)
 
 
 def place_pool(fed: Federation, pool: PoolSpec, external: placement.External, *, ca_known: bool) -> PlacedPool:
@@ -350,13 +397,20 @@ def service_accounts(fed: Federation, pools: list[PlacedPool]) -> dict[str, Comp
 def workloads(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
     """Each pool's StatefulSet or DaemonSet of SuperNodes."""
     spec = fed.spec
-    offsets = global_offsets(spec)
-    total = sum(p.replicas or 0 for p in spec.supernodes.pools) if spec.mode == "StatefulSet" else None
+    offsets, total = global_offsets(fed)
     out = {}
     for p in pools:
         if p.fleet is None:
             msg = f"pool {p.name} has no Fleet address: it must be held back"
             raise ValueError(msg)
+        member = fed.member(p.name)
+        context = nodeconfig.Context(
+            member.selector if member else p.name,
+            p.spec.replicas,
+            p.provider_config.name,
+            total,
+            member.index if member else None,
+        )
         workload = supernodes.workload(
             fed.name,
             p.namespace,
@@ -364,11 +418,16 @@ def workloads(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
             p.spec,
             dialect=fed.flower.pool_dialect(p.name),
             fleet=p.fleet,
-            context=nodeconfig.Context(p.name, p.spec.replicas, p.provider_config.name, total),
+            context=context,
             offset=offsets.get(p.name, 0),
             trust=p.trust,
             registration=_registration(fed, p.control) if p.control is not None else None,
         )
+        if member is not None:
+            # Which selector pool the workload stands for, and its cluster's index, remembered here.
+            workload["metadata"].setdefault("annotations", {}).update(
+                {clusters.SELECTED_BY_ANNOTATION: member.selector, clusters.INDEX_ANNOTATION: str(member.index)}
+            )
         out[pool_resource(p.name)] = Composed(workload, p.provider_config)
     return out
 
@@ -443,6 +502,41 @@ def kept_objects(pools: list[PlacedPool], observed: dict[str, Any]) -> dict[str,
     return out
 
 
+def kept_clusters(fed: Federation, observed: dict[str, Any], planned: dict[str, Composed]) -> dict[str, dict[str, Any]]:
+    """What selected clusters keep when their selection cannot be judged in this reconcile.
+
+    While Crossplane has not listed a selector's ProviderConfigs, every
+    observed Object not planned is kept: none is dropped for want of an
+    answer. A cluster held by its settings keeps its pool's Objects there.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    if fed.selection.pending:
+        names = [name for name in observed if name not in planned]
+    else:
+        names = [
+            name
+            for m in fed.selection.held
+            for name in cluster_resources(m.name, m.cluster.name, m.namespace or fed.namespace)
+            if name not in planned
+        ]
+    for name in names:
+        previous = _as_observed(observed.get(name))
+        if previous is not None:
+            out[name] = previous
+    return out
+
+
+def cluster_resources(pool: str, cluster: str, namespace: str) -> list[str]:
+    """The composition resource names of a pool in one cluster: its workload and what it shares with the cluster."""
+    return [
+        pool_resource(pool),
+        f"serviceaccount-{cluster}-{namespace}",
+        f"ca-{cluster}-{namespace}",
+        namespace_resource(cluster, namespace),
+        f"networkpolicy-supernode-{cluster}-{namespace}",
+    ]
+
+
 def _as_observed(obj: Any) -> dict[str, Any] | None:
     """An observed Object's apiVersion, kind and spec, to return it unchanged; None if it has no spec."""
     if not isinstance(obj, dict) or not isinstance(obj.get("spec"), dict):
@@ -450,15 +544,28 @@ def _as_observed(obj: Any) -> dict[str, Any] | None:
     return {k: obj[k] for k in ("apiVersion", "kind", "spec") if k in obj}
 
 
-def global_offsets(spec: FederationSpec) -> dict[str, int]:
-    """Each StatefulSet pool's first global SuperNode index: pools count in spec order."""
-    if spec.mode != "StatefulSet":
-        return {}
+def global_offsets(fed: Federation) -> tuple[dict[str, int], int | None]:
+    """Each StatefulSet pool's first global SuperNode index, and how many indices there are.
+
+    Pools count in spec order. A selector pool takes maxClusters blocks of
+    `replicas` indices, one per cluster index, so a cluster that joins or
+    leaves moves no other SuperNode's index and {totalReplicas} stays put.
+    """
+    written = fed.written
+    if written.mode != "StatefulSet":
+        return {}, None
     offsets, running = {}, 0
-    for pool in spec.supernodes.pools:
-        offsets[pool.name] = running
-        running += pool.replicas or 0
-    return offsets
+    for pool in written.supernodes.pools:
+        replicas = pool.replicas or 0
+        if pool.clusterSelector is None:
+            offsets[pool.name] = running
+            running += replicas
+            continue
+        for m in fed.selection.placed:
+            if m.selector == pool.name and m.index is not None:
+                offsets[m.name] = running + m.index * replicas
+        running += pool.clusterSelector.maxClusters * replicas
+    return offsets, running
 
 
 def namespace_resource(cluster: str, namespace: str) -> str:

@@ -7,7 +7,7 @@ from crossplane.function import logging, request, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from function import compose, status, tls, wire
+from function import clusters, compose, status, tls, wire
 from function.validation import SpecError
 
 
@@ -16,8 +16,11 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     rsp = response.to(req)
     xr = wire.to_dict(req.observed.composite.resource)
     observed = {name: wire.to_dict(r.resource) for name, r in req.observed.resources.items()}
+    required = {
+        key: [wire.to_dict(item.resource) for item in answer.items] for key, answer in req.required_resources.items()
+    }
     try:
-        fed = compose.federation(xr)
+        fed = compose.federation(xr, required, observed)
         remembered = ((xr.get("status") or {}).get("endpoints") or {}).get("external")
         tls_secret = request.get_required_resource(req, tls.REQUIREMENT)
         built = compose.plan(fed, observed, remembered, tls_secret)
@@ -34,9 +37,15 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     # Not the SDK's update_status: it leaves out unset fields, where the ones
     # left out here are those set to None (no generation, no external address).
     resource.update(rsp.desired.composite, {"status": report.status.wire()})
-    if built.held:
-        # Pools that wait are not desired resources, yet the Federation is not ready.
+    if built.held or not fed.spec.supernodes.pools:
+        # Pools that wait are not desired resources, yet the Federation is not
+        # ready; nor is one whose selectors stand for no cluster yet.
         rsp.desired.composite.ready = fnv1.READY_FALSE
+    for need in clusters.requirements(fed.written, fed.namespace, namespaced=fed.namespaced):
+        # Asked for on every call: Crossplane answers only what the last response asked.
+        response.require_resources(
+            rsp, need.key, need.api_version, need.kind, match_labels=need.labels, namespace=need.namespace
+        )
     if built.needs_ca:
         # Copying the CA to other namespaces and clusters needs the SuperLink's Secret.
         response.require_resources(

@@ -15,6 +15,9 @@ POOL_LABEL = "flower.flwr.ai/pool"
 # A StatefulSet's pods carry controller-revision-hash=<name>-<hash>, a label
 # value of at most 63 characters, which leaves 52 for the name.
 MAX_STATEFULSET_NAME = 52
+# The least a pool that selects clusters adds to its name: "-", a character
+# of the cluster's name, "-" and a hash of five (function/clusters.py).
+SELECTED_SUFFIX = "-x-xxxxx"
 MAX_NAME = 63
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -61,7 +64,9 @@ def generated(federation: str, spec: FederationSpec) -> list[tuple[str, str, str
         ("metadata.name", superlink(federation), "Service"),
     ]
     for i, p in enumerate(spec.supernodes.pools):
-        out.append((f"spec.supernodes.pools[{i}].name", pool(federation, p.name), spec.mode))
+        # A selector pool's names grow by a part of each cluster's name (function/clusters.py).
+        name = p.name + SELECTED_SUFFIX if p.clusterSelector is not None else p.name
+        out.append((f"spec.supernodes.pools[{i}].name", pool(federation, name), spec.mode))
     return out
 
 

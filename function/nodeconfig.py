@@ -43,6 +43,8 @@ ENV_SOURCES = {
     NODE_ENV: "spec.nodeName",
 }
 POOL_ONLY = ("{index}", "{replicas}")
+# Only in pools that select their clusters (function/clusters.py).
+SELECTED_ONLY = ("{clusterIndex}",)
 FEDERATION_WIDE = ("{globalIndex}", "{totalReplicas}")
 # What the self-check substitutes for per-pod values.
 _SAMPLES = {"{index}": "7", "{globalIndex}": "11", "{node}": "node-a"}
@@ -68,6 +70,8 @@ class Context:
     replicas: int | None = None
     cluster: str = ""
     total_replicas: int | None = None
+    # A selected cluster's index (function/clusters.py); None in pools that name their cluster.
+    cluster_index: int | None = None
 
 
 def uses_global_index(node_config: dict[str, NodeConfigValue]) -> bool:
@@ -130,7 +134,11 @@ def value_token(value: NodeConfigValue, key: str, context: Context) -> str:
     """
     if isinstance(value, str):
         text = value.replace("{pool}", context.pool).replace("{cluster}", context.cluster)
-        for placeholder, number in (("{replicas}", context.replicas), ("{totalReplicas}", context.total_replicas)):
+        for placeholder, number in (
+            ("{replicas}", context.replicas),
+            ("{totalReplicas}", context.total_replicas),
+            ("{clusterIndex}", context.cluster_index),
+        ):
             if number is not None:
                 text = text.replace(placeholder, str(number))
         if text in ("{index}", "{globalIndex}"):
@@ -181,7 +189,7 @@ def check(node_config: dict[str, NodeConfigValue], mode: str, field: str) -> lis
             # A placeholder a DaemonSet pool cannot fill: its rule (function/rules.py) reports it.
             continue
         try:
-            value_token(value, key, Context("pool", 1, "cluster", 1))
+            value_token(value, key, Context("pool", 1, "cluster", 1, 0))
         except NodeConfigError as err:
             errors.append((path, f"value {value!r} {err}"))
     return errors + _clashes(keys, field)

@@ -38,8 +38,12 @@ def pool_namespace(namespace: str, pool: PoolSpec) -> str:
 
 
 def remote(spec: FederationSpec, pool: PoolSpec) -> bool:
-    """Whether a pool runs in another cluster than the SuperLink."""
-    return pool_ref(spec, pool) != superlink_ref(spec)
+    """Whether a pool runs in another cluster than the SuperLink.
+
+    A pool that selects its clusters by label counts as remote: any cluster
+    may come to carry its labels, so it must be able to run anywhere.
+    """
+    return pool.clusterSelector is not None or pool_ref(spec, pool) != superlink_ref(spec)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -111,16 +111,7 @@ def _satisfy(
         wanted = rsp.requirements.resources
         if not wanted:
             return rsp
-        matches = {}
-        for key, selector in wanted.items():
-            matches[key] = [
-                r
-                for r in required
-                if r.get("apiVersion") == selector.api_version
-                and r.get("kind") == selector.kind
-                and (r.get("metadata") or {}).get("name") == selector.match_name
-                and (not selector.namespace or (r.get("metadata") or {}).get("namespace") == selector.namespace)
-            ]
+        matches = {key: [r for r in required if _selects(selector, r)] for key, selector in wanted.items()}
         req = request(xr, observed)
         for key, items in matches.items():
             req.required_resources[key].SetInParent()
@@ -128,6 +119,19 @@ def _satisfy(
                 req.required_resources[key].items.add().resource.update(item)
         rsp = fn.run(req)
     return rsp
+
+
+def _selects(selector: fnv1.ResourceSelector, obj: dict[str, Any]) -> bool:
+    """Whether Crossplane would answer selector with obj: kind, then name or labels, then namespace."""
+    metadata = obj.get("metadata") or {}
+    if obj.get("apiVersion") != selector.api_version or obj.get("kind") != selector.kind:
+        return False
+    if selector.namespace and metadata.get("namespace") != selector.namespace:
+        return False
+    if selector.WhichOneof("match") == "match_labels":
+        labels = metadata.get("labels") or {}
+        return all(labels.get(k) == v for k, v in selector.match_labels.labels.items())
+    return metadata.get("name") == selector.match_name
 
 
 def render(

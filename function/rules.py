@@ -193,6 +193,26 @@ def _state_volume_taken(spec: FederationSpec) -> Iterator[Violation]:
         yield "spec.superlink.volumeClaimTemplates", ""
 
 
+def _selector_beside_provider_config(spec: FederationSpec) -> Iterator[Violation]:
+    for field, pool in _pools(spec):
+        if pool.clusterSelector is not None and pool.providerConfigRef is not None:
+            yield f"{field}.clusterSelector", ""
+
+
+def _selector_beside_auth_key(spec: FederationSpec) -> Iterator[Violation]:
+    for field, pool in _pools(spec):
+        if pool.clusterSelector is not None and pool.authKeySecretRef is not None:
+            yield f"{field}.authKeySecretRef", ""
+
+
+def _cluster_index_without_selector(spec: FederationSpec) -> Iterator[Violation]:
+    for field, pool in _pools(spec):
+        if pool.clusterSelector is None:
+            for key, value in sorted(pool.nodeConfig.items()):
+                if isinstance(value, str) and any(p in value for p in nodeconfig.SELECTED_ONLY):
+                    yield f"{field}.nodeConfig.{key}", ""
+
+
 # Why the last rules are the function's alone: the published XRD does not
 # check them, and an admission rule added now would refuse at kubectl claims
 # that the API server accepts today.
@@ -344,6 +364,29 @@ RULES: tuple[Rule, ...] = (
         cel="self.supernodes.pools.all(p, !has(p.authKeySecretRef) || "
         "(self.mode == 'StatefulSet' && has(p.replicas) && p.replicas == 1))",
         check=_auth_key_shared,
+    ),
+    Rule(
+        name="selector-or-provider-config",
+        field="spec.supernodes.pools[*].clusterSelector",
+        message="spec.supernodes.pools[*] takes clusterSelector or providerConfigRef, not both",
+        cel="self.supernodes.pools.all(p, !has(p.clusterSelector) || !has(p.providerConfigRef))",
+        check=_selector_beside_provider_config,
+    ),
+    Rule(
+        name="selector-no-auth-key",
+        field="spec.supernodes.pools[*].authKeySecretRef",
+        message="spec.supernodes.pools[*].authKeySecretRef is one SuperNode's key: a pool with clusterSelector "
+        "runs in many clusters, so its SuperNodes make their own",
+        cel="self.supernodes.pools.all(p, !has(p.clusterSelector) || !has(p.authKeySecretRef))",
+        check=_selector_beside_auth_key,
+    ),
+    Rule(
+        name="cluster-index-needs-selector",
+        field="spec.supernodes.pools[*].nodeConfig.<key>",
+        message="spec.supernodes.pools[*].nodeConfig may use {clusterIndex} only in a pool with clusterSelector",
+        cel="self.supernodes.pools.all(p, has(p.clusterSelector) || !has(p.nodeConfig) || "
+        "p.nodeConfig.all(k, !p.nodeConfig[k].contains('{clusterIndex}')))",
+        check=_cluster_index_without_selector,
     ),
     Rule(
         name="identity-volume-name",

@@ -293,6 +293,33 @@ class GPUConfig(Model):
     mountAll: bool = Field(default=False, description="Expose every GPU of the node; needs the vendor.")
 
 
+MAX_SELECTOR_LABELS = 16
+DEFAULT_MAX_CLUSTERS = 100
+MAX_CLUSTERS = 1000
+LabelValue = Annotated[str, Field(max_length=63)]
+
+
+class ClusterSelector(Model):
+    matchLabels: dict[str, LabelValue] = Field(
+        min_length=1,
+        max_length=MAX_SELECTOR_LABELS,
+        description=(
+            "Labels a provider-kubernetes ProviderConfig must carry for the pool to run in its cluster "
+            "(for namespaced Federations: a ClusterProviderConfig, or a ProviderConfig in the Federation's namespace)."
+        ),
+    )
+    maxClusters: int = Field(
+        default=DEFAULT_MAX_CLUSTERS,
+        ge=1,
+        le=MAX_CLUSTERS,
+        description=(
+            "The most clusters the selector may stand for; more is an error, and nothing changes until it is "
+            "mended. With {globalIndex} each cluster has a block of `replicas` SuperNode indices, so the pool "
+            "takes maxClusters times replicas of them."
+        ),
+    )
+
+
 class PoolSpec(Storage):
     name: str = Field(
         min_length=1,
@@ -304,6 +331,13 @@ class PoolSpec(Storage):
     providerConfigRef: ProviderConfigRef | None = Field(
         default=None,
         description="Cluster of this pool; defaults to spec.providerConfigRef.",
+    )
+    clusterSelector: ClusterSelector | None = Field(
+        default=None,
+        description=(
+            "Instead of providerConfigRef: run the pool in every cluster whose ProviderConfig carries these "
+            "labels, as one pool per cluster named <pool>-<cluster>. Clusters join and leave by their labels."
+        ),
     )
     namespace: str | None = Field(
         default=None,
@@ -347,7 +381,7 @@ class PoolSpec(Storage):
         description=(
             "Passed to --node-config. Values are strings; numbers and true/false become typed "
             "values. They may use the placeholders {index}, {replicas}, {globalIndex}, {totalReplicas} (StatefulSet), "
-            "{pool}, {node} and {cluster}."
+            "{pool}, {node}, {cluster} and, with clusterSelector, {clusterIndex}."
         ),
         json_schema_extra={NODE_CONFIG: MAX_NODE_CONFIG_VALUE},
     )

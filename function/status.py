@@ -50,6 +50,7 @@ def _pool_entry(fed: compose.Federation, pool: PoolSpec, o: readiness.Observed) 
     else:
         # Not observed yet: what the spec asks for (unknowable for a DaemonSet).
         desired, ready = (pool.replicas or 0) if fed.spec.mode == "StatefulSet" else 0, 0
+    member = fed.member(pool.name)
     return PoolStatus(
         name=pool.name,
         kind=fed.spec.mode,
@@ -57,6 +58,8 @@ def _pool_entry(fed: compose.Federation, pool: PoolSpec, o: readiness.Observed) 
         ready=ready,
         namespace=placement.pool_namespace(fed.namespace, pool),
         providerConfig=placement.pool_cluster(spec, pool),
+        selector=member.selector if member else None,
+        clusterIndex=member.index if member else None,
     )
 
 
@@ -112,6 +115,7 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
         readySupernodes=ready_total,
         desiredSupernodes=desired_total,
         registeredSupernodes=registered,
+        clusters=len({(r.kind, r.name) for r in (placement.pool_ref(fed.spec, p) for p in fed.spec.supernodes.pools)}),
         endpoints=Endpoints(
             superlinkService=f"{address}:{ports.extra}",
             fleet=f"{address}:{ports.grpc}",
@@ -129,6 +133,8 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
     ]
     if identities:
         conditions.append(_registration_condition(fed, identities))
+    if any(p.clusterSelector for p in fed.written.supernodes.pools):
+        conditions.append(_selection_condition(fed))
     if built.remote:
         conditions.append(_external_condition(built))
     if built.needs_ca:
@@ -152,6 +158,37 @@ def _registration_condition(fed: compose.Federation, pools: list[PoolStatus]) ->
         f"its {identity.INIT_CONTAINER} init container until the SuperLink {fed.name}-superlink accepts its key, "
         f"and is not ready while {identity.SIDECAR} cannot confirm it; their logs say why",
     )
+
+
+def _selection_condition(fed: compose.Federation) -> Condition:
+    """What the pools' cluster selectors stand for (function/clusters.py)."""
+    selection = fed.selection
+    if selection.pending:
+        return Condition(
+            "ClustersSelected",
+            "Unknown",
+            "Listing",
+            f"waiting for Crossplane to list the ProviderConfigs of pools {', '.join(selection.pending)}; "
+            "existing pools are kept as they are",
+        )
+    problems = [f"no ProviderConfig carries the labels of pool {name}" for name in selection.unmatched]
+    problems += [f"cluster {m.cluster.name} of pool {m.selector} is held: {m.problem}" for m in selection.held]
+    counts = []
+    for pool in fed.written.supernodes.pools:
+        if pool.clusterSelector is not None:
+            chosen = sorted(m.cluster.name for m in selection.placed if m.selector == pool.name)
+            counts.append(f"pool {pool.name}: {len(chosen)} clusters" + (f" ({_few(chosen)})" if chosen else ""))
+    if problems:
+        reason = "ClusterSettingsInvalid" if selection.held else "NoMatchingClusters"
+        return Condition("ClustersSelected", "False", reason, "; ".join(problems + counts))
+    return Condition("ClustersSelected", "True", "Selected", "; ".join(counts))
+
+
+def _few(names: list[str], first: int = 5) -> str:
+    """Some names, then how many more."""
+    if len(names) <= first:
+        return ", ".join(names)
+    return f"{', '.join(names[:first])} and {len(names) - first} more"
 
 
 def _external_condition(built: compose.Plan) -> Condition:

@@ -23,6 +23,10 @@ class PoolStatus(Model):
     ready: int
     namespace: str = Field(description="Namespace the pool runs in.")
     providerConfig: str = Field(description="ProviderConfig of the cluster the pool runs in.")
+    selector: str | None = Field(
+        default=None, description="The pool of the spec whose clusterSelector chose this cluster."
+    )
+    clusterIndex: int | None = Field(default=None, description="The cluster's {clusterIndex} in that pool.")
 
 
 class Endpoints(Model):
@@ -46,6 +50,7 @@ class FederationStatus(Model):
             "has confirmed. Such a pod is ready only while its key is registered, so these are its ready pods."
         ),
     )
+    clusters: int = Field(description="Clusters SuperNode pools run in.")
     endpoints: Endpoints = Field(description="Where to reach the SuperLink.")
     pools: list[PoolStatus] = Field(description="Per-pool status.")
 

@@ -176,6 +176,8 @@ COLUMNS = [
     {"name": "SUPERNODES", "type": "string", "jsonPath": ".status.supernodes"},
     # Empty without node authentication; below SUPERNODES when keys wait for the SuperLink.
     {"name": "REGISTERED", "type": "integer", "jsonPath": ".status.registeredSupernodes"},
+    # The clusters SuperNode pools run in; with cluster selectors it follows their labels.
+    {"name": "CLUSTERS", "type": "integer", "jsonPath": ".status.clusters"},
 ]
 
 

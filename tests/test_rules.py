@@ -240,6 +240,48 @@ CASES = [
         "keys made per SuperNode",
     ),
     breaks(
+        "selector-or-provider-config",
+        pool(BASE, clusterSelector={"matchLabels": {"gpu": "true"}}, providerConfigRef={"name": "eu"}),
+        "spec.supernodes.pools[0].clusterSelector",
+        "a pool either names its cluster or follows labels; with both, which wins would be a guess",
+    ),
+    keeps(
+        "selector-or-provider-config",
+        pool(BASE, clusterSelector={"matchLabels": {"gpu": "true"}}),
+        "clusters chosen by label alone",
+    ),
+    keeps("selector-or-provider-config", pool(BASE, providerConfigRef={"name": "eu"}), "one named cluster"),
+    breaks(
+        "selector-no-auth-key",
+        pool(
+            spec(BASE, supernodes__pools__0__replicas=1),
+            clusterSelector={"matchLabels": {"gpu": "true"}},
+            authKeySecretRef={"name": "k", "key": "supernode.key"},
+        ),
+        "spec.supernodes.pools[0].authKeySecretRef",
+        "one SuperNode per cluster would all present the one key, and Flower refuses the second",
+    ),
+    keeps(
+        "selector-no-auth-key",
+        pool(
+            spec(BASE, tls={"secretName": "s"}, nodeAuthentication={"enabled": True}),
+            clusterSelector={"matchLabels": {"gpu": "true"}},
+        ),
+        "each SuperNode of each cluster makes its own key",
+    ),
+    breaks(
+        "cluster-index-needs-selector",
+        pool(BASE, nodeConfig={"site": "{clusterIndex}"}),
+        "spec.supernodes.pools[0].nodeConfig.site",
+        "a pool that names its cluster has no index among clusters",
+    ),
+    keeps(
+        "cluster-index-needs-selector",
+        pool(BASE, clusterSelector={"matchLabels": {"gpu": "true"}}, nodeConfig={"site": "{clusterIndex}"}),
+        "each selected cluster has its index",
+    ),
+    keeps("cluster-index-needs-selector", pool(BASE, nodeConfig={"site": "{cluster}"}), "{cluster} is any pool's"),
+    breaks(
         "claim-templates-need-statefulset",
         pool(DS, volumeClaimTemplates=[TEMPLATE]),
         "spec.supernodes.pools[0].volumeClaimTemplates",

@@ -400,6 +400,7 @@ POOL = {"name": "p", "kind": "StatefulSet", "desired": 1, "ready": 0, "namespace
 STATUS = {
     "supernodes": "0/1",
     "readySupernodes": 0,
+    "clusters": 1,
     "desiredSupernodes": 1,
     "endpoints": {"superlinkService": "s:9093", "fleet": "s:9092"},
     "pools": [POOL],

@@ -1,0 +1,383 @@
+"""Pools that follow clusters by label (function/clusters.py): names, indices, settings, composition, status."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function import clusters, compose, fn, names, render, wire
+from function.spec import ProviderConfigRef
+from function.validation import SpecError
+from helpers import BASE, pool, spec, xr
+from peers import EXAMPLES, ROOT, load_all
+
+LABELS = {"flower.flwr.ai/federation": "fleet"}
+# Pools elsewhere dial a given address, so none waits for an observed one.
+SELECTED = pool(
+    spec(BASE, supernodes__pools__0__name="gpu", superlink__externalAddress="flower.example.org"),
+    clusterSelector={"matchLabels": LABELS},
+)
+KEY = clusters.requirement_key("gpu", "ProviderConfig")
+SERVICE = {
+    "superlink-service": {
+        "status": {"atProvider": {"manifest": {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}}}
+    }
+}
+
+
+def config(name: str, **annotations: str) -> dict[str, Any]:
+    """A labelled ProviderConfig as Crossplane lists it."""
+    return {
+        "apiVersion": clusters.CLUSTER_API,
+        "kind": "ProviderConfig",
+        "metadata": {"name": name, "labels": dict(LABELS), "annotations": annotations},
+    }
+
+
+def fed(s: dict[str, Any], configs: list[dict[str, Any]] | None, observed: dict[str, Any] | None = None):
+    required = {} if configs is None else {KEY: configs}
+    return compose.federation(xr(s), required, observed or {})
+
+
+def member_names(f: compose.Federation) -> dict[str, int | None]:
+    return {m.cluster.name: m.index for m in f.selection.placed}
+
+
+# -- names ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class NameCase:
+    reason: str
+    cluster: str
+    kind: str = "ClusterProviderConfig"
+    namespaced: bool = False
+    want: str | None = None  # None: only checked for validity and hash
+
+
+NAME_CASES = [
+    NameCase("a DNS label is kept as it is", "spoke-eu", want="gpu-spoke-eu"),
+    NameCase("dots are not allowed in labels: replaced, and a hash keeps a.b apart from a-b", "a.b"),
+    NameCase("a long name is cut to fit the StatefulSet's 52 characters, with a hash", "x" * 200),
+    NameCase(
+        "namespaced: a ClusterProviderConfig is told apart from a ProviderConfig of its name", "eu", namespaced=True
+    ),
+    NameCase(
+        "namespaced ProviderConfig of a plain name keeps it",
+        "eu",
+        kind="ProviderConfig",
+        namespaced=True,
+        want="gpu-eu",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", NAME_CASES, ids=lambda c: c.reason)
+def test_pool_names_fit_and_are_stable(case):
+    ref = ProviderConfigRef(name=case.cluster, kind=case.kind)
+    name = clusters.pool_name("fed", "gpu", ref, mode="StatefulSet", namespaced=case.namespaced)
+    assert names.problem(names.pool("fed", name), "StatefulSet") is None
+    assert len(name) <= names.MAX_NAME  # the pool label holds it
+    if case.want is not None:
+        assert name == case.want
+    else:
+        assert name != f"gpu-{case.cluster}"
+    # Only the cluster decides it: the same name on every call.
+    assert name == clusters.pool_name("fed", "gpu", ref, mode="StatefulSet", namespaced=case.namespaced)
+
+
+def test_clusters_that_differ_only_in_dots_get_different_names():
+    a = clusters.pool_name("fed", "gpu", ProviderConfigRef(name="a.b"), mode="StatefulSet", namespaced=False)
+    b = clusters.pool_name("fed", "gpu", ProviderConfigRef(name="a-b"), mode="StatefulSet", namespaced=False)
+    assert a != b
+
+
+def test_a_selector_pool_name_must_leave_room_for_its_clusters():
+    long_pool = pool(SELECTED, name="g" * 34)
+    with pytest.raises(SpecError, match=r"spec.supernodes.pools\[0\].name"):
+        compose.federation(xr(long_pool))
+    # The same name is fine for a pool that names its cluster.
+    compose.federation(xr(pool(BASE, name="g" * 34)))
+
+
+# -- indices --------------------------------------------------------------------
+
+
+def observed_index(f: compose.Federation, cluster: str) -> dict[str, Any]:
+    """The observed Object of a cluster's workload, as the function last composed it."""
+    m = next(m for m in f.selection.placed if m.cluster.name == cluster)
+    built = compose.plan(f, SERVICE)
+    return {compose.pool_resource(m.name): compose.desired(f, built)[compose.pool_resource(m.name)]}
+
+
+def test_new_clusters_take_the_lowest_free_index_in_name_order():
+    f = fed(SELECTED, [config("c"), config("a"), config("b")])
+    assert member_names(f) == {"a": 0, "b": 1, "c": 2}
+
+
+def test_a_joining_cluster_renumbers_no_one():
+    before = fed(SELECTED, [config("b"), config("c")])
+    observed = {**observed_index(before, "b"), **observed_index(before, "c")}
+    after = fed(SELECTED, [config("a"), config("b"), config("c")], observed)
+    # a sorts first, yet b and c keep 0 and 1; a takes the next free index.
+    assert member_names(after) == {"a": 2, "b": 0, "c": 1}
+
+
+def test_a_leaving_cluster_frees_its_index_and_moves_no_one():
+    before = fed(SELECTED, [config("a"), config("b"), config("c")])
+    observed = {**observed_index(before, "a"), **observed_index(before, "c")}
+    after = fed(SELECTED, [config("a"), config("c"), config("d")], observed)
+    assert member_names(after) == {"a": 0, "c": 2, "d": 1}
+
+
+INDEX_CASES = [
+    ("a pinned index wins over the lowest free", [config("a"), config("b", **{clusters.INDEX_ANNOTATION: "0"})],
+     {"a": 1, "b": 0}, {}),
+    ("two clusters pinning one index: the first by name keeps it, the other is held",
+     [config("a", **{clusters.INDEX_ANNOTATION: "3"}), config("b", **{clusters.INDEX_ANNOTATION: "3"})],
+     {"a": 3}, {"b": "pinned by a too"}),
+    ("an index beyond maxClusters cannot be pinned", [config("a", **{clusters.INDEX_ANNOTATION: "100"})],
+     {}, {"a": "not an index from 0 to 99"}),
+    ("an index is a number", [config("a", **{clusters.INDEX_ANNOTATION: "first"})], {}, {"a": "'first'"}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("reason", "configs", "want", "held"), INDEX_CASES, ids=[c[0] for c in INDEX_CASES])
+def test_pinned_indices(reason, configs, want, held):
+    f = fed(SELECTED, configs)
+    assert member_names(f) == want, reason
+    assert {m.cluster.name: m.problem for m in f.selection.held}.keys() == held.keys()
+    for m in f.selection.held:
+        assert held[m.cluster.name] in m.problem
+
+
+def test_a_remembered_index_beyond_a_lowered_max_clusters_is_given_again():
+    before = fed(SELECTED, [config("a"), config("b", **{clusters.INDEX_ANNOTATION: "9"})])
+    observed = observed_index(before, "b")
+    lowered = pool(SELECTED, clusterSelector={"matchLabels": LABELS, "maxClusters": 5})
+    after = fed(lowered, [config("a"), config("b")], observed)
+    assert member_names(after) == {"a": 0, "b": 1}
+
+
+# -- per-cluster settings ---------------------------------------------------------------------------
+
+
+SETTINGS_CASES = [
+    ("replicas from the annotation", SELECTED, {clusters.REPLICAS_ANNOTATION: "5"}, 5, ""),
+    ("replicas must be a number", SELECTED, {clusters.REPLICAS_ANNOTATION: "many"}, None, "not a number from 1"),
+    ("with {globalIndex} a cluster has replicas indices, so no more SuperNodes",
+     pool(SELECTED, nodeConfig={"id": "{globalIndex}"}), {clusters.REPLICAS_ANNOTATION: "3"}, None,
+     "each cluster has `replicas` global indices"),
+    ("with {globalIndex} fewer is fine", pool(SELECTED, nodeConfig={"id": "{globalIndex}"}),
+     {clusters.REPLICAS_ANNOTATION: "1"}, 1, ""),
+    ("a DaemonSet has no replicas: the annotation, meant for other federations, is ignored",
+     spec(SELECTED, mode="DaemonSet", supernodes__pools__0__replicas=None), {clusters.REPLICAS_ANNOTATION: "3"},
+     None, ""),
+    ("a nodeConfig value Flower would not read back holds the cluster",
+     SELECTED, {clusters.NODE_CONFIG_PREFIX + "path": "a'b\"c"}, None, "node-config.flower.flwr.ai/path"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("reason", "s", "annotations", "replicas", "problem"), SETTINGS_CASES,
+                         ids=[c[0] for c in SETTINGS_CASES])  # fmt: skip
+def test_per_cluster_settings(reason, s, annotations, replicas, problem):
+    if s["mode"] == "DaemonSet":
+        s = pool(s)
+        s["supernodes"]["pools"][0].pop("replicas", None)
+    f = fed(s, [config("eu", **annotations)])
+    if problem:
+        assert not f.selection.placed, reason
+        assert problem in f.selection.held[0].problem
+    else:
+        assert [m.pool.replicas for m in f.selection.placed if m.pool] == [replicas], reason
+
+
+def test_node_config_annotations_override_the_pool_and_fill_placeholders():
+    s = pool(SELECTED, nodeConfig={"site": "{cluster}", "path": "/data"})
+    f = fed(s, [config("eu", **{clusters.NODE_CONFIG_PREFIX + "path": "/mnt/{cluster}-{clusterIndex}"})])
+    args = compose.manifests(f)["pool-gpu-eu"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    node_config = args[args.index("--node-config") + 1]
+    assert node_config == 'path="/mnt/eu-0" site="eu"'
+
+
+# -- the selection as a whole -----------------------------------------------------------------
+
+
+def test_too_many_clusters_is_an_error_naming_the_selector():
+    s = pool(SELECTED, clusterSelector={"matchLabels": LABELS, "maxClusters": 2})
+    with pytest.raises(SpecError) as err:
+        fed(s, [config("a"), config("b"), config("c")])
+    assert err.value.errors[0][0] == "spec.supernodes.pools[0].clusterSelector"
+    assert "matches 3 clusters, more than maxClusters 2" in err.value.errors[0][1]
+
+
+def test_a_selected_name_taken_by_a_named_pool_holds_that_cluster():
+    s = spec(SELECTED, supernodes__pools=[*SELECTED["supernodes"]["pools"], {"name": "gpu-eu", "replicas": 1}])
+    f = fed(s, [config("eu"), config("us")])
+    assert member_names(f) == {"us": 1}
+    assert "taken by another pool" in f.selection.held[0].problem
+
+
+def test_a_claim_pool_in_another_namespace_may_not_land_in_the_superlink_cluster():
+    s = pool(spec(SELECTED, providerConfigRef={"name": "hub"}), namespace="elsewhere")
+    f = fed(s, [config("hub"), config("eu")])
+    assert member_names(f) == {"eu": 0}
+    assert "stay in namespace 'team-a'" in f.selection.held[0].problem
+
+
+def test_global_indices_are_blocks_that_joins_do_not_move():
+    numbered = {"id": "{globalIndex}", "n": "{totalReplicas}"}
+    selector = {"matchLabels": LABELS, "maxClusters": 4}
+    s = pool(SELECTED, nodeConfig=numbered, clusterSelector=selector)
+    s["supernodes"]["pools"].append({"name": "local", "replicas": 3, "nodeConfig": {"id": "{globalIndex}"}})
+    before = fed(s, [config("b")])
+    assert compose.global_offsets(before) == ({"gpu-b": 0, "local": 8}, 11)
+    joined = fed(s, [config("a"), config("b")], observed_index(before, "b"))
+    # b keeps block 0, a takes block 1 (ids 2-3); the named pool after the
+    # selector's 4 blocks of 2 stays at 8, and {totalReplicas} at 11.
+    assert compose.global_offsets(joined) == ({"gpu-b": 0, "gpu-a": 2, "local": 8}, 11)
+
+
+def test_the_same_selection_in_any_order_renders_the_same_bytes():
+    configs = [config(f"site-{i}", **{clusters.REPLICAS_ANNOTATION: str(1 + i % 3)}) for i in range(12)]
+    # Crossplane lists them in no promised order.
+    shuffled = configs[7:] + configs[:7][::-1]
+    one = compose.desired(fed(SELECTED, configs), compose.plan(fed(SELECTED, configs), SERVICE))
+    other = compose.desired(fed(SELECTED, shuffled), compose.plan(fed(SELECTED, shuffled), SERVICE))
+    assert yaml.safe_dump(one) == yaml.safe_dump(other)
+
+
+# -- requirements -----------------------------------------------------------------------------
+
+
+def test_requirements_per_flavor():
+    f = compose.federation(xr(SELECTED))
+    assert clusters.requirements(f.written, "team-a", namespaced=False) == [
+        clusters.Requirement(KEY, "kubernetes.crossplane.io/v1alpha1", "ProviderConfig", LABELS)
+    ]
+    assert clusters.requirements(f.written, "team-a", namespaced=True) == [
+        clusters.Requirement("clusters-gpu-clusterproviderconfig", "kubernetes.m.crossplane.io/v1alpha1",
+                             "ClusterProviderConfig", LABELS),
+        clusters.Requirement(KEY, "kubernetes.m.crossplane.io/v1alpha1", "ProviderConfig", LABELS, "team-a"),
+    ]  # fmt: skip
+
+
+def run(s: dict[str, Any], required: dict[str, list[dict[str, Any]]] | None, observed: dict[str, Any] | None = None):
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.update(xr(s))
+    for name, obj in (observed or {}).items():
+        req.observed.resources[name].resource.update(obj)
+    for key, items in (required or {}).items():
+        req.required_resources[key].SetInParent()
+        for item in items:
+            req.required_resources[key].items.add().resource.update(item)
+    return fn.run(req)
+
+
+def conditions(rsp: fnv1.RunFunctionResponse) -> dict[str, fnv1.Condition]:
+    return {c.type: c for c in rsp.conditions}
+
+
+def test_the_function_asks_for_the_labelled_provider_configs_on_every_call():
+    for required in (None, {KEY: [config("eu")]}):
+        rsp = run(SELECTED, required, SERVICE)
+        selector = rsp.requirements.resources[KEY]
+        assert (selector.api_version, selector.kind) == ("kubernetes.crossplane.io/v1alpha1", "ProviderConfig")
+        assert dict(selector.match_labels.labels) == LABELS
+
+
+def test_no_match_is_a_condition_and_not_ready_not_an_error():
+    rsp = run(SELECTED, {KEY: []}, SERVICE)
+    assert not [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    selected = conditions(rsp)["ClustersSelected"]
+    assert (selected.status, selected.reason) == (fnv1.STATUS_CONDITION_FALSE, "NoMatchingClusters")
+    assert "no ProviderConfig carries the labels of pool gpu" in selected.message
+    assert rsp.desired.composite.ready == fnv1.READY_FALSE
+    assert not [n for n in rsp.desired.resources if n.startswith("pool-")]
+
+
+def test_a_leaving_cluster_has_its_objects_dropped_and_the_others_unchanged():
+    both = run(SELECTED, {KEY: [config("eu"), config("us")]}, SERVICE)
+    observed = {
+        **SERVICE,
+        **{n: wire.to_dict(r.resource) for n, r in both.desired.resources.items() if n != "superlink-service"},
+    }
+    one = run(SELECTED, {KEY: [config("us")]}, observed)
+    left = set(both.desired.resources) - set(one.desired.resources)
+    assert left == {"pool-gpu-eu", "serviceaccount-eu-team-a", "networkpolicy-supernode-eu-team-a"}
+    for name in one.desired.resources:
+        assert wire.to_dict(one.desired.resources[name].resource) == wire.to_dict(both.desired.resources[name].resource)
+
+
+def test_while_the_clusters_are_not_listed_every_observed_object_is_kept():
+    both = run(SELECTED, {KEY: [config("eu"), config("us")]}, SERVICE)
+    observed = {n: wire.to_dict(r.resource) for n, r in both.desired.resources.items()}
+    observed["superlink-service"].update(SERVICE["superlink-service"])
+    unanswered = run(SELECTED, None, observed)
+    assert set(unanswered.desired.resources) == set(both.desired.resources)
+    assert conditions(unanswered)["ClustersSelected"].status == fnv1.STATUS_CONDITION_UNKNOWN
+
+
+def test_a_held_cluster_keeps_what_it_has():
+    good = run(SELECTED, {KEY: [config("eu")]}, SERVICE)
+    observed = {n: wire.to_dict(r.resource) for n, r in good.desired.resources.items()}
+    observed["superlink-service"].update(SERVICE["superlink-service"])
+    bad = run(SELECTED, {KEY: [config("eu", **{clusters.REPLICAS_ANNOTATION: "0"})]}, observed)
+    assert wire.to_dict(bad.desired.resources["pool-gpu-eu"].resource)["spec"] == observed["pool-gpu-eu"]["spec"]
+    selected = conditions(bad)["ClustersSelected"]
+    assert selected.reason == "ClusterSettingsInvalid"
+    assert "cluster eu of pool gpu is held: annotation flower.flwr.ai/replicas '0'" in selected.message
+
+
+def test_status_lists_each_cluster_and_counts_them():
+    rsp = run(SELECTED, {KEY: [config("eu"), config("us")]}, SERVICE)
+    status = wire.to_dict(rsp.desired.composite.resource)["status"]
+    assert status["clusters"] == 2
+    assert [(p["name"], p["providerConfig"], p["selector"], p["clusterIndex"]) for p in status["pools"]] == [
+        ("gpu-eu", "eu", "gpu", 0),
+        ("gpu-us", "us", "gpu", 1),
+    ]
+    assert conditions(rsp)["ClustersSelected"].message == "pool gpu: 2 clusters (eu, us)"
+
+
+EXAMPLE = EXAMPLES / "claims" / "multicluster-selector.yaml"
+EXAMPLE_CLUSTERS = EXAMPLES / "required" / "clusters.yaml"
+LOAD_BALANCER = {
+    "apiVersion": "kubernetes.crossplane.io/v1alpha2",
+    "kind": "Object",
+    "metadata": {"name": "svc", "annotations": {render.COMPOSITION_RESOURCE_NAME: "superlink-service"}},
+    "spec": {"forProvider": {"manifest": {}}},
+    "status": {"atProvider": {"manifest": {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}}},
+}
+
+
+def test_render_answers_label_requirements_like_crossplane():
+    docs, _ = render.render(load_all(EXAMPLE)[0], [LOAD_BALANCER], required=load_all(EXAMPLE_CLUSTERS))
+    objects = {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d for d in docs[1:]}
+    pools = sorted(n for n in objects if n.startswith("pool-"))
+    # spoke-lab carries another value of the label: not selected.
+    assert pools == ["pool-gpu-spoke-edge-exam-ea2cf", "pool-gpu-spoke-eu", "pool-gpu-spoke-us"]
+    assert docs[0]["status"]["clusters"] == 3
+
+
+def test_crank_render_with_required_provider_configs_agrees(crank, functions_file, tmp_path):
+    xr_file = tmp_path / "xr.yaml"
+    xr_file.write_text(yaml.safe_dump(render.composite(load_all(EXAMPLE)[0])))
+    (tmp_path / "observed.yaml").write_text(yaml.safe_dump(LOAD_BALANCER))
+    proc = subprocess.run(
+        [crank, "render", str(xr_file), str(ROOT / "apis" / "composition.yaml"), str(functions_file),
+         f"--observed-resources={tmp_path / 'observed.yaml'}", f"--required-resources={EXAMPLE_CLUSTERS}"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    theirs = {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d["spec"] for d in docs[1:]}
+    ours, _ = render.render(load_all(EXAMPLE)[0], [LOAD_BALANCER], required=load_all(EXAMPLE_CLUSTERS))
+    assert theirs == {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d["spec"] for d in ours[1:]}
+    assert "pool-gpu-spoke-us" in theirs
+    assert docs[0]["status"]["clusters"] == 3
