@@ -10,6 +10,10 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from function import clusters, compose, status, tls, wire
 from function.validation import SpecError
 
+# Crossplane reads a function's response with gRPC's default limit, 4 MiB;
+# what is left is room for the results and framing.
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024 - 64 * 1024
+
 
 def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     """Answer one request; every failure is a fatal result with no desired resources."""
@@ -59,6 +63,14 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     response.set_conditions(rsp, *report.conditions)
     for warning in report.warnings:
         response.warning(rsp, warning)
+    if rsp.ByteSize() > MAX_RESPONSE_BYTES:
+        # Crossplane would fail to read it, with a gRPC error that names nothing.
+        return _fatal(
+            rsp,
+            f"invalid Federation: its {len(rsp.desired.resources)} composed resources take "
+            f"{rsp.ByteSize() / 2**20:.1f} MiB, more than Crossplane reads from a function (4 MiB): select fewer "
+            "clusters (clusterSelector.maxClusters) or pools, or split the Federation",
+        )
     return rsp
 
 

@@ -43,6 +43,13 @@ def serve_options(command: Command) -> Command:
     return command
 
 
+# Crossplane sends every observed Object, live state included: a Federation
+# whose selectors stand for hundreds of clusters observes thousands of them,
+# well past gRPC's default 4 MiB. (Crossplane reads responses up to gRPC's
+# default 4 MiB, which bounds clusterSelector.maxClusters; see function/spec.py.)
+MAX_REQUEST_BYTES = 256 * 1024 * 1024
+
+
 def _serve(*, debug: bool, address: str, tls_certs_dir: str | None, insecure: bool) -> None:
     logging.configure(level=logging.Level.DEBUG if debug else logging.Level.INFO)
     try:
@@ -53,6 +60,7 @@ def _serve(*, debug: bool, address: str, tls_certs_dir: str | None, insecure: bo
             # though it annotates a str.
             creds=runtime.load_credentials(tls_certs_dir),  # type: ignore[arg-type]
             insecure=insecure,
+            options=[("grpc.max_receive_message_length", MAX_REQUEST_BYTES)],
         )
     except Exception as err:  # report, then fail the process
         click.echo(f"cannot run function: {err}", err=True)

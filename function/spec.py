@@ -295,7 +295,9 @@ class GPUConfig(Model):
 
 MAX_SELECTOR_LABELS = 16
 DEFAULT_MAX_CLUSTERS = 100
-MAX_CLUSTERS = 1000
+# Crossplane reads a function's response up to gRPC's default 4 MiB; a
+# cluster's objects take some 5-8 KiB of it (tests/test_clusters.py checks 500).
+MAX_CLUSTERS = 500
 LabelValue = Annotated[str, Field(max_length=63)]
 
 

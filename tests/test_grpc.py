@@ -145,3 +145,13 @@ def test_a_release_the_function_cannot_serve_is_fatal_and_composes_nothing(chann
     assert len(fatal) == 1, reason
     assert f"{field}: " in fatal[0], (reason, fatal)
     assert len(rsp.desired.resources) == 0, reason
+
+
+def test_a_request_past_grpcs_default_4_mib_is_served(channel):
+    # Hundreds of clusters' observed Objects, live state included, as Crossplane sends them.
+    bulky = {"status": {"atProvider": {"manifest": {"metadata": {"annotations": {"note": "x" * 1024}}}}}}
+    observed = {f"pool-gone-{i}": bulky for i in range(6000)}
+    req = request(BASE, observed=observed)
+    assert req.ByteSize() > 4 * 1024 * 1024
+    rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(req, timeout=60)
+    assert "pool-default" in rsp.desired.resources
