@@ -130,6 +130,7 @@ test: unit e2e
 
 bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench.py
+	$(VENV)/bin/python benchmarks/bench_clusters.py
 
 clean:
 	rm -rf $(VENV) .cache build dist

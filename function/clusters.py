@@ -24,6 +24,7 @@ exists is kept unchanged, and status says why.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
@@ -180,15 +181,20 @@ class Selection:
     unmatched: list[str]
     pending: list[str]
 
-    @property
+    @functools.cached_property
     def placed(self) -> list[Member]:
         """The members composed in this reconcile."""
         return [m for m in self.members if m.pool is not None]
 
-    @property
+    @functools.cached_property
     def held(self) -> list[Member]:
         """The members held back by their cluster's settings."""
         return [m for m in self.members if m.pool is None]
+
+    @functools.cached_property
+    def by_name(self) -> dict[str, Member]:
+        """The composed members by pool name."""
+        return {m.name: m for m in self.placed}
 
 
 def _remembered(observed: dict[str, Any], resource: str) -> int | None:

@@ -77,7 +77,7 @@ class Federation:
 
     def member(self, pool: str) -> clusters.Member | None:
         """The selected cluster a pool of spec stands for, if it comes from a selector."""
-        return next((m for m in self.selection.placed if m.name == pool), None)
+        return self.selection.by_name.get(pool)
 
 
 def federation(

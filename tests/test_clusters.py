@@ -11,7 +11,7 @@ import yaml
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function import clusters, compose, fn, names, render, wire
-from function.spec import ProviderConfigRef
+from function.spec import MAX_CLUSTERS, ProviderConfigRef
 from function.validation import SpecError
 from helpers import BASE, pool, spec, xr
 from peers import EXAMPLES, ROOT, load_all
@@ -381,3 +381,39 @@ def test_crank_render_with_required_provider_configs_agrees(crank, functions_fil
     assert theirs == {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d["spec"] for d in ours[1:]}
     assert "pool-gpu-spoke-us" in theirs
     assert docs[0]["status"]["clusters"] == 3
+
+
+def test_the_most_clusters_fit_in_what_crossplane_reads():
+    # Crossplane's gRPC client reads responses up to the default 4 MiB.
+    s = pool(
+        SELECTED,
+        createNamespace=True,
+        namespace="flower-sites",
+        clusterSelector={"matchLabels": LABELS, "maxClusters": MAX_CLUSTERS},
+        nodeConfig={"site": "{cluster}", "id": "{globalIndex}", "n": "{totalReplicas}"},
+        supernodeResources={"requests": {"cpu": "1", "memory": "2Gi"}},
+    )
+    configs = [config(f"site-{i:04d}", **{clusters.NODE_CONFIG_PREFIX + "path": f"/data/{i}"}) for i in range(500)]
+    rsp = run(s, {KEY: configs})
+    assert not [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert len([n for n in rsp.desired.resources if n.startswith("pool-")]) == MAX_CLUSTERS
+    assert rsp.ByteSize() < fn.MAX_RESPONSE_BYTES
+
+
+def test_more_than_crossplane_reads_is_a_clear_error_not_a_grpc_failure():
+    # With node authentication each pool carries its identity program twice:
+    # 500 clusters' objects no longer fit in 4 MiB.
+    s = spec(
+        SELECTED,
+        version="1.41.0",
+        superlink={"externalAddress": "flower.example.org"},
+        tls={"secretName": "superlink-tls"},
+        nodeAuthentication={"enabled": True},
+    )
+    del s["supernodes"]["image"]
+    s = pool(s, caSecretRef={"name": "flower-ca"}, clusterSelector={"matchLabels": LABELS, "maxClusters": 500})
+    rsp = run(s, {KEY: [config(f"site-{i:04d}") for i in range(500)]})
+    fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert len(fatal) == 1 and "more than Crossplane reads from a function (4 MiB)" in fatal[0], fatal
+    assert not rsp.desired.resources
+    assert rsp.ByteSize() < fn.MAX_RESPONSE_BYTES

@@ -46,6 +46,8 @@ FUNCTION = "function-flower"
 RELEASE = f"v{__version__}"
 # Fake nodes: enough room for every example, GPUs of both vendors included.
 NODE_CAPACITY = {"cpu": "64", "memory": "512Gi", "pods": "250", "nvidia.com/gpu": "8", "amd.com/gpu": "8"}
+# ProviderConfigs of three spoke clusters for cluster selectors: site-a is the spoke.
+SITES = ("site-a", "site-b", "site-c")
 
 
 class WaitTimeoutError(AssertionError):
@@ -200,6 +202,9 @@ class ControlPlane:
     configuration_manifest: pathlib.Path  # pkg.crossplane.io Configuration, as users apply it
     hub: Cluster = field(init=False)
     spoke: Cluster = field(init=False)
+    # Three spoke clusters a cluster selector may choose, by ProviderConfig
+    # (site-a is the spoke above): none carries a label until a test gives one.
+    sites: dict[str, Cluster] = field(default_factory=dict)
     processes: dict[str, Process] = field(default_factory=dict)
     registry: str = ""
     function_image: str = ""
@@ -237,6 +242,9 @@ class ControlPlane:
         self._cleanup_leftovers()
         self.hub = self._cluster(f"e2e-{self.tag}-hub")
         self.spoke = self._cluster(f"e2e-{self.tag}-spoke")
+        self.sites = {"site-a": self.spoke}
+        for site in SITES[1:]:
+            self.sites[site] = self._cluster(f"e2e-{self.tag}-{site}")
         self._stopping = threading.Event()
         threading.Thread(target=self._load_balancer_loop, daemon=True).start()
         self._registry()
@@ -258,12 +266,27 @@ class ControlPlane:
             proc.stop()
         self.processes.clear()
         self._netns_down()
-        for name in [f"e2e-{self.tag}-hub", f"e2e-{self.tag}-spoke"]:
+        for name in self.cluster_names:
             self._kwokctl("delete", "cluster", "--name", name, check=False)
+
+    @property
+    def cluster_names(self) -> list[str]:
+        return [f"e2e-{self.tag}-{c}" for c in ("hub", "spoke", *SITES[1:])]
+
+    @property
+    def clusters(self) -> list[Cluster]:
+        """Every cluster: the hub, the spoke and the other sites."""
+        return [self.hub, *self.sites.values()] if self.sites else [self.hub, self.spoke]
+
+    def cluster_of(self, provider_config: str) -> Cluster:
+        """The cluster a ProviderConfig of provider_configs() names."""
+        if provider_config in self.sites:
+            return self.sites[provider_config]
+        return self.spoke if provider_config.startswith("spoke") else self.hub
 
     def _cleanup_leftovers(self) -> None:
         """A run that died may have left clusters, processes or the namespace behind."""
-        for name in [f"e2e-{self.tag}-hub", f"e2e-{self.tag}-spoke"]:
+        for name in self.cluster_names:
             self._kwokctl("delete", "cluster", "--name", name, check=False)
         pids = self.workdir / "pids"
         if pids.is_dir():
@@ -481,6 +504,7 @@ class ControlPlane:
         secrets = [
             _kubeconfig_secret("hub-kubeconfig", self.hub),
             _kubeconfig_secret("spoke-kubeconfig", self.spoke),
+            *(_kubeconfig_secret(f"{site}-kubeconfig", c) for site, c in self.sites.items()),
         ]
         hub.apply(*secrets)
         wait_for("provider-kubernetes' CRDs", lambda: hub.get("crd", "providerconfigs.kubernetes.crossplane.io"))
@@ -490,7 +514,8 @@ class ControlPlane:
         configs = []
         for name, secret in [("default", "hub-kubeconfig"), ("hub", "hub-kubeconfig"),
                              ("spoke-eu", "spoke-kubeconfig"), ("spoke-us", "spoke-kubeconfig"),
-                             ("spoke-edge", "spoke-kubeconfig")]:  # fmt: skip
+                             ("spoke-edge", "spoke-kubeconfig"),
+                             *((site, f"{site}-kubeconfig") for site in SITES)]:  # fmt: skip
             configs.append({
                 "apiVersion": "kubernetes.crossplane.io/v1alpha1",
                 "kind": "ProviderConfig",

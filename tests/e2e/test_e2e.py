@@ -19,7 +19,17 @@ from typing import Any
 
 import yaml
 
-from controlplane import CA_ISSUER, CROSSPLANE_NS, FUNCTION, RELEASE, Cluster, ControlPlane, condition, wait_for
+from controlplane import (
+    CA_ISSUER,
+    CROSSPLANE_NS,
+    FUNCTION,
+    RELEASE,
+    SITES,
+    Cluster,
+    ControlPlane,
+    condition,
+    wait_for,
+)
 from peers import CLAIMS, INVALID, ROOT, hack_module, load_all
 
 build_image = hack_module("build_image")
@@ -72,7 +82,7 @@ def objects_of(plane: ControlPlane, composite_name: str) -> list[dict[str, Any]]
 
 
 def cluster_for(plane: ControlPlane, provider_config: str) -> Cluster:
-    return plane.spoke if provider_config.startswith("spoke") else plane.hub
+    return plane.cluster_of(provider_config)
 
 
 def live(plane: ControlPlane, obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -247,6 +257,12 @@ def label_nodes_for(plane: ControlPlane, paths: list[pathlib.Path]) -> None:
             cluster.kubectl("label", "node", node, "--overwrite", *labels)
 
 
+def label_site(plane: ControlPlane, site: str, labels: dict[str, str | None]) -> None:
+    """Label a site's ProviderConfig as a platform team would; None removes a label."""
+    changes = [f"{k}-" if v is None else f"{k}={v}" for k, v in sorted(labels.items())]
+    plane.hub.kubectl("label", "providerconfigs.kubernetes.crossplane.io", site, "--overwrite", *changes)
+
+
 def test_every_example_becomes_ready(plane):
     hub = plane.hub
     # What the examples expect a cluster admin to have made: nodes labelled for
@@ -257,6 +273,12 @@ def test_every_example_becomes_ready(plane):
     # place (tls-cert-manager-multicluster.yaml's pool us). The control plane
     # already has cert-manager with the ClusterIssuer flower-ca.
     label_nodes_for(plane, CLAIMS)
+    # Pools that follow clusters by label: two of the three sites carry each one's labels.
+    for path in CLAIMS:
+        for pool in claim_of(path)["spec"]["supernodes"]["pools"]:
+            if "clusterSelector" in pool:
+                for site in SITES[:2]:
+                    label_site(plane, site, pool["clusterSelector"]["matchLabels"])
     for cluster in (hub, plane.spoke):
         for namespace in NAMESPACES:
             cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
@@ -289,11 +311,20 @@ def check_status(plane: ControlPlane, path: pathlib.Path, claim: dict[str, Any])
     composite = composite_of(plane, claim)
     live_workloads = workloads(plane, composite["metadata"]["name"])
     pools = {p["name"]: p for p in status["pools"]}
-    assert sorted(pools) == sorted(p["name"] for p in spec["supernodes"]["pools"]), path.name
-    total = 0
+    # A pool of the spec, or each cluster a selector pool stands for.
+    expected = []
     for pool in spec["supernodes"]["pools"]:
-        observed = pools[pool["name"]]
-        workload = live_workloads[f"{name}-supernode-{pool['name']}"]
+        if "clusterSelector" in pool:
+            members = [p["name"] for p in status["pools"] if p.get("selector") == pool["name"]]
+            assert members, (path.name, pool["name"], status["pools"])
+            expected += [(member, pool) for member in members]
+        else:
+            expected.append((pool["name"], pool))
+    assert sorted(pools) == sorted(n for n, _ in expected), path.name
+    total = 0
+    for pool_name, pool in expected:
+        observed = pools[pool_name]
+        workload = live_workloads[f"{name}-supernode-{pool_name}"]
         assert workload["kind"] == spec["mode"] == observed["kind"]
         if spec["mode"] == "StatefulSet":
             assert observed["desired"] == pool["replicas"] == workload["status"]["readyReplicas"], path.name
@@ -305,6 +336,7 @@ def check_status(plane: ControlPlane, path: pathlib.Path, claim: dict[str, Any])
         cluster = cluster_for(plane, provider_config)
         assert cluster.get(workload["kind"].lower() + "s.apps", workload["metadata"]["name"], observed["namespace"])
         total += observed["desired"]
+    assert status["clusters"] == len({p["providerConfig"] for p in status["pools"]}), path.name
     assert status["supernodes"] == f"{total}/{total}"
     assert (status["readySupernodes"], status["desiredSupernodes"]) == (total, total)
     # The SuperLink and its Service, where the endpoint says.
@@ -327,6 +359,7 @@ def check_status(plane: ControlPlane, path: pathlib.Path, claim: dict[str, Any])
     cols = columns(plane, name, namespace)
     # kubectl leaves an integer column blank when the field is unset.
     assert cols["REGISTERED"] == (str(total) if authenticated else ""), (path.name, cols)
+    assert cols["CLUSTERS"] == str(status["clusters"]), (path.name, cols)
     assert (cols["SYNCED"], cols["READY"]) == ("True", "True")
     assert (cols["MODE"], cols["ISOLATION"], cols["SUPERNODES"]) == (
         spec["mode"],
@@ -521,6 +554,64 @@ def test_no_generation_moves_while_idle(plane):
         assert now == before, {c: {k for k in before[c] if now[c].get(k) != before[c][k]} for c in composites}
 
 
+FLEET = CLAIMS[0].parent / "multicluster-selector.yaml"
+
+
+def fleet_state(plane: ControlPlane) -> tuple[dict[str, Any], dict[str, int]]:
+    """The fleet Federation's claim and the generations of everything it composed."""
+    claim = get_claim(plane, "federation-fleet", "flower")
+    assert claim is not None
+    return claim, generations(plane, composite_of(plane, claim)["metadata"]["name"])
+
+
+def fleet_workload(plane: ControlPlane, site: str) -> dict[str, Any] | None:
+    return plane.sites[site].get("statefulsets.apps", f"federation-fleet-supernode-gpu-{site}", "flower-sites")
+
+
+def test_clusters_join_and_leave_by_label(plane):
+    labels = claim_of(FLEET)["spec"]["supernodes"]["pools"][0]["clusterSelector"]["matchLabels"]
+    claim, before = fleet_state(plane)
+    assert sorted(p["providerConfig"] for p in claim["status"]["pools"]) == ["site-a", "site-b"]
+    assert fleet_workload(plane, "site-c") is None
+
+    # Labelling site-c's ProviderConfig brings a pool up in that cluster, and moves nothing else.
+    label_site(plane, "site-c", labels)
+    joined = wait_for("a pool in site-c", lambda: _if(lambda w: w and w["status"].get("readyReplicas") == 2,
+                                                       fleet_workload(plane, "site-c")),
+                      timeout=READY_TIMEOUT, interval=3)  # fmt: skip
+    assert joined["metadata"]["annotations"]["flower.flwr.ai/cluster-index"] == "2"
+
+    def three_clusters_ready() -> bool:
+        claim = fleet_state(plane)[0]
+        return claim["status"].get("clusters") == 3 and ready(claim)
+
+    wait_for("three clusters in status", three_clusters_ready, timeout=READY_TIMEOUT, interval=3)
+    claim, after = fleet_state(plane)
+    assert {k: after.get(k) for k in before} == before, {k for k in before if after.get(k) != before[k]}
+    added = sorted(k for k in after if k not in before)
+    assert "StatefulSet/federation-fleet-supernode-gpu-site-c" in added, added
+    assert all("site-c" in k or k.startswith("Object/") for k in added), added
+    assert columns(plane, "federation-fleet", "flower")["CLUSTERS"] == "3"
+
+    # Taking the label off site-a deletes its pool there; site-b and site-c keep theirs unchanged.
+    label_site(plane, "site-a", dict.fromkeys(labels))
+    wait_for("site-a's pool deleted", lambda: fleet_workload(plane, "site-a") is None,
+             timeout=READY_TIMEOUT, interval=3)  # fmt: skip
+    wait_for("two clusters in status", lambda: fleet_state(plane)[0]["status"].get("clusters") == 2,
+             timeout=READY_TIMEOUT, interval=3)  # fmt: skip
+    claim, left = fleet_state(plane)
+    kept = {k: v for k, v in after.items() if "site-a" not in k and k.startswith(("StatefulSet/", "NetworkPolicy/"))}
+    assert {k: left.get(k) for k in kept} == kept, {k for k in kept if left.get(k) != kept[k]}
+    assert not [k for k in left if "site-a" in k], left
+    assert [(p["providerConfig"], p["clusterIndex"]) for p in claim["status"]["pools"]] == [
+        ("site-b", 1),
+        ("site-c", 2),
+    ]
+    assert plane.spoke.get("namespace", "flower-sites") is None or (
+        plane.spoke.get("namespace", "flower-sites")["status"].get("phase") == "Terminating"
+    )
+
+
 def configuration_release(plane: ControlPlane, tmp: pathlib.Path, tag: str) -> str:
     """The claim flavor's next release, as a maintainer would cut one: a new
     optional field in the XRD, a new release label on the Composition. Built
@@ -608,16 +699,18 @@ def test_deleting_claims_leaves_nothing(plane):
         "every composite gone", lambda: hub.get("xfederations.flower.crossplane.io") == [], timeout=300, interval=3
     )
     wait_for("every Object gone", lambda: hub.get("objects.kubernetes.crossplane.io") == [], timeout=300, interval=3)
-    for cluster in (hub, spoke):
+    for cluster in plane.clusters:
         for resource in ("statefulsets.apps", "daemonsets.apps", "networkpolicies.networking.k8s.io"):
             assert cluster.get(resource) == [], (cluster.name, resource)
         flower = [s for s in cluster.get("services") if "superlink" in s["metadata"]["name"]]
         assert flower == [], (cluster.name, flower)
         accounts = [a for a in cluster.get("serviceaccounts") if a["metadata"]["name"].endswith("-flower")]
         assert accounts == [], (cluster.name, accounts)
-    for ns in ("flower-clients", "flower-edge"):
-        wait_for(f"namespace {ns} gone", lambda ns=ns: spoke.get("namespace", ns) is None or
-                 spoke.get("namespace", ns)["status"].get("phase") == "Terminating", timeout=120)  # fmt: skip
+    gone = [(spoke, "flower-clients"), (spoke, "flower-edge"), *((c, "flower-sites") for c in plane.sites.values())]
+    for cluster, ns in gone:
+        wait_for(f"namespace {ns} gone from {cluster.name}",
+                 lambda c=cluster, ns=ns: c.get("namespace", ns) is None or
+                 c.get("namespace", ns)["status"].get("phase") == "Terminating", timeout=120)  # fmt: skip
 
 
 def test_v2_namespaced_federation(plane):

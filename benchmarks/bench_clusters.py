@@ -1,0 +1,145 @@
+"""Time RunFunction for a pool whose clusterSelector matches 100 and 500 ProviderConfigs.
+
+Prints, per cluster count, the median and p99 milliseconds of one call in
+process and over gRPC, the number of desired resources and the size of the
+serialized response. Two states: "first", Crossplane's first call with
+nothing observed; "steady", a later call where every Object is observed (so
+each cluster's index is read back from its workload).
+
+The ProviderConfigs point at no live cluster: the function never dials them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import statistics
+import sys
+import time
+from typing import Any
+
+import grpc
+from crossplane.function import logging
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from benchmarks.bench import serve_in_thread
+from function import clusters, fn
+
+LABELS = {"flower.flwr.ai/federation": "fleet"}
+
+
+def composite() -> dict[str, Any]:
+    """A claimed Federation with one pool that follows clusters by label, numbered federation-wide."""
+    return {
+        "apiVersion": "flower.crossplane.io/v1alpha1",
+        "kind": "XFederation",
+        "metadata": {
+            "name": "fleet-x1",
+            "labels": {"crossplane.io/claim-name": "fleet", "crossplane.io/claim-namespace": "flower"},
+        },
+        "spec": {
+            "mode": "StatefulSet",
+            "isolationMode": "subprocess",
+            "version": "1.41.0",
+            "superlink": {"externalAddress": "flower.example.org"},
+            "supernodes": {
+                "pools": [
+                    {
+                        "name": "gpu",
+                        "replicas": 2,
+                        "clusterSelector": {"matchLabels": LABELS, "maxClusters": 500},
+                        "namespace": "flower-sites",
+                        "createNamespace": True,
+                        "nodeConfig": {"site": "{cluster}", "partition-id": "{globalIndex}"},
+                    }
+                ]
+            },
+        },
+    }
+
+
+def provider_configs(count: int) -> list[dict[str, Any]]:
+    """Count labelled ProviderConfigs, each with a per-cluster nodeConfig value."""
+    return [
+        {
+            "apiVersion": clusters.CLUSTER_API,
+            "kind": "ProviderConfig",
+            "metadata": {
+                "name": f"site-{i:04d}",
+                "labels": dict(LABELS),
+                "annotations": {clusters.NODE_CONFIG_PREFIX + "data-path": f"/data/{i}"},
+            },
+        }
+        for i in range(count)
+    ]
+
+
+def request(count: int, observed: dict[str, Any] | None = None) -> fnv1.RunFunctionRequest:
+    """The request Crossplane sends once it has listed count ProviderConfigs."""
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.update(composite())
+    key = clusters.requirement_key("gpu", "ProviderConfig")
+    req.required_resources[key].SetInParent()
+    for item in provider_configs(count):
+        req.required_resources[key].items.add().resource.update(item)
+    for name, obj in (observed or {}).items():
+        req.observed.resources[name].resource.CopyFrom(obj)
+    return req
+
+
+def measure(call: Any, iterations: int) -> tuple[float, float]:
+    """Median and 99th-percentile milliseconds of call, after one warm-up call."""
+    call()
+    samples = []
+    for _ in range(iterations):
+        start = time.perf_counter()
+        call()
+        samples.append((time.perf_counter() - start) * 1000)
+    samples.sort()
+    return statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+
+
+def main() -> int:
+    """Print the cost of one call per cluster count, state and path; the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--address", default="127.0.0.1:19444")
+    args = parser.parse_args()
+    logging.configure(level=logging.Level.INFO)
+    serve_in_thread(args.address)
+    channel = grpc.insecure_channel(args.address, options=[("grpc.max_receive_message_length", 64 << 20)])
+    grpc.channel_ready_future(channel).result(timeout=10)
+    stub = grpcv1.FunctionRunnerServiceStub(channel)
+    header = f"{'clusters':>8} {'state':>7} {'path':>10} {'median ms':>10} {'p99 ms':>10} {'resources':>10} {'KiB':>8}"
+    print(header)
+    for count in (100, 500):
+        first = request(count)
+        rsp = fn.run(first)
+        fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+        if fatal:
+            print(f"fatal result for {count} clusters: {fatal}", file=sys.stderr)
+            return 1
+        pools = [n for n in rsp.desired.resources if n.startswith("pool-")]
+        if len(pools) != count:
+            print(f"{count} clusters made {len(pools)} pools", file=sys.stderr)
+            return 1
+        steady = request(count, {n: r.resource for n, r in rsp.desired.resources.items()})
+        for state, req in (("first", first), ("steady", steady)):
+            size = fn.run(req).ByteSize() / 1024
+            for path, call in (
+                ("in-process", lambda req=req: fn.run(req)),
+                ("grpc", lambda req=req: stub.RunFunction(req, timeout=120)),
+            ):
+                median, p99 = measure(call, args.iterations)
+                print(
+                    f"{count:>8} {state:>7} {path:>10} {median:>10.1f} {p99:>10.1f} "
+                    f"{len(rsp.desired.resources):>10} {size:>8.0f}"
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
