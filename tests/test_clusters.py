@@ -417,3 +417,66 @@ def test_more_than_crossplane_reads_is_a_clear_error_not_a_grpc_failure():
     assert len(fatal) == 1 and "more than Crossplane reads from a function (4 MiB)" in fatal[0], fatal
     assert not rsp.desired.resources
     assert rsp.ByteSize() < fn.MAX_RESPONSE_BYTES
+
+
+# -- as a named remote pool --------------------------------------------------------------------
+
+
+def test_selected_pools_get_the_ca_copy_in_each_cluster():
+    s = spec(SELECTED, tls={"secretName": "superlink-tls"})
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "superlink-tls", "namespace": "team-a"},
+              "data": {"ca.crt": "Q0E="}}  # fmt: skip
+    rsp = run(s, {KEY: [config("eu"), config("us")], "superlink-tls": [secret]})
+    # The CA is read through a required resource too, and copied once per selected cluster.
+    assert "superlink-tls" in rsp.requirements.resources
+    assert {"ca-eu-team-a", "ca-us-team-a"} <= set(rsp.desired.resources)
+    copy = wire.to_dict(rsp.desired.resources["ca-eu-team-a"].resource)
+    assert copy["spec"]["providerConfigRef"] == {"name": "eu"}
+    assert copy["spec"]["forProvider"]["manifest"]["data"] == {"ca.crt": "Q0E="}
+
+
+def test_selected_pools_wait_for_the_external_address_like_named_ones():
+    s = spec(SELECTED, superlink={"image": "flwr/superlink:1.25.0", "service": {"type": "LoadBalancer"}})
+    waiting = run(s, {KEY: [config("eu")]})
+    assert "pool-gpu-eu" not in waiting.desired.resources
+    assert waiting.desired.composite.ready == fnv1.READY_FALSE
+    assert "gpu-eu" in conditions(waiting)["ExternalAddressReady"].message
+    found = run(s, {KEY: [config("eu")]}, SERVICE)
+    args = wire.to_dict(found.desired.resources["pool-gpu-eu"].resource)["spec"]["forProvider"]["manifest"]
+    assert "--superlink=203.0.113.7:9092" in args["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def namespaced_xr(s: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "flower.crossplane.io/v1alpha1", "kind": "Federation",
+            "metadata": {"name": "fed", "namespace": "team-a"}, "spec": s}  # fmt: skip
+
+
+def test_a_namespaced_federation_selects_both_kinds_and_names_the_kind():
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.update(namespaced_xr(SELECTED))
+    answers = {
+        "clusters-gpu-clusterproviderconfig": [
+            {"apiVersion": clusters.NAMESPACED_API, "kind": "ClusterProviderConfig", "metadata": {"name": "eu"}}
+        ],
+        KEY: [{"apiVersion": clusters.NAMESPACED_API, "kind": "ProviderConfig",
+               "metadata": {"name": "eu", "namespace": "team-a"}}],
+    }  # fmt: skip
+    for key, items in answers.items():
+        req.required_resources[key].SetInParent()
+        for item in items:
+            req.required_resources[key].items.add().resource.update(item)
+    rsp = fn.run(req)
+    assert not [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    asked = {k: (v.kind, v.namespace) for k, v in rsp.requirements.resources.items()}
+    assert asked == {
+        "clusters-gpu-clusterproviderconfig": ("ClusterProviderConfig", ""),
+        KEY: ("ProviderConfig", "team-a"),
+    }
+    pools = {n: wire.to_dict(r.resource)["spec"]["providerConfigRef"] for n, r in rsp.desired.resources.items()
+             if n.startswith("pool-")}  # fmt: skip
+    # One cluster of each kind, both named eu: two pools, the ClusterProviderConfig's with a hash.
+    assert sorted(pools.values(), key=lambda r: r["kind"]) == [
+        {"kind": "ClusterProviderConfig", "name": "eu"},
+        {"kind": "ProviderConfig", "name": "eu"},
+    ]
+    assert "pool-gpu-eu" in pools and pools["pool-gpu-eu"]["kind"] == "ProviderConfig"

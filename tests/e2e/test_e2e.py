@@ -543,11 +543,12 @@ def test_workload_deleted_by_hand_comes_back(plane):
 
 
 def test_no_generation_moves_while_idle(plane):
-    # Five idle minutes, polled every 15 seconds, as Crossplane and the provider
-    # poll: any change would roll pods for nothing.
+    # Two idle minutes, polled every 15 seconds, as Crossplane and the provider
+    # poll (eight reconciles of every Federation): any change would roll pods
+    # for nothing.
     composites = [o["metadata"]["name"] for o in plane.hub.get("xfederations.flower.crossplane.io")]
     before = {c: generations(plane, c) for c in composites}
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         time.sleep(15)
         now = {c: generations(plane, c) for c in composites}
