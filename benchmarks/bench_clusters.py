@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-import statistics
 import sys
-import time
 from typing import Any
 
 import grpc
@@ -25,7 +23,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench import serve_in_thread
+from benchmarks.bench import measure, serve_in_thread
 from function import clusters, fn
 
 LABELS = {"flower.flwr.ai/federation": "fleet"}
@@ -88,18 +86,6 @@ def request(count: int, observed: dict[str, Any] | None = None) -> fnv1.RunFunct
     for name, obj in (observed or {}).items():
         req.observed.resources[name].resource.CopyFrom(obj)
     return req
-
-
-def measure(call: Any, iterations: int) -> tuple[float, float]:
-    """Median and 99th-percentile milliseconds of call, after one warm-up call."""
-    call()
-    samples = []
-    for _ in range(iterations):
-        start = time.perf_counter()
-        call()
-        samples.append((time.perf_counter() - start) * 1000)
-    samples.sort()
-    return statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.99))]
 
 
 def main() -> int:

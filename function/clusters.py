@@ -99,6 +99,11 @@ class Cluster:
     ref: ProviderConfigRef
     annotations: dict[str, str]
 
+    @property
+    def key(self) -> str:
+        """The cluster's identity: its ProviderConfig's kind and name."""
+        return f"{self.ref.kind}/{self.ref.name}"
+
 
 def found(
     spec: FederationSpec, required: Mapping[str, list[dict[str, Any]] | None], *, namespaced: bool
@@ -142,15 +147,8 @@ def pool_name(federation: str, pool: str, ref: ProviderConfigRef, *, mode: str, 
     """
     identity = f"{ref.kind}/{ref.name}" if namespaced and ref.kind == "ClusterProviderConfig" else ref.name
     slug = ref.name.replace(".", "-")
-    room = (
-        min(
-            names.MAX_STATEFULSET_NAME if mode == "StatefulSet" else names.MAX_NAME,
-            # The pool label holds the name, and a name's hash label too.
-            names.MAX_NAME,
-        )
-        - len(names.pool(federation, pool))
-        - 1
-    )
+    limit = names.MAX_STATEFULSET_NAME if mode == "StatefulSet" else names.MAX_NAME
+    room = limit - len(names.pool(federation, pool)) - 1
     if slug == identity and len(slug) <= room:
         return f"{pool}-{slug}"
     keep = slug[: max(room - HASH_LENGTH - 1, 1)].rstrip("-")
@@ -162,7 +160,6 @@ class Member:
     """One cluster a selector pool runs in, and the pool it becomes there (None while held)."""
 
     selector: str
-    field: str
     cluster: ProviderConfigRef
     index: int | None
     name: str
@@ -249,7 +246,7 @@ def _indices(
     problems: dict[str, str] = {}
     taken: dict[int, str] = {}
     for c in clusters:
-        key = c.ref.kind + "/" + c.ref.name
+        key = c.key
         text = c.annotations.get(INDEX_ANNOTATION)
         if text is None:
             continue
@@ -261,14 +258,14 @@ def _indices(
         else:
             indices[key], taken[pinned] = pinned, c.ref.name
     for c in clusters:
-        key = c.ref.kind + "/" + c.ref.name
+        key = c.key
         index = remembered.get(key)
         if key in indices or key in problems or index is None or index >= limit or index in taken:
             continue
         indices[key], taken[index] = index, c.ref.name
     free = (i for i in range(limit) if i not in taken)
     for c in clusters:
-        key = c.ref.kind + "/" + c.ref.name
+        key = c.key
         if key not in indices and key not in problems:
             index = next(free)
             indices[key], taken[index] = index, c.ref.name
@@ -276,13 +273,16 @@ def _indices(
 
 
 def _member(
-    spec: FederationSpec, field: str, pool: PoolSpec, cluster: Cluster, index: int | None, name: str, problem: str
+    spec: FederationSpec, pool: PoolSpec, cluster: Cluster, index: int | None, name: str, problem: str, *, ids: bool
 ) -> Member:
-    """The pool in one cluster, or why its settings hold it back."""
+    """The pool in one cluster, or why its settings hold it back.
+
+    ids: whether the Federation numbers SuperNodes federation-wide (numbered).
+    """
     replicas = pool.replicas
     text = cluster.annotations.get(REPLICAS_ANNOTATION)
     if not problem and text is not None and spec.mode == "StatefulSet":
-        high = pool.replicas if numbered(spec) and pool.replicas else MAX_REPLICAS
+        high = pool.replicas if ids and pool.replicas else MAX_REPLICAS
         replicas = _number(text, 1, high)
         if replicas is None:
             why = " (each cluster has `replicas` global indices)" if high != MAX_REPLICAS else ""
@@ -294,7 +294,7 @@ def _member(
             where, message = errors[0]
             problem = f"annotation {NODE_CONFIG_PREFIX}{where.removeprefix('nodeConfig.')}: {message}"
     if problem:
-        return Member(pool.name, field, cluster.ref, index, name, None, problem, pool.namespace)
+        return Member(pool.name, cluster.ref, index, name, None, problem, pool.namespace)
     expanded = pool.model_copy(
         update={
             "name": name,
@@ -304,7 +304,7 @@ def _member(
             "nodeConfig": {**pool.nodeConfig, **extra},
         }
     )
-    return Member(pool.name, field, cluster.ref, index, name, expanded, "", pool.namespace)
+    return Member(pool.name, cluster.ref, index, name, expanded, "", pool.namespace)
 
 
 def _escapes(pool: PoolSpec, cluster: Cluster, context: Context) -> bool:
@@ -328,6 +328,7 @@ def expand(
     members: list[Member] = []
     unmatched, pending = [], []
     taken_names = {p.name for p in spec.supernodes.pools}
+    ids = numbered(spec)
     for i, pool in enumerate(spec.supernodes.pools):
         if pool.clusterSelector is None:
             continue
@@ -348,15 +349,13 @@ def expand(
             where = f"{field}.clusterSelector"
             raise TooManyClustersError(where, message)
         named = {
-            c.ref.kind + "/" + c.ref.name: pool_name(
-                context.federation, pool.name, c.ref, mode=spec.mode, namespaced=context.namespaced
-            )
+            c.key: pool_name(context.federation, pool.name, c.ref, mode=spec.mode, namespaced=context.namespaced)
             for c in chosen
         }
         remembered = {key: _remembered(observed, context.resource(name)) for key, name in named.items()}
         indices, problems = _indices(pool, chosen, remembered)
         for cluster in chosen:
-            key = cluster.ref.kind + "/" + cluster.ref.name
+            key = cluster.key
             name = named[key]
             problem = problems.get(key, "")
             if not problem and name in taken_names:
@@ -367,7 +366,7 @@ def expand(
                     f"not {pool.namespace!r}"
                 )
             taken_names.add(name)
-            members.append(_member(spec, field, pool, cluster, indices.get(key), name, problem))
+            members.append(_member(spec, pool, cluster, indices.get(key), name, problem, ids=ids))
     return Selection(members, unmatched, pending)
 
 

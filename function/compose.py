@@ -388,7 +388,7 @@ def service_accounts(fed: Federation, pools: list[PlacedPool]) -> dict[str, Comp
     out: dict[str, Composed] = {}
     for ref, namespace in places:
         out.setdefault(
-            f"serviceaccount-{ref.name}-{namespace}",
+            serviceaccount_resource(ref.name, namespace),
             Composed(pods.service_account_manifest(fed.name, namespace, labels), ref),
         )
     return out
@@ -440,7 +440,7 @@ def ca_secrets(fed: Federation, pools: list[PlacedPool], ca: str | None) -> dict
     for p in pools:
         if p.copies_ca:
             out.setdefault(
-                f"ca-{p.provider_config.name}-{p.namespace}",
+                ca_resource(p.provider_config.name, p.namespace),
                 Composed(tls.ca_secret(fed.name, p.namespace, ca), p.provider_config),
             )
     return out
@@ -487,7 +487,7 @@ def network_policies(fed: Federation, pools: list[PlacedPool], external: placeme
             external.address if remote else None,
             fleet_ports=fleet_ports,
         )
-        out[f"networkpolicy-supernode-{cluster}-{namespace}"] = Composed(policy, ref)
+        out[networkpolicy_resource(cluster, namespace)] = Composed(policy, ref)
     return out
 
 
@@ -530,10 +530,10 @@ def cluster_resources(pool: str, cluster: str, namespace: str) -> list[str]:
     """The composition resource names of a pool in one cluster: its workload and what it shares with the cluster."""
     return [
         pool_resource(pool),
-        f"serviceaccount-{cluster}-{namespace}",
-        f"ca-{cluster}-{namespace}",
+        serviceaccount_resource(cluster, namespace),
+        ca_resource(cluster, namespace),
         namespace_resource(cluster, namespace),
-        f"networkpolicy-supernode-{cluster}-{namespace}",
+        networkpolicy_resource(cluster, namespace),
     ]
 
 
@@ -566,6 +566,21 @@ def global_offsets(fed: Federation) -> tuple[dict[str, int], int | None]:
                 offsets[m.name] = running + m.index * replicas
         running += pool.clusterSelector.maxClusters * replicas
     return offsets, running
+
+
+def serviceaccount_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of the Federation's ServiceAccount in one cluster and namespace."""
+    return f"serviceaccount-{cluster}-{namespace}"
+
+
+def ca_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of the CA copy in one cluster and namespace."""
+    return f"ca-{cluster}-{namespace}"
+
+
+def networkpolicy_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of the SuperNodes' NetworkPolicy in one cluster and namespace."""
+    return f"networkpolicy-supernode-{cluster}-{namespace}"
 
 
 def namespace_resource(cluster: str, namespace: str) -> str:
