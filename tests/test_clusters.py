@@ -480,3 +480,14 @@ def test_a_namespaced_federation_selects_both_kinds_and_names_the_kind():
         {"kind": "ProviderConfig", "name": "eu"},
     ]
     assert "pool-gpu-eu" in pools and pools["pool-gpu-eu"]["kind"] == "ProviderConfig"
+
+
+def test_a_selector_pool_counts_as_remote_before_any_cluster_is_selected():
+    # Any cluster may come to carry the labels: a pool that could not register
+    # its keys from another cluster (before Flower 1.40) is refused up front,
+    # not when a cluster joins.
+    s = spec(SELECTED, tls={"secretName": "superlink-tls"}, nodeAuthentication={"enabled": True})
+    with pytest.raises(SpecError) as err:
+        compose.federation(xr(s))
+    assert err.value.errors[0][0] == "spec.supernodes.pools[0]"
+    assert "registers its SuperNodes' keys" in err.value.errors[0][1]
