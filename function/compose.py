@@ -92,7 +92,10 @@ def federation(
     selected clusters keep their index.
     """
     metadata = xr.get("metadata") or {}
-    raw = {k: v for k, v in (xr.get("spec") or {}).items() if k not in CROSSPLANE_SPEC_FIELDS}
+    given = xr.get("spec") or {}
+    if not isinstance(given, dict):
+        raise SpecError([("spec", "must be an object")])
+    raw = {k: v for k, v in given.items() if k not in CROSSPLANE_SPEC_FIELDS}
     spec = validation.parse(raw)
     labels = metadata.get("labels") or {}
     claim_ref = (xr.get("spec") or {}).get("claimRef") or {}

@@ -57,8 +57,10 @@ def k8s_list(type_name: str, description: str) -> Any:
 
 class Model(BaseModel):
     # Unknown fields are an error, not silently dropped: a typo must not
-    # quietly change what gets deployed.
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    # quietly change what gets deployed. Strict types, as the XRD's schema:
+    # lax pydantic read replicas "3" as 3 and insecure "true" as true, which
+    # admission refuses (found by tests/test_properties.py).
+    model_config = ConfigDict(extra="forbid", validate_default=True, strict=True)
 
 
 K8sObject = dict[str, Any] | None
