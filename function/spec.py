@@ -300,11 +300,19 @@ DEFAULT_MAX_CLUSTERS = 100
 # Crossplane reads a function's response up to gRPC's default 4 MiB; a
 # cluster's objects take some 5-8 KiB of it (tests/test_clusters.py checks 500).
 MAX_CLUSTERS = 500
-LabelValue = Annotated[str, Field(max_length=63)]
+# Kubernetes label syntax: a selector Crossplane cannot list by fails the
+# whole pipeline with an API error that names no field of ours.
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+LABEL_KEY_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
+LabelKey = Annotated[str, Field(max_length=253 + 1 + 63, pattern=LABEL_KEY_PATTERN)]
 
 
 class ClusterSelector(Model):
-    matchLabels: dict[str, LabelValue] = Field(
+    matchLabels: dict[LabelKey, LabelValue] = Field(
         min_length=1,
         max_length=MAX_SELECTOR_LABELS,
         description=(
