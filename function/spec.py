@@ -12,9 +12,10 @@ schema by function/k8s_schema.py; that keeps the XRD small.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
 # Markers read by hack/gen_xrd.py: the sub-object is open in the XRD and
 # validated against this Kubernetes definition by the function.
@@ -308,11 +309,21 @@ LABEL_KEY_PATTERN = (
     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
 LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
-LabelKey = Annotated[str, Field(max_length=253 + 1 + 63, pattern=LABEL_KEY_PATTERN)]
+MAX_LABEL_KEY = 253 + 1 + 63  # prefix/name
+
+
+def _label_keys(labels: dict[str, str]) -> dict[str, str]:
+    """Keys in label syntax. Checked here, not as a typed key: pydantic would write a typed key as
+    patternProperties, which the XRD cannot carry (the map's values would go unchecked and be pruned)."""
+    for key in labels:
+        if len(key) > MAX_LABEL_KEY or not re.match(LABEL_KEY_PATTERN, key):
+            msg = f"the key {key!r} is not a Kubernetes label key ([prefix/]name, name of at most 63 characters)"
+            raise ValueError(msg)
+    return labels
 
 
 class ClusterSelector(Model):
-    matchLabels: dict[LabelKey, LabelValue] = Field(
+    matchLabels: Annotated[dict[str, LabelValue], AfterValidator(_label_keys)] = Field(
         min_length=1,
         max_length=MAX_SELECTOR_LABELS,
         description=(

@@ -31,19 +31,13 @@ def parse(raw: Any) -> FederationSpec:
     try:
         spec = FederationSpec.model_validate(raw)
     except pydantic.ValidationError as err:
-        raise SpecError([_pydantic_error(e) for e in err.errors(include_url=False)]) from None
+        raise SpecError(
+            [(k8s_schema.field_path("spec", e["loc"]), e["msg"]) for e in err.errors(include_url=False)]
+        ) from None
     errors = check(spec)
     if errors:
         raise SpecError(errors)
     return spec
-
-
-def _pydantic_error(error: Any) -> tuple[str, str]:
-    """(field path, message) of one pydantic error; a map key's own error names the key."""
-    loc = tuple(error["loc"])
-    if loc and loc[-1] == "[key]":  # pydantic's marker for the key, not the value, of a map entry
-        return k8s_schema.field_path("spec", loc[:-1]), f"the key {error['msg'][0].lower()}{error['msg'][1:]}"
-    return k8s_schema.field_path("spec", loc), error["msg"]
 
 
 def check(spec: FederationSpec) -> list[tuple[str, str]]:

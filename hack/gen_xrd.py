@@ -113,6 +113,11 @@ def _default(node: dict[str, Any]) -> dict[str, Any]:
 def _structural(node: dict[str, Any]) -> dict[str, Any]:
     """Turn one resolved pydantic JSON-schema node into a structural schema."""
     node = _without_null(node)
+    if "patternProperties" in node:
+        # A map with typed keys: Kubernetes has no patternProperties, and
+        # leaving it out would prune the map's entries at admission.
+        msg = f"no structural form for typed map keys (check them with a validator): {node.get('title')}"
+        raise ValueError(msg)
     if node.get(NODE_CONFIG):
         return _node_config(node)
     if node.get(K8S_TYPE):

@@ -25,7 +25,7 @@ from helpers import spec
 from peers import IN_CI, ROOT
 from test_nodeconfig import POD_ENV, kubelet_expand
 
-PROPERTY_EXAMPLES = int(os.environ.get("PROPERTY_EXAMPLES", "60"))
+PROPERTY_EXAMPLES = int(os.environ.get("PROPERTY_EXAMPLES", "80"))
 
 settings.register_profile(
     "suite",
@@ -101,7 +101,8 @@ def test_valid_specs_keep_every_invariant(flwr_python):
 
     check()
     # The run means little if the function refused nearly everything.
-    assert len(accepted) >= PROPERTY_EXAMPLES // 4, f"only {len(accepted)} specs were accepted"
+    assert len(accepted) >= PROPERTY_EXAMPLES // 6, f"only {len(accepted)} specs were accepted"
+    assert node_configs, "no accepted spec had a nodeConfig: Flower read nothing back"
     texts = [kubelet_expand(text, POD_ENV) for text, _ in node_configs]
     read = json.loads(
         subprocess.run(

@@ -46,8 +46,8 @@ def errors_of(s):
         ),
         (
             pool(BASE, clusterSelector={"matchLabels": {"bad key": "eu"}}),
-            "spec.supernodes.pools[0].clusterSelector.matchLabels.bad key",
-            "the key string should match pattern",
+            "spec.supernodes.pools[0].clusterSelector.matchLabels",
+            "the key 'bad key' is not a Kubernetes label key",
         ),
         (
             pool(BASE, nodeConfig={"a": [1]}),
