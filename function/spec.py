@@ -313,8 +313,11 @@ MAX_LABEL_KEY = 253 + 1 + 63  # prefix/name
 
 
 def _label_keys(labels: dict[str, str]) -> dict[str, str]:
-    """Keys in label syntax. Checked here, not as a typed key: pydantic would write a typed key as
-    patternProperties, which the XRD cannot carry (the map's values would go unchecked and be pruned)."""
+    """Keys in label syntax.
+
+    Checked here, not as a typed key: pydantic would write a typed key as
+    patternProperties, which the XRD cannot carry (the map would be pruned).
+    """
     for key in labels:
         if len(key) > MAX_LABEL_KEY or not re.match(LABEL_KEY_PATTERN, key):
             msg = f"the key {key!r} is not a Kubernetes label key ([prefix/]name, name of at most 63 characters)"

@@ -110,14 +110,21 @@ def _default(node: dict[str, Any]) -> dict[str, Any]:
     return {"default": default}
 
 
-def _structural(node: dict[str, Any]) -> dict[str, Any]:
-    """Turn one resolved pydantic JSON-schema node into a structural schema."""
-    node = _without_null(node)
+def _no_typed_keys(node: dict[str, Any]) -> dict[str, Any]:
+    """The node, unless it is a map with typed keys.
+
+    Kubernetes has no patternProperties, and leaving it out would prune the
+    map's entries at admission.
+    """
     if "patternProperties" in node:
-        # A map with typed keys: Kubernetes has no patternProperties, and
-        # leaving it out would prune the map's entries at admission.
         msg = f"no structural form for typed map keys (check them with a validator): {node.get('title')}"
         raise ValueError(msg)
+    return node
+
+
+def _structural(node: dict[str, Any]) -> dict[str, Any]:
+    """Turn one resolved pydantic JSON-schema node into a structural schema."""
+    node = _without_null(_no_typed_keys(node))
     if node.get(NODE_CONFIG):
         return _node_config(node)
     if node.get(K8S_TYPE):
