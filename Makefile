@@ -4,6 +4,8 @@ VENV := .venv
 # One virtualenv per Flower release the tests run (tests/flower/<release>.txt).
 FLWR_RELEASES := $(patsubst tests/flower/%.txt,%,$(wildcard tests/flower/*.txt))
 FLWR_VENVS := $(foreach r,$(FLWR_RELEASES),.cache/flwr/$(r)/.installed)
+FLWR_NEWEST := $(lastword $(sort $(FLWR_RELEASES)))
+FUZZ_EXAMPLES ?= 10000
 CRANK := .cache/bin/crank
 CELCHECK := .cache/bin/celcheck
 XRD2CRD := .cache/bin/xrd2crd
@@ -20,7 +22,7 @@ CONFIGURATION := .cache/package/configuration-flower.xpkg
 CONFIGURATION_V2 := .cache/package/configuration-flower-v2.xpkg
 E2E_TOOLS := .cache/e2e
 
-.PHONY: render lint unit test e2e e2e-tools image package serve crank generate bench clean
+.PHONY: render lint unit test e2e e2e-tools image package serve crank generate bench fuzz clean
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -131,6 +133,10 @@ test: unit e2e
 bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench.py
 	$(VENV)/bin/python benchmarks/bench_clusters.py
+
+# The property tests' long run: 10,000 fresh examples per invariant (about an hour).
+fuzz: $(VENV)/.installed .cache/flwr/$(FLWR_NEWEST)/.installed
+	$(VENV)/bin/python benchmarks/fuzz.py --examples $(FUZZ_EXAMPLES) --flwr-python $(abspath .cache/flwr/$(FLWR_NEWEST))/bin/python
 
 clean:
 	rm -rf $(VENV) .cache build dist
