@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import grpc
 from crossplane.function import logging, request, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
@@ -9,6 +11,9 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from function import clusters, compose, status, tls, wire
 from function.validation import SpecError
+
+if TYPE_CHECKING:
+    from function.workers import Pool
 
 # Crossplane reads a function's response with gRPC's default limit, 4 MiB;
 # what is left is room for the results and framing.
@@ -31,10 +36,10 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
         desired = compose.desired(fed, built)
         report = status.report(fed, built, observed, (xr.get("metadata") or {}).get("generation"))
     except SpecError as err:
-        return _fatal(rsp, f"invalid Federation: {err}")
+        return fatal(rsp, f"invalid Federation: {err}")
     except Exception as err:  # a bug must not crash the server or drop resources
         logging.get_logger().exception("cannot compose Federation")
-        return _fatal(rsp, f"cannot compose Federation: {type(err).__name__}: {err}")
+        return fatal(rsp, f"cannot compose Federation: {type(err).__name__}: {err}")
     for name, obj in desired.items():
         rsp.desired.resources[name].resource.ParseFromString(wire.struct_bytes(obj))
         rsp.desired.resources[name].ready = fnv1.READY_TRUE if report.ready.get(name) else fnv1.READY_FALSE
@@ -65,7 +70,7 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
         response.warning(rsp, warning)
     if rsp.ByteSize() > MAX_RESPONSE_BYTES:
         # Crossplane would fail to read it, with a gRPC error that names nothing.
-        return _fatal(
+        return fatal(
             rsp,
             f"invalid Federation: its {len(rsp.desired.resources)} composed resources take "
             f"{rsp.ByteSize() / 2**20:.1f} MiB, more than Crossplane reads from a function (4 MiB): select fewer "
@@ -74,7 +79,8 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     return rsp
 
 
-def _fatal(rsp: fnv1.RunFunctionResponse, message: str) -> fnv1.RunFunctionResponse:
+def fatal(rsp: fnv1.RunFunctionResponse, message: str) -> fnv1.RunFunctionResponse:
+    """Turn rsp into a fatal result with message, with nothing desired."""
     # A fatal result stops the pipeline before anything is applied or deleted,
     # so returning no desired resources here never removes live ones.
     rsp.desired.resources.clear()
@@ -86,9 +92,10 @@ def _fatal(rsp: fnv1.RunFunctionResponse, message: str) -> fnv1.RunFunctionRespo
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     """Serves RunFunction over gRPC."""
 
-    def __init__(self) -> None:
-        """Log through the SDK's structured logger."""
+    def __init__(self, pool: Pool | None = None) -> None:
+        """Run each call on the event loop, or in pool's thread or processes (function/workers.py)."""
         self.log = logging.get_logger()
+        self.pool = pool
 
     async def RunFunction(  # noqa: N802 - the gRPC method name
         self,
@@ -97,6 +104,8 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     ) -> fnv1.RunFunctionResponse:
         """Answer one request (see run), logging its tag and what it returned."""
         log = self.log.bind(tag=req.meta.tag)
-        rsp = run(req)
+        # Without a pool run holds the event loop until it returns; with one
+        # the loop takes and answers other calls meanwhile.
+        rsp = run(req) if self.pool is None else await self.pool.run(req)
         log.debug("ran function", resources=len(rsp.desired.resources), results=len(rsp.results))
         return rsp

@@ -11,6 +11,7 @@ from crossplane.function import logging, runtime
 
 from function import fn
 from function import render as renderer
+from function import workers as workers_pool
 
 SERVE_OPTIONS = [
     click.option("--debug", "-d", is_flag=True, help="Emit debug logs."),
@@ -29,6 +30,14 @@ SERVE_OPTIONS = [
         "--insecure",
         is_flag=True,
         help="Run without mTLS credentials; --tls-certs-dir is then ignored.",
+    ),
+    click.option(
+        "--workers",
+        envvar="FUNCTION_WORKERS",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="Worker processes composing calls in parallel, about one per CPU; 1 composes in the serving process.",
     ),
 ]
 
@@ -50,11 +59,15 @@ def serve_options(command: Command) -> Command:
 MAX_REQUEST_BYTES = 256 * 1024 * 1024
 
 
-def _serve(*, debug: bool, address: str, tls_certs_dir: str | None, insecure: bool) -> None:
-    logging.configure(level=logging.Level.DEBUG if debug else logging.Level.INFO)
+def _serve(*, debug: bool, address: str, tls_certs_dir: str | None, insecure: bool, workers: int) -> None:
+    level = logging.Level.DEBUG if debug else logging.Level.INFO
+    logging.configure(level=level)
+    pool = None
     try:
+        # Started before the server listens: Crossplane's first calls find the workers ready.
+        pool = workers_pool.start(workers, level)
         runtime.serve(
-            fn.FunctionRunner(),
+            fn.FunctionRunner(pool),
             address,
             # The SDK returns None for None (and serve then needs --insecure),
             # though it annotates a str.
@@ -65,25 +78,32 @@ def _serve(*, debug: bool, address: str, tls_certs_dir: str | None, insecure: bo
     except Exception as err:  # report, then fail the process
         click.echo(f"cannot run function: {err}", err=True)
         sys.exit(1)
+    finally:
+        # serve returns on SIGTERM once the calls under way have been answered
+        # (or its grace period is over); the workers have nothing left to do.
+        if pool is not None:  # None if it could not start
+            pool.shutdown()
 
 
 @click.group(invoke_without_command=True)
 @serve_options
 @click.pass_context
-def cli(ctx: click.Context, *, debug: bool, address: str, tls_certs_dir: str | None, insecure: bool) -> None:
+def cli(
+    ctx: click.Context, *, debug: bool, address: str, tls_certs_dir: str | None, insecure: bool, workers: int
+) -> None:
     """A Crossplane composition function that deploys Flower federations.
 
     With no command it serves gRPC, as Crossplane runs it.
     """
     if ctx.invoked_subcommand is None:
-        _serve(debug=debug, address=address, tls_certs_dir=tls_certs_dir, insecure=insecure)
+        _serve(debug=debug, address=address, tls_certs_dir=tls_certs_dir, insecure=insecure, workers=workers)
 
 
 @cli.command()
 @serve_options
-def serve(*, debug: bool, address: str, tls_certs_dir: str | None, insecure: bool) -> None:
+def serve(*, debug: bool, address: str, tls_certs_dir: str | None, insecure: bool, workers: int) -> None:
     """Serve gRPC for Crossplane (the same as no command)."""
-    _serve(debug=debug, address=address, tls_certs_dir=tls_certs_dir, insecure=insecure)
+    _serve(debug=debug, address=address, tls_certs_dir=tls_certs_dir, insecure=insecure, workers=workers)
 
 
 @cli.command()

@@ -6,14 +6,11 @@ import os
 import pathlib
 import re
 import shutil
-import socket
-import subprocess
-import sys
-import time
 
 import pytest
 import yaml
 
+import served
 from peers import CLAIMS, EXAMPLES, IN_CI, INVALID, ROOT, SHARED_CRDS, load_all, need  # noqa: F401 - re-exported to tests
 
 
@@ -84,38 +81,12 @@ def validate_cache(tmp_path_factory, shared_crds) -> list[str]:
     return [f"--cache-dir={cache}", "--crossplane-image=local/crossplane:offline"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
-def function_address():
+def function_address(tmp_path_factory):
     """The function served over real gRPC, as `crossplane render` dials it."""
-    port = free_port()
-    address = f"127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "function.main", "serve", "--insecure", "--address", address],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            msg = f"function exited: {proc.stdout.read().decode()}"
-            raise RuntimeError(msg)
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        msg = "function did not start listening within 30s"
-        raise RuntimeError(msg)
-    yield address
+    port = served.free_port()
+    proc = served.serve("--insecure", port=port, log=tmp_path_factory.mktemp("function") / "function.log")
+    yield f"127.0.0.1:{port}"
     proc.terminate()
     proc.wait(timeout=10)
 

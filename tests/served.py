@@ -1,0 +1,153 @@
+"""The function as Crossplane runs it: its own process, gRPC with mTLS, called over one connection.
+
+Shared by the tests (conftest.py, test_shutdown.py) and benchmarks/bench_load.py.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import grpc
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# The request and response sizes the function takes and gives (function/main.py
+# reads up to 256 MiB; Crossplane sends what it observed, however big).
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+# openssl's own configuration, so that the host's openssl.cnf plays no part:
+# a CA, the function's server certificate for the address the tests dial, and
+# the client certificate Crossplane would present.
+OPENSSL_CONFIG = """\
+[req]
+distinguished_name = dn
+[dn]
+[ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign
+[server]
+basicConstraints = critical,CA:FALSE
+subjectAltName = IP:127.0.0.1,DNS:localhost
+extendedKeyUsage = serverAuth
+[client]
+basicConstraints = critical,CA:FALSE
+extendedKeyUsage = clientAuth
+"""
+NEW_KEY = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+
+
+@dataclass(frozen=True)
+class Certificates:
+    """A CA, the function's certificate and key in server_dir (its --tls-certs-dir), and a client's."""
+
+    server_dir: pathlib.Path
+    ca: bytes
+    client_crt: bytes
+    client_key: bytes
+
+    def channel(self, address: str) -> grpc.Channel:
+        """One mTLS connection to address, as Crossplane holds to a function."""
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=self.ca, private_key=self.client_key, certificate_chain=self.client_crt
+        )
+        options = [
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ]
+        return grpc.secure_channel(address, creds, options=options)
+
+
+def issue(directory: pathlib.Path, openssl: str = "openssl") -> Certificates:
+    """Certificates for mTLS on 127.0.0.1, made with the openssl CLI in directory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    config = directory / "openssl.cnf"
+    config.write_text(OPENSSL_CONFIG)
+
+    def run(command: str) -> None:
+        # Every file is named relative to directory, so the command splits on spaces.
+        subprocess.run([openssl, *command.split()], cwd=directory, check=True, capture_output=True)
+
+    run(f"req -x509 -config {config.name} -extensions ca {NEW_KEY} -keyout ca.key -out ca.crt -days 2 -subj /CN=ca")
+    for name, extensions, serial in (("tls", "server", 2), ("client", "client", 3)):
+        run(f"req -new -config {config.name} {NEW_KEY} -keyout {name}.key -out {name}.csr -subj /CN={name}")
+        run(
+            f"x509 -req -in {name}.csr -CA ca.crt -CAkey ca.key -set_serial {serial} -days 2 "
+            f"-extfile {config.name} -extensions {extensions} -out {name}.crt"
+        )
+    return Certificates(
+        server_dir=directory,
+        ca=(directory / "ca.crt").read_bytes(),
+        client_crt=(directory / "client.crt").read_bytes(),
+        client_key=(directory / "client.key").read_bytes(),
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve(
+    *args: str,
+    port: int,
+    log: pathlib.Path,
+    command: tuple[str, ...] = ("serve",),
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+) -> subprocess.Popen:
+    """`python -m function.main serve --address 127.0.0.1:port *args`, once it listens; its output in log.
+
+    command () runs it as the image does, with no command. The output goes to
+    a file, not a pipe: a pipe no one reads stops the server once full.
+    """
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "function.main", *command, "--address", f"127.0.0.1:{port}", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            msg = f"function exited with {proc.returncode}: {log.read_text()}"
+            raise RuntimeError(msg)
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    msg = f"function did not start listening within {timeout}s: {log.read_text()}"
+    raise RuntimeError(msg)
+
+
+def children(pid: int) -> list[int]:
+    """The processes pid started (its threads' children, as the kernel lists them)."""
+    found = []
+    for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(child) for child in (task / "children").read_text().split()]
+        except FileNotFoundError:  # a thread that ended meanwhile
+            continue
+    return sorted(found)
+
+
+def workers(pid: int) -> list[int]:
+    """The function's worker processes: its children but multiprocessing's resource tracker."""
+    found = []
+    for child in children(pid):
+        try:
+            cmdline = pathlib.Path(f"/proc/{child}/cmdline").read_bytes()
+        except FileNotFoundError:  # ended meanwhile
+            continue
+        if b"spawn_main" in cmdline:
+            found.append(child)
+    return found

@@ -1,0 +1,271 @@
+"""The served function under load: SIGTERM mid-call, worker processes, a worker killed.
+
+Real processes and real gRPC with mTLS, as Crossplane runs and calls the
+function: many calls at once over one connection.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import grpc
+import pytest
+import yaml
+from click.testing import CliRunner
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
+from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
+
+import served
+from function import main
+from helpers import BASE, pool, spec, xr
+from peers import EXAMPLES, need
+
+CLIENTS = 16
+# About 50 ms of composing each: with 16 under way, SIGTERM always finds
+# calls the server has taken and not answered yet.
+POOLS = 128
+# runtime.serve's grace period is 5 s; the rest is the process winding down.
+EXIT_SECONDS = 15
+# A call sent as SIGTERM arrives may have reached gRPC but not the server's
+# handler yet, and gRPC cancels those when it stops: the client sees
+# CANCELLED (Crossplane calls again). That is the gRPC server's race, a
+# matter of milliseconds; calls sent earlier must all be answered.
+IN_TRANSIT_SECONDS = 0.25
+
+
+def request(pools: int = POOLS, tag: str = "t") -> fnv1.RunFunctionRequest:
+    s = spec(
+        BASE,
+        supernodes__pools=[{"name": f"p{i}", "replicas": 1, "nodeConfig": {"id": "{index}"}} for i in range(pools)],
+    )
+    req = fnv1.RunFunctionRequest(meta=fnv1.RequestMeta(tag=tag))
+    req.observed.composite.resource.update(xr(s))
+    return req
+
+
+def composed(pools: int = POOLS) -> set[str]:
+    """What a Federation of pools pools in team-a composes: its pools, and the SuperLink's and one namespace's parts."""
+    shared = {"superlink", "superlink-service", "networkpolicy-superlink"}
+    per_namespace = {"networkpolicy-supernode-default-team-a", "serviceaccount-default-team-a"}
+    return shared | per_namespace | {f"pool-p{i}" for i in range(pools)}
+
+
+def fatal(rsp: fnv1.RunFunctionResponse) -> list[str]:
+    return [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+
+
+@dataclass
+class Call:
+    start: float
+    end: float
+    rsp: fnv1.RunFunctionResponse | None = None
+    code: grpc.StatusCode | None = None
+    details: str = ""
+
+
+class Load:
+    """CLIENTS threads calling RunFunction over one channel, back to back, each until an error or stop."""
+
+    def __init__(self, channel: grpc.Channel, req: fnv1.RunFunctionRequest) -> None:
+        self.stub = grpcv1.FunctionRunnerServiceStub(channel)
+        self.req = req
+        self.calls: list[Call] = []
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._client, daemon=True) for _ in range(CLIENTS)]
+        for t in self.threads:
+            t.start()
+
+    def _client(self) -> None:
+        while not self.stop.is_set():
+            start = time.monotonic()
+            try:
+                rsp = self.stub.RunFunction(self.req, timeout=60)
+            except grpc.RpcError as err:
+                self.calls.append(Call(start, time.monotonic(), code=err.code(), details=err.details()))
+                return
+            self.calls.append(Call(start, time.monotonic(), rsp=rsp))
+
+    def wait_for(self, answered: int, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.calls) < answered:
+            assert time.monotonic() < deadline, f"{len(self.calls)} calls answered in {timeout}s, not {answered}"
+            time.sleep(0.02)
+
+    def join(self) -> list[Call]:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=60)
+            assert not t.is_alive()
+        return self.calls
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory) -> served.Certificates:
+    openssl = shutil.which("openssl")
+    need(openssl is not None, "the openssl CLI")
+    return served.issue(tmp_path_factory.mktemp("certs"), openssl or "openssl")
+
+
+@pytest.fixture
+def serve(certs, tmp_path):
+    """Start the function with mTLS and these options; each is stopped (SIGTERM, as Kubernetes does) after the test."""
+    procs = []
+
+    def start(*args: str) -> tuple[subprocess.Popen, str]:
+        port = served.free_port()
+        proc = served.serve(
+            "--tls-certs-dir", str(certs.server_dir), *args, port=port, log=tmp_path / f"function-{port}.log"
+        )
+        procs.append(proc)
+        return proc, f"127.0.0.1:{port}"
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=EXIT_SECONDS)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_answers_the_calls_under_way_then_exits_0(certs, serve, workers):
+    proc, address = serve("--workers", str(workers))
+    started = served.workers(proc.pid)
+    assert len(started) == (workers if workers > 1 else 0)
+    with certs.channel(address) as channel:
+        load = Load(channel, request())
+        load.wait_for(CLIENTS)
+        sigterm = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=EXIT_SECONDS) == 0
+        calls = load.join()
+    # Calls the server refused because it was stopping, and the race above; nothing else fails.
+    failed = [(c.start - sigterm, c.end - sigterm, c.code, c.details) for c in calls if c.code is not None]
+    refused = [
+        f
+        for f in failed
+        if f[2] == grpc.StatusCode.UNAVAILABLE or (f[2] == grpc.StatusCode.CANCELLED and f[0] > -IN_TRANSIT_SECONDS)
+    ]
+    assert failed == refused
+    answered = [c for c in calls if c.rsp is not None]
+    # Answers to calls sent before SIGTERM, after it: the server let them finish.
+    assert [c for c in answered if c.start < sigterm < c.end], "no call under way at SIGTERM was answered"
+    for c in answered:
+        assert fatal(c.rsp) == []
+        assert set(c.rsp.desired.resources) == composed()
+    # The server waited for its workers (and reaped them) before it exited.
+    assert [pid for pid in started if os.path.exists(f"/proc/{pid}")] == []
+
+
+def test_workers_answer_as_one_process_does(certs, serve):
+    requests = [
+        request(1, tag="one"),
+        request(16, tag="sixteen"),
+        request(tag="many"),
+        # Fatal results cross between processes the same way.
+        fnv1.RunFunctionRequest(meta=fnv1.RequestMeta(tag="bad")),
+    ]
+    requests[3].observed.composite.resource.update(xr(pool(BASE, replicas="two")))
+    answers, beta = {}, {}
+    for workers in (1, 2):
+        _, address = serve("--workers", str(workers))
+        with certs.channel(address) as channel, ThreadPoolExecutor(CLIENTS) as clients:
+            stub = grpcv1.FunctionRunnerServiceStub(channel)
+            # Each request several times at once: with two workers, both answer.
+            futures = [clients.submit(stub.RunFunction, r, timeout=60) for r in requests * 8]
+            answers[workers] = [f.result().SerializeToString(deterministic=True) for f in futures]
+            # The SDK serves v1beta1 by awaiting the v1 RunFunction; read back as v1 to compare.
+            old = fnv1beta1.RunFunctionRequest.FromString(requests[2].SerializeToString())
+            rsp = grpcv1beta1.FunctionRunnerServiceStub(channel).RunFunction(old, timeout=60)
+            beta[workers] = fnv1.RunFunctionResponse.FromString(rsp.SerializeToString()).SerializeToString(
+                deterministic=True
+            )
+    assert answers[2] == answers[1]
+    assert beta[1] == beta[2] == answers[1][2]
+    assert len(set(answers[1])) == len(requests)
+    rsp = fnv1.RunFunctionResponse.FromString(answers[1][2])
+    assert rsp.meta.tag == "many"
+    assert set(rsp.desired.resources) == composed()
+    assert fatal(fnv1.RunFunctionResponse.FromString(answers[1][3])) != []
+
+
+def test_a_killed_worker_fails_its_calls_alone_and_is_replaced(certs, serve):
+    proc, address = serve("--workers", "2")
+    before = served.workers(proc.pid)
+    assert len(before) == 2
+    with certs.channel(address) as channel:
+        load = Load(channel, request())
+        load.wait_for(CLIENTS)
+        os.kill(before[0], signal.SIGKILL)
+        killed = len(load.calls)
+        # Calls go on: the pool is started again, and answers come.
+        load.wait_for(killed + 2 * CLIENTS)
+        calls = load.join()
+        after = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(request(), timeout=60)
+    assert proc.poll() is None, "the server died with its worker"
+    # No call failed at the gRPC level: the dead worker's calls got fatal results.
+    assert [c.code for c in calls if c.code is not None] == []
+    failed = [c.rsp for c in calls if fatal(c.rsp)]
+    assert failed, "killing a busy worker failed no call"
+    for rsp in failed:
+        # Python's words follow: a call under way in the pool, or one that
+        # found the pool broken before the next was started.
+        assert len(fatal(rsp)) == 1
+        assert fatal(rsp)[0].startswith("cannot compose Federation: a worker process died: ")
+        assert len(rsp.desired.resources) == 0
+    for c in calls:
+        if not fatal(c.rsp):
+            assert set(c.rsp.desired.resources) == composed()
+    assert fatal(after) == []
+    assert set(after.desired.resources) == composed()
+    # The dead pool's other worker is gone too: it held an answer no one would read.
+    replaced = served.workers(proc.pid)
+    assert len(replaced) == 2
+    assert set(replaced).isdisjoint(before)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=EXIT_SECONDS) == 0
+
+
+def test_the_runtime_config_example_sets_workers_as_the_image_reads_them(tmp_path):
+    drc = yaml.safe_load((EXAMPLES / "install" / "deploymentruntimeconfig.yaml").read_text())
+    assert (drc["apiVersion"], drc["kind"]) == ("pkg.crossplane.io/v1beta1", "DeploymentRuntimeConfig")
+    template = drc["spec"]["deploymentTemplate"]["spec"]
+    assert "selector" in template  # the CRD requires it
+    [container] = template["template"]["spec"]["containers"]
+    # Crossplane merges a container of this name into the one it runs.
+    assert container["name"] == "package-runtime"
+    # The image's entrypoint serves with no arguments; the variable leaves them be.
+    assert "args" not in container
+    assert "command" not in container
+    env = {e["name"]: e["value"] for e in container["env"]}
+    workers = int(env["FUNCTION_WORKERS"])
+    assert workers > 1
+    assert int(container["resources"]["requests"]["cpu"]) == workers
+    # What the image runs, no command and the variable set, starts that many workers.
+    proc = served.serve(
+        "--insecure",
+        port=served.free_port(),
+        log=tmp_path / "function.log",
+        command=(),
+        env={**os.environ, **env},
+    )
+    try:
+        assert len(served.workers(proc.pid)) == workers
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=EXIT_SECONDS) == 0
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_workers_must_be_a_whole_number_from_1(value):
+    result = CliRunner().invoke(main.cli, ["serve", "--insecure", "--workers", value])
+    assert result.exit_code == 2
+    assert "Invalid value for '--workers'" in result.output
