@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import grpc
 from crossplane.function import logging, request, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
-from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from google.protobuf.message import DecodeError
 
-from function import clusters, compose, status, tls, wire
+from function import clusters, compose, k8s_schema, status, tls, wire
 from function.validation import SpecError
 
 if TYPE_CHECKING:
+    from google.protobuf.descriptor import Descriptor
+
     from function.workers import Pool
 
 # Crossplane reads a function's response with gRPC's default limit, 4 MiB;
@@ -89,23 +91,76 @@ def fatal(rsp: fnv1.RunFunctionResponse, message: str) -> fnv1.RunFunctionRespon
     return rsp
 
 
-class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
-    """Serves RunFunction over gRPC."""
+def run_bytes(data: bytes) -> bytes:
+    """The serialized response to a serialized request (see run): what the server hands the workers."""
+    try:
+        req = fnv1.RunFunctionRequest.FromString(data)
+    except DecodeError as err:
+        return undecodable(data, err).SerializeToString()
+    rsp = run(req)
+    logging.get_logger().bind(tag=req.meta.tag).debug(
+        "ran function", resources=len(rsp.desired.resources), results=len(rsp.results)
+    )
+    return rsp.SerializeToString()
 
-    def __init__(self, pool: Pool | None = None) -> None:
-        """Run each call on the event loop, or in pool's thread or processes (function/workers.py)."""
-        self.log = logging.get_logger()
+
+# The parts of a too deep path a message shows: enough to find where it is.
+SHOWN_PATH_PARTS = 12
+
+# The stubs type a generated message's DESCRIPTOR as the pure-Python class or
+# upb's; either is the one interface too_deep uses.
+REQUEST = cast("Descriptor", fnv1.RunFunctionRequest.DESCRIPTOR)
+
+# Where the XR itself is in a request: a path under it is a Federation's field.
+COMPOSITE = ["observed", "composite", "resource"]
+
+
+def undecodable(data: bytes, err: DecodeError) -> fnv1.RunFunctionResponse:
+    """A fatal result for a request protobuf cannot decode, naming where it nests too deep if it does.
+
+    The API server stores, and Crossplane sends, JSON nested far deeper than
+    protobuf's decoder reads (100 messages, about 30 levels of a Federation's
+    maps and lists) in the fields of Kubernetes types that keep unknown fields.
+    """
+    rsp = answer_to(data)
+    try:
+        path = wire.too_deep(data, REQUEST)
+    except DecodeError:  # not a protobuf message at all
+        path = None
+    if not path:
+        return fatal(rsp, f"cannot read the request: {err}")
+    in_xr = path[: len(COMPOSITE)] == COMPOSITE
+    shown = path[len(COMPOSITE) :] if in_xr else path
+    where = k8s_schema.field_path(str(shown[0]), shown[1:SHOWN_PATH_PARTS])
+    if len(shown) > SHOWN_PATH_PARTS:
+        where += "..."
+    return fatal(
+        rsp,
+        f"{'invalid Federation' if in_xr else 'cannot read the request'}: {where}: nested deeper than a "
+        f"function's request can carry (protobuf decodes {wire.MAX_MESSAGE_DEPTH} levels of messages, "
+        "about 30 levels of maps and lists)",
+    )
+
+
+def answer_to(data: bytes) -> fnv1.RunFunctionResponse:
+    """An empty response to a serialized request, with its tag, whether or not the rest of it decodes."""
+    meta = fnv1.RequestMeta()
+    try:
+        meta.ParseFromString(wire.field(data, 1) or b"")
+    except DecodeError:  # an answer with no tag, then
+        meta.Clear()
+    return response.to(fnv1.RunFunctionRequest(meta=meta))
+
+
+class FunctionRunner:
+    """Serves RunFunction over gRPC (function/serve.py), requests and responses as bytes."""
+
+    def __init__(self, pool: Pool) -> None:
+        """Compose each call in pool's thread or processes (function/workers.py)."""
         self.pool = pool
 
     async def RunFunction(  # noqa: N802 - the gRPC method name
-        self,
-        req: fnv1.RunFunctionRequest,
-        _: grpc.aio.ServicerContext[fnv1.RunFunctionRequest, fnv1.RunFunctionResponse],
-    ) -> fnv1.RunFunctionResponse:
-        """Answer one request (see run), logging its tag and what it returned."""
-        log = self.log.bind(tag=req.meta.tag)
-        # Without a pool run holds the event loop until it returns; with one
-        # the loop takes and answers other calls meanwhile.
-        rsp = run(req) if self.pool is None else await self.pool.run(req)
-        log.debug("ran function", resources=len(rsp.desired.resources), results=len(rsp.results))
-        return rsp
+        self, data: bytes, _: grpc.aio.ServicerContext[bytes, bytes]
+    ) -> bytes:
+        """Answer one serialized request with a serialized response."""
+        return await self.pool.run(data)

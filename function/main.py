@@ -11,6 +11,7 @@ from crossplane.function import logging, runtime
 
 from function import fn
 from function import render as renderer
+from function import serve as server
 from function import workers as workers_pool
 
 SERVE_OPTIONS = [
@@ -66,11 +67,10 @@ def _serve(*, debug: bool, address: str, tls_certs_dir: str | None, insecure: bo
     try:
         # Started before the server listens: Crossplane's first calls find the workers ready.
         pool = workers_pool.start(workers, level)
-        runtime.serve(
+        server.serve(
             fn.FunctionRunner(pool),
             address,
-            # The SDK returns None for None (and serve then needs --insecure),
-            # though it annotates a str.
+            # The SDK returns None for None, though it annotates a str.
             creds=runtime.load_credentials(tls_certs_dir),  # type: ignore[arg-type]
             insecure=insecure,
             options=[("grpc.max_receive_message_length", MAX_REQUEST_BYTES)],

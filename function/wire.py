@@ -4,13 +4,20 @@ The SDK converts both ways (crossplane.function.resource); this module does
 it with two differences: a Struct carries every number as a double, so
 decoding gives whole numbers back as ints (Kubernetes wants `replicas: 2`,
 not `2.0`), and encoding, most of a call's cost, is cached by content.
+
+It also reads what protobuf's decoder cannot: where a request nests too
+deep, and a field of a message that does not decode.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+from google.protobuf import empty_pb2
 from google.protobuf import struct_pb2 as structpb
+from google.protobuf.descriptor import Descriptor
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 from function import caching
 
@@ -54,3 +61,65 @@ def _encoded(content: caching.Content) -> bytes:
     struct.update(content.value)
     # Map entries sorted: equal content, equal bytes, whichever order was seen first.
     return struct.SerializeToString(deterministic=True)
+
+
+# protobuf's decoder (upb) refuses a message nested deeper than this, so that
+# deep input cannot overflow its stack; a level of JSON in a Struct is three
+# messages (the Struct, its map entry, the Value).
+MAX_MESSAGE_DEPTH = 100
+
+# The wire type of strings, bytes and messages.
+LENGTH_DELIMITED = 2
+
+Path = list[str | int]
+
+
+def too_deep(data: bytes, message: Descriptor, depth: int = 1) -> Path | None:
+    """Where the serialized message of type message nests deeper than its decoder reads, if it does.
+
+    The path is of field names, map keys and list indexes, Structs read as
+    JSON. Read without decoding the message itself, which is what failed.
+    """
+    if depth > MAX_MESSAGE_DEPTH:
+        return []
+    entry = message.GetOptions().map_entry
+    index: dict[int, int] = {}
+    for found in _fields(data):
+        number = found.field_number
+        index[number] = index.get(number, -1) + 1
+        spec = message.fields_by_number.get(number)
+        if spec is None or spec.message_type is None or found.wire_type != LENGTH_DELIMITED:
+            continue
+        below = too_deep(bytes(found.data), spec.message_type, depth + 1)
+        if below is None:
+            continue
+        if entry:  # the value of a map: named by its key, field 1
+            return [_key(data), *below]
+        if message.full_name in _JSON_WRAPPERS:  # Struct.fields, Value.struct_value, Value.list_value
+            return below
+        if message.full_name == "google.protobuf.ListValue":
+            return [index[number], *below]
+        return [spec.name, *below]
+    return None
+
+
+_JSON_WRAPPERS = {"google.protobuf.Struct", "google.protobuf.Value"}
+
+
+def _key(entry: bytes) -> str:
+    key = field(entry, 1)
+    return "" if key is None else key.decode(errors="replace")
+
+
+def _fields(data: bytes) -> Iterator[Any]:
+    # Parsed as an Empty, every field of a message is unknown, kept undecoded.
+    unknown = UnknownFieldSet(empty_pb2.Empty.FromString(data))
+    return (unknown[i] for i in range(len(unknown)))
+
+
+def field(data: bytes, number: int) -> bytes | None:
+    """The bytes of the first string, bytes or message field number in a serialized message, undecoded."""
+    for found in _fields(data):
+        if found.field_number == number and found.wire_type == LENGTH_DELIMITED:
+            return bytes(found.data)
+    return None

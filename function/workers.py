@@ -2,7 +2,7 @@
 
 Never on the gRPC server's event loop: a loop busy composing takes no new
 calls, and on SIGTERM the server answers only the calls it has taken
-(runtime.serve's grace period); those still queued in gRPC are cancelled.
+(function/serve.py's grace period); those still queued in gRPC are cancelled.
 
 Composing is pure Python and holds the GIL throughout, so more threads would
 still use one core: only processes compose in parallel. Nor would several
@@ -24,8 +24,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING
 
-from crossplane.function import logging, response
-from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function import logging
 
 from function import fn
 
@@ -36,11 +35,6 @@ if TYPE_CHECKING:
 # function (pydantic models, schemas) takes a second or two on a busy node.
 START_TIMEOUT_SECONDS = 120
 ORPHAN_CHECK_SECONDS = 1
-
-
-def run_bytes(data: bytes) -> bytes:
-    """fn.run on a serialized request, giving the serialized response: what crosses between processes."""
-    return fn.run(fnv1.RunFunctionRequest.FromString(data)).SerializeToString()
 
 
 # The barrier every worker of a pool reaches once started (see Processes._start).
@@ -83,15 +77,15 @@ def start(workers: int, level: logging.Level = logging.Level.INFO) -> Pool:
 
 
 class Thread:
-    """fn.run in one thread of this process, one call at a time, as the GIL would have it anyway."""
+    """fn.run_bytes in one thread of this process, one call at a time, as the GIL would have it anyway."""
 
     def __init__(self) -> None:
         """Start no thread yet: the first call does."""
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compose")
 
-    async def run(self, req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
-        """fn.run(req) in the composing thread."""
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn.run, req)
+    async def run(self, data: bytes) -> bytes:
+        """fn.run_bytes(data) in the composing thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn.run_bytes, data)
 
     def shutdown(self) -> None:
         """Stop the thread once the call it runs has finished."""
@@ -99,7 +93,7 @@ class Thread:
 
 
 class Processes:
-    """Worker processes that run fn.run, started again if one dies."""
+    """Worker processes that run fn.run_bytes, started again if one dies."""
 
     def __init__(self, workers: int, level: logging.Level = logging.Level.INFO) -> None:
         """Start the worker processes and wait until each has imported the function."""
@@ -126,11 +120,12 @@ class Processes:
         # so these start all of them.
         return executor, [executor.submit(_wait_for_all) for _ in range(self.workers)]
 
-    async def run(self, req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
-        """fn.run(req) in a worker; a fatal result if the worker died."""
+    async def run(self, data: bytes) -> bytes:
+        """fn.run_bytes(data) in a worker; a fatal result if the worker died."""
         executor = self._executor
         try:
-            data = await asyncio.get_running_loop().run_in_executor(executor, run_bytes, req.SerializeToString())
+            # The request as it came off the wire: the server never decodes it.
+            return await asyncio.get_running_loop().run_in_executor(executor, fn.run_bytes, data)
         except BrokenProcessPool as err:
             # A dead worker (killed, out of memory) fails every call the pool
             # holds. Each gets a fatal result, which applies and deletes
@@ -140,8 +135,8 @@ class Processes:
                 self.log.error("a worker died; starting the workers again", error=str(err))
                 _discard(executor)
                 self._executor, _ = self._start()
-            return fn.fatal(response.to(req), f"cannot compose Federation: a worker process died: {err}")
-        return fnv1.RunFunctionResponse.FromString(data)
+            rsp = fn.fatal(fn.answer_to(data), f"cannot compose Federation: a worker process died: {err}")
+            return rsp.SerializeToString()
 
     def shutdown(self) -> None:
         """Stop the workers once the calls they run have finished."""

@@ -9,6 +9,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
 from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
 from function import wire
 from function.status_model import FederationStatus
@@ -155,3 +156,27 @@ def test_a_request_past_grpcs_default_4_mib_is_served(channel):
     assert req.ByteSize() > 4 * 1024 * 1024
     rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(req, timeout=60)
     assert "pool-default" in rsp.desired.resources
+
+
+@pytest.mark.parametrize("module", [fnv1, fnv1beta1], ids=["v1", "v1beta1"])
+def test_a_federation_too_deep_for_protobuf_gets_a_fatal_result_not_a_grpc_error(channel, module):
+    # The SDK's server fails such a request before the function sees it
+    # (UNKNOWN, "Exceeded upb_DecodeOptions_MaxDepth"), naming no field.
+    deep: dict = {}
+    for _ in range(120):
+        deep = {"deeper": deep}
+    stub = (grpcv1 if module is fnv1 else grpcv1beta1).FunctionRunnerServiceStub(channel)
+    rsp = stub.RunFunction(request(dict(BASE, extra=deep), module), timeout=10)
+    assert rsp.meta.tag == "t1"
+    assert [r.severity for r in rsp.results] == [module.SEVERITY_FATAL]
+    assert rsp.results[0].message.startswith("invalid Federation: spec.extra.deeper.deeper."), rsp.results[0].message
+    assert len(rsp.desired.resources) == 0
+
+
+def test_reflection_lists_both_services(channel):
+    # As the SDK's server does, for grpcurl and friends.
+    services = set(ProtoReflectionDescriptorDatabase(channel).get_services())
+    assert {
+        "apiextensions.fn.proto.v1.FunctionRunnerService",
+        "apiextensions.fn.proto.v1beta1.FunctionRunnerService",
+    } <= services

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import struct_pb2
+from google.protobuf.message import DecodeError
 
 from function import caching, fn, wire
 from helpers import BASE, xr
@@ -94,3 +95,121 @@ def test_cleared_caches_give_the_same_response():
     cold = fn.run(req)
     assert [r.message for r in cold.results] == []
     assert cold.SerializeToString(deterministic=True) == warm.SerializeToString(deterministic=True)
+
+
+def nested(depth: int, leaf: Any = "leaf", key: str = "n") -> Any:
+    """leaf inside depth maps (or lists, for key ""), one in the other."""
+    for _ in range(depth):
+        leaf = [leaf] if key == "" else {key: leaf}
+    return leaf
+
+
+def request_with(place: str, value: Any) -> fnv1.RunFunctionRequest:
+    req = fnv1.RunFunctionRequest(meta=fnv1.RequestMeta(tag="deep"))
+    if place == "xr":
+        req.observed.composite.resource.update(xr(dict(BASE, extra=value)))
+    elif place == "observed":
+        req.observed.composite.resource.update(xr(BASE))
+        req.observed.resources["pool-default"].resource.update({"status": {"atProvider": {"manifest": value}}})
+    elif place == "required":
+        req.observed.composite.resource.update(xr(BASE))
+        req.required_resources["ca"].items.add().resource.update({"data": value})
+    elif place == "context":
+        req.observed.composite.resource.update(xr(BASE))
+        req.context.update({"note": value})
+    return req
+
+
+@dataclasses.dataclass(frozen=True)
+class Deep:
+    reason: str
+    place: str
+    value: Any
+    # The path too_deep names, as far as it goes (it stops at the decoder's depth).
+    starts: list[str | int] | None
+
+
+DEEP = [
+    Deep("30 maps under spec fit", "xr", nested(30), None),
+    Deep("31 maps under spec do not", "xr", nested(31), ["observed", "composite", "resource", "spec", "extra", "n"]),
+    Deep(
+        "lists, named by index (a list is two messages a level, a map three)",
+        "xr",
+        {"a": nested(60, key="")},
+        ["observed", "composite", "resource", "spec", "extra", "a", 0, 0],
+    ),
+    Deep(
+        "the second item of a list is named by its index",
+        "xr",
+        [1, nested(40)],
+        ["observed", "composite", "resource", "spec", "extra", 1, "n"],
+    ),
+    Deep(
+        "an observed Object's live state, named by the Object",
+        "observed",
+        nested(40),
+        ["observed", "resources", "pool-default", "resource", "status", "atProvider", "manifest", "n"],
+    ),
+    Deep(
+        "a required resource, by key and item",
+        "required",
+        nested(40),
+        ["required_resources", "ca", "items", "resource", "data", "n"],
+    ),
+    Deep("the pipeline's context", "context", nested(40), ["context", "note", "n"]),
+    Deep("deep but within the context's budget", "context", nested(30), None),
+]
+
+
+@pytest.mark.parametrize("case", DEEP, ids=lambda c: c.reason)
+def test_too_deep_finds_what_protobuf_cannot_decode(case):
+    data = request_with(case.place, case.value).SerializeToString()
+    # The real decoder is the judge: too_deep finds a path exactly when it fails.
+    try:
+        fnv1.RunFunctionRequest.FromString(data)
+        decodes = True
+    except DecodeError:
+        decodes = False
+    path = wire.too_deep(data, fn.REQUEST)
+    assert (path is None) is decodes, case.reason
+    if case.starts is None:
+        assert path is None, case.reason
+    else:
+        assert path is not None, case.reason
+        assert path[: len(case.starts)] == case.starts, case.reason
+
+
+def test_a_federation_too_deep_to_decode_is_fatal_naming_the_field():
+    data = request_with("xr", {"a": nested(120)}).SerializeToString()
+    rsp = fnv1.RunFunctionResponse.FromString(fn.run_bytes(data))
+    assert rsp.meta.tag == "deep"
+    assert [r.severity for r in rsp.results] == [fnv1.SEVERITY_FATAL]
+    message = rsp.results[0].message
+    assert message.startswith("invalid Federation: spec.extra.a.n.n.n.n.n.n.n.n.n...: nested deeper than"), message
+    assert len(rsp.desired.resources) == 0
+    assert not rsp.desired.HasField("composite")
+
+
+def test_deep_observed_state_is_fatal_naming_where_it_is():
+    data = request_with("observed", nested(120)).SerializeToString()
+    rsp = fnv1.RunFunctionResponse.FromString(fn.run_bytes(data))
+    [result] = rsp.results
+    assert result.severity == fnv1.SEVERITY_FATAL
+    assert result.message.startswith(
+        "cannot read the request: observed.resources.pool-default.resource.status.atProvider.manifest.n"
+    ), result.message
+    assert len(rsp.desired.resources) == 0
+
+
+@pytest.mark.parametrize(
+    ("reason", "data"),
+    [
+        ("not protobuf at all", b"\xff\xff\xff\xff"),
+        ("a field cut short", fnv1.RunFunctionRequest(meta=fnv1.RequestMeta(tag="t")).SerializeToString()[:-1]),
+    ],
+)
+def test_bytes_that_are_no_request_are_fatal(reason, data):
+    rsp = fnv1.RunFunctionResponse.FromString(fn.run_bytes(data))
+    assert [r.severity for r in rsp.results] == [fnv1.SEVERITY_FATAL], reason
+    assert rsp.results[0].message.startswith("cannot read the request: Error parsing message"), reason
+    assert len(rsp.desired.resources) == 0, reason
