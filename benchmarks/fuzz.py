@@ -42,6 +42,8 @@ import strategies  # noqa: E402
 from test_nodeconfig import POD_ENV, kubelet_expand  # noqa: E402
 
 SHOWN_FAILURES = 3
+# How often a long run says how far it is.
+PROGRESS_EVERY = 1000
 INVARIANTS = ["valid", "invalid", "garbled"]
 
 
@@ -54,6 +56,7 @@ class Tally:
         self.examples = 0
         self.failures: list[tuple[str, Any]] = []
         self.seconds = 0.0
+        self.start = time.perf_counter()
 
     def run(self, check: Callable[..., None], *args: Any) -> None:
         """Check one example; a failed invariant is counted and kept, not raised (no shrinking)."""
@@ -62,6 +65,12 @@ class Tally:
             check(*args)
         except AssertionError as err:
             self.failures.append((str(err)[:500], args[0]))
+        if self.examples % PROGRESS_EVERY == 0:
+            print(self.figures(time.perf_counter() - self.start), flush=True)
+
+    def figures(self, seconds: float) -> str:
+        """Examples, failures and seconds so far."""
+        return f"{self.name}: {self.examples} examples, {len(self.failures)} failures, {seconds:.0f}s"
 
 
 def run_invariants(examples: int, flwr_python: str | None, only: list[str]) -> list[Tally]:
@@ -108,12 +117,10 @@ def run_invariants(examples: int, flwr_python: str | None, only: list[str]) -> l
         (t, d) for t, d in ((valid, draw_valid), (invalid, draw_invalid), (garbled, draw_garbled)) if t.name in only
     ]
     for tally, draw in chosen:
-        start = time.perf_counter()
+        tally.start = time.perf_counter()
         draw()
-        tally.seconds = time.perf_counter() - start
-        print(
-            f"{tally.name}: {tally.examples} examples, {len(tally.failures)} failures, {tally.seconds:.0f}s", flush=True
-        )
+        tally.seconds = time.perf_counter() - tally.start
+        print(tally.figures(tally.seconds), "(done)", flush=True)
     if valid.examples:
         print(f"valid: {accepted[0]} of {valid.examples} accepted; {len(node_configs)} --node-config texts")
     if flwr_python and node_configs:
