@@ -50,6 +50,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
 
 import served
+from helpers import BASE, spec, xr
 
 METHOD = "/apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction"
 # Distinct Federations per valid kind: Crossplane sends each XR's spec again
@@ -63,26 +64,10 @@ CALL_TIMEOUT_SECONDS = 120
 
 def federation(name: str, pools: int) -> dict[str, Any]:
     """An XR (claim flavor) of pools StatefulSet pools in one namespace."""
-    return {
-        "apiVersion": "flower.crossplane.io/v1alpha1",
-        "kind": "XFederation",
-        "metadata": {
-            "name": f"{name}-x1",
-            "labels": {"crossplane.io/claim-name": name, "crossplane.io/claim-namespace": "load"},
-        },
-        "spec": {
-            "mode": "StatefulSet",
-            "isolationMode": "subprocess",
-            "superlink": {"image": "flwr/superlink:1.25.0"},
-            "supernodes": {
-                "image": "flwr/supernode:1.25.0",
-                "pools": [
-                    {"name": f"p{i}", "replicas": 1 + i % 3, "nodeConfig": {"partition-id": "{index}"}}
-                    for i in range(pools)
-                ],
-            },
-        },
-    }
+    pool_list = [
+        {"name": f"p{i}", "replicas": 1 + i % 3, "nodeConfig": {"partition-id": "{index}"}} for i in range(pools)
+    ]
+    return xr(spec(BASE, supernodes__pools=pool_list), name, "load")
 
 
 def variant(name: str, path: tuple[str | int, ...], value: Any) -> dict[str, Any]:

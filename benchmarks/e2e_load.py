@@ -20,6 +20,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests" / "e2e"), str(ROOT / "tests")]
 
 from controlplane import ControlPlane, Tools, condition, running  # noqa: E402 - needs the sys.path set-up above
+from helpers import BASE, spec  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -30,15 +31,7 @@ def federation(index: int, pools: int) -> dict:
         "apiVersion": "flower.crossplane.io/v1alpha1",
         "kind": "Federation",
         "metadata": {"name": f"load-{index:03d}", "namespace": "default"},
-        "spec": {
-            "mode": "StatefulSet",
-            "isolationMode": "subprocess",
-            "superlink": {"image": "flwr/superlink:1.25.0"},
-            "supernodes": {
-                "image": "flwr/supernode:1.25.0",
-                "pools": [{"name": f"pool-{p}", "replicas": 1} for p in range(pools)],
-            },
-        },
+        "spec": spec(BASE, supernodes__pools=[{"name": f"pool-{p}", "replicas": 1} for p in range(pools)]),
     }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import pathlib
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -40,11 +41,19 @@ def _validator(type_name: str) -> jsonschema.protocols.Validator:
 
 
 def field_path(prefix: str, parts: Iterable[str | int]) -> str:
-    """spec.a[0].b from a prefix and path parts (ints are list indexes)."""
+    """spec.a[0].b from a prefix and path parts (ints are list indexes).
+
+    A map key that is not a plain word (a label key such as
+    app.kubernetes.io/name) is bracketed, as Kubernetes writes it:
+    spec.labels[app.kubernetes.io/name].
+    """
     out = prefix
     for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+        out += f"[{part}]" if isinstance(part, int) or not PLAIN_KEY.match(part) else f".{part}"
     return out
+
+
+PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 def _innermost(error: jsonschema.ValidationError) -> jsonschema.ValidationError:

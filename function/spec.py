@@ -88,10 +88,53 @@ def _scalar(value: Any) -> NodeConfigValue:
 NodeConfigField = Annotated[Any, BeforeValidator(_scalar)]
 
 
+# Kubernetes label syntax: a selector Crossplane cannot list by fails the
+# whole pipeline with an API error that names no field of ours.
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+LABEL_KEY_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
+MAX_LABEL_KEY = 253 + 1 + 63  # prefix/name
+
+
+def _label_keys(labels: dict[str, str]) -> dict[str, str]:
+    """Keys in label syntax.
+
+    Checked here, not as a typed key: pydantic would write a typed key as
+    patternProperties, which the XRD cannot carry (the map would be pruned).
+    """
+    for key in labels:
+        if len(key) > MAX_LABEL_KEY or not re.match(LABEL_KEY_PATTERN, key):
+            msg = (
+                f"the key {key!r} is not a Kubernetes label or annotation key "
+                "([prefix/]name, name of at most 63 characters)"
+            )
+            raise ValueError(msg)
+    return labels
+
+
+Labels = Annotated[dict[str, LabelValue], AfterValidator(_label_keys)]
+Annotations = Annotated[dict[str, str], AfterValidator(_label_keys)]
+
+
+# Names and keys Kubernetes checks when the Objects are applied, too late to
+# name the field: an Object that cannot be applied only shows the API
+# server's error in its own status.
+ObjectName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)]
+VolumeName = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)]
+# A key of a Secret's (or ConfigMap's) data.
+DATA_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
+DataKey = Annotated[str, Field(min_length=1, max_length=253, pattern=DATA_KEY_PATTERN)]
+# The API server refuses an image with leading or trailing space, and one with
+# space inside cannot be pulled.
+Image = Annotated[str, Field(min_length=1, pattern=r"^\S+$")]
+
+
 class ProviderConfigRef(Model):
-    name: str = Field(
+    name: ObjectName = Field(
         default="default",
-        min_length=1,
         description="Name of the provider-kubernetes ProviderConfig that picks the target cluster.",
     )
     kind: Literal["ProviderConfig", "ClusterProviderConfig"] = Field(
@@ -116,11 +159,11 @@ class ServiceSpec(Model):
     ports: ServicePorts = Field(
         default_factory=ServicePorts, description="Service ports.", json_schema_extra=OBJECT_DEFAULT
     )
-    labels: dict[str, str] = Field(
+    labels: Labels = Field(
         default_factory=dict,
         description="Extra Service labels; the managed labels take precedence.",
     )
-    annotations: dict[str, str] = Field(default_factory=dict, description="Service annotations.")
+    annotations: Annotations = Field(default_factory=dict, description="Service annotations.")
     nodeAddress: str | None = Field(
         default=None,
         min_length=1,
@@ -133,9 +176,9 @@ class ServiceSpec(Model):
 
 
 class ClaimTemplateMeta(Model):
-    name: str = Field(min_length=1, description="Name of the claim, also the volume name to mount.")
-    labels: dict[str, str] = Field(default_factory=dict, description="Labels of the claim.")
-    annotations: dict[str, str] = Field(default_factory=dict, description="Annotations of the claim.")
+    name: VolumeName = Field(description="Name of the claim, also the volume name to mount.")
+    labels: Labels = Field(default_factory=dict, description="Labels of the claim.")
+    annotations: Annotations = Field(default_factory=dict, description="Annotations of the claim.")
 
 
 class VolumeClaimTemplate(Model):
@@ -174,25 +217,25 @@ class Persistence(Model):
         ),
     )
     size: str = Field(default="1Gi", pattern=QUANTITY_PATTERN, description="Size of the SuperLink's state volume.")
-    storageClassName: str | None = Field(
-        default=None, min_length=1, description="Storage class of the volume; the cluster's default when unset."
+    storageClassName: ObjectName | None = Field(
+        default=None, description="Storage class of the volume; the cluster's default when unset."
     )
 
 
 class SecretKeyRef(Model):
-    name: str = Field(min_length=1, description="Name of the Secret, in the pool's namespace and cluster.")
-    key: str = Field(min_length=1, description="Key of the Secret holding the value.")
+    name: ObjectName = Field(description="Name of the Secret, in the pool's namespace and cluster.")
+    key: DataKey = Field(description="Key of the Secret holding the value.")
 
 
 class CASecretRef(Model):
-    name: str = Field(min_length=1, description="Name of the Secret, in the pool's namespace and cluster.")
-    key: str = Field(default="ca.crt", min_length=1, description="Key of the CA certificate.")
+    name: ObjectName = Field(description="Name of the Secret, in the pool's namespace and cluster.")
+    key: DataKey = Field(default="ca.crt", description="Key of the CA certificate.")
 
 
 class IdentityVolume(Model):
     size: str = Field(default="1Mi", pattern=QUANTITY_PATTERN, description="Size of each SuperNode's identity claim.")
-    storageClassName: str | None = Field(
-        default=None, min_length=1, description="Storage class of the claims; the cluster's default when unset."
+    storageClassName: ObjectName | None = Field(
+        default=None, description="Storage class of the claims; the cluster's default when unset."
     )
 
 
@@ -227,8 +270,8 @@ class NodeAuthentication(Model):
 
 
 class SuperLinkSpec(Storage):
-    image: str | None = Field(
-        default=None, min_length=1, description="SuperLink container image; defaults to flwr/superlink:<spec.version>."
+    image: Image | None = Field(
+        default=None, description="SuperLink container image; defaults to flwr/superlink:<spec.version>."
     )
     providerConfigRef: ProviderConfigRef | None = Field(
         default=None,
@@ -252,7 +295,7 @@ class SuperLinkSpec(Storage):
             "observed Service (LoadBalancer ingress, or service.nodeAddress for NodePort)."
         ),
     )
-    superexecImage: str | None = Field(
+    superexecImage: Image | None = Field(
         default=None,
         description=(
             "SuperExec ServerApp sidecar image; process mode only. Defaults to flwr/superexec tagged with "
@@ -275,8 +318,8 @@ class SuperLinkSpec(Storage):
 
 
 class PoolImages(Model):
-    supernode: str | None = Field(default=None, description="SuperNode image of this pool.")
-    superexecClientApp: str | None = Field(
+    supernode: Image | None = Field(default=None, description="SuperNode image of this pool.")
+    superexecClientApp: Image | None = Field(
         default=None,
         description=(
             "SuperExec ClientApp sidecar image; process mode only. Defaults to flwr/superexec tagged with "
@@ -290,6 +333,8 @@ class GPUConfig(Model):
     vendor: Literal["nvidia", "amd"] | None = Field(default=None, description="GPU vendor.")
     resourceName: str | None = Field(
         default=None,
+        max_length=MAX_LABEL_KEY,
+        pattern=LABEL_KEY_PATTERN,
         description="Extended resource name; defaults from the vendor (nvidia.com/gpu, amd.com/gpu).",
     )
     count: int = Field(default=1, ge=1, description="GPUs per pod.")
@@ -301,32 +346,10 @@ DEFAULT_MAX_CLUSTERS = 100
 # Crossplane reads a function's response up to gRPC's default 4 MiB; a
 # cluster's objects take some 5-8 KiB of it (tests/test_clusters.py checks 500).
 MAX_CLUSTERS = 500
-# Kubernetes label syntax: a selector Crossplane cannot list by fails the
-# whole pipeline with an API error that names no field of ours.
-LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
-LABEL_KEY_PATTERN = (
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-)
-LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
-MAX_LABEL_KEY = 253 + 1 + 63  # prefix/name
-
-
-def _label_keys(labels: dict[str, str]) -> dict[str, str]:
-    """Keys in label syntax.
-
-    Checked here, not as a typed key: pydantic would write a typed key as
-    patternProperties, which the XRD cannot carry (the map would be pruned).
-    """
-    for key in labels:
-        if len(key) > MAX_LABEL_KEY or not re.match(LABEL_KEY_PATTERN, key):
-            msg = f"the key {key!r} is not a Kubernetes label key ([prefix/]name, name of at most 63 characters)"
-            raise ValueError(msg)
-    return labels
 
 
 class ClusterSelector(Model):
-    matchLabels: Annotated[dict[str, LabelValue], AfterValidator(_label_keys)] = Field(
+    matchLabels: Labels = Field(
         min_length=1,
         max_length=MAX_SELECTOR_LABELS,
         description=(
@@ -414,9 +437,8 @@ class PoolSpec(Storage):
 
 
 class SuperNodesSpec(Model):
-    image: str | None = Field(
+    image: Image | None = Field(
         default=None,
-        min_length=1,
         description="Default SuperNode image; defaults to flwr/supernode:<spec.version>.",
     )
     env: K8sList = k8s_list("io.k8s.api.core.v1.EnvVar", "Environment of every pool.")
@@ -432,9 +454,9 @@ def _admission_rules(schema: dict[str, JsonValue]) -> None:
 
 
 class IssuerRef(Model):
-    name: str = Field(min_length=1, description="Name of the cert-manager issuer.")
+    name: ObjectName = Field(description="Name of the cert-manager issuer.")
     kind: Literal["Issuer", "ClusterIssuer"] = Field(default="Issuer", description="Issuer or ClusterIssuer.")
-    group: str = Field(default="cert-manager.io", min_length=1, description="API group of the issuer.")
+    group: ObjectName = Field(default="cert-manager.io", description="API group of the issuer.")
 
 
 class CertManagerTLS(Model):
@@ -477,7 +499,7 @@ class NetworkPolicySpec(Model):
 
 
 class LocalObjectReference(Model):
-    name: str = Field(min_length=1, description="Name of the Secret.")
+    name: ObjectName = Field(description="Name of the Secret.")
 
 
 class FederationSpec(Model):

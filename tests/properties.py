@@ -30,7 +30,8 @@ XRD_STATUS = yaml.safe_load((ROOT / "apis" / "definition.yaml").read_text())["sp
 ]["properties"]["status"]
 STATUS_VALIDATOR = jsonschema.Draft7Validator(XRD_STATUS)
 # A field path in a message: spec, then .name or [index] parts.
-FIELD_PATH = re.compile(r"\bspec(?:\.[A-Za-z0-9_-]+|\[\d+\])*")
+# Map keys that are not plain words are bracketed (k8s_schema.field_path).
+FIELD_PATH = re.compile(r"\bspec(?:\.[A-Za-z0-9_-]+|\[[^\]\s*]+\])*")
 FATAL_PREFIX = "invalid Federation: "
 
 
@@ -61,7 +62,10 @@ def answer(spec: Any, observed: dict[str, Any] | None = None) -> fnv1.RunFunctio
 
 
 def _parts(path: str) -> list[str | int]:
-    return [int(i) if i else k for k, i in re.findall(r"\.([A-Za-z0-9_-]+)|\[(\d+)\]", path[len("spec") :])]
+    return [
+        k or (int(b) if b.isdigit() else b)
+        for k, b in re.findall(r"\.([A-Za-z0-9_-]+)|\[([^\]]+)\]", path[len("spec") :])
+    ]
 
 
 def resolves(tree: Any, path: str, schema: dict[str, Any]) -> bool:

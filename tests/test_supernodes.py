@@ -7,6 +7,7 @@ import yaml
 
 from function import pods
 from helpers import BASE, PROCESS, container, manifests, pod, pool, spec, without_hardening
+from properties import shuffled
 
 DS = spec(BASE, mode="DaemonSet", supernodes__pools=[{"name": "edge"}])
 
@@ -244,16 +245,6 @@ def test_volumes_mounts_and_claim_templates():
     assert pod(s)["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}]
 
 
-def _shuffled(value, rng):
-    if isinstance(value, dict):
-        items = list(value.items())
-        rng.shuffle(items)
-        return {k: _shuffled(v, rng) for k, v in items}
-    if isinstance(value, list):
-        return [_shuffled(v, rng) for v in value]
-    return value
-
-
 def test_output_does_not_depend_on_map_order():
     s = pool(
         PROCESS,
@@ -267,4 +258,4 @@ def test_output_does_not_depend_on_map_order():
     reference = yaml.safe_dump(manifests(s), sort_keys=True)
     rng = random.Random(7)  # noqa: S311 - a fixed shuffle order, not a secret
     for _ in range(20):
-        assert yaml.safe_dump(manifests(_shuffled(s, rng)), sort_keys=True) == reference
+        assert yaml.safe_dump(manifests(shuffled(s, rng)), sort_keys=True) == reference

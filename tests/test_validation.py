@@ -47,8 +47,45 @@ def errors_of(s):
         (
             pool(BASE, clusterSelector={"matchLabels": {"bad key": "eu"}}),
             "spec.supernodes.pools[0].clusterSelector.matchLabels",
-            "the key 'bad key' is not a Kubernetes label key",
+            "the key 'bad key' is not a Kubernetes label or annotation key",
         ),
+        # Names and keys the API server checks only when an Object is applied, where the error
+        # shows in the Object's status, not the Federation's.
+        (
+            pool(BASE, caSecretRef={"name": "Flower_CA"}),
+            "spec.supernodes.pools[0].caSecretRef.name",
+            "pattern",
+        ),
+        (
+            pool(BASE, authKeySecretRef={"name": "key", "key": "private key"}),
+            "spec.supernodes.pools[0].authKeySecretRef.key",
+            "pattern",
+        ),
+        (
+            pool(BASE, volumeClaimTemplates=[{"metadata": {"name": "data.v1"}, "spec": {}}]),
+            "spec.supernodes.pools[0].volumeClaimTemplates[0].metadata.name",
+            "pattern",
+        ),
+        (
+            pool(BASE, volumeClaimTemplates=[{"metadata": {"name": "d", "annotations": {"a b": "x"}}, "spec": {}}]),
+            "spec.supernodes.pools[0].volumeClaimTemplates[0].metadata.annotations",
+            "the key 'a b' is not a Kubernetes label or annotation key",
+        ),
+        (pool(BASE, images={"supernode": ""}), "spec.supernodes.pools[0].images.supernode", "at least 1 character"),
+        (spec(BASE, superlink__image="flwr/superlink:1.25.0 "), "spec.superlink.image", "pattern"),
+        (
+            spec(BASE, superlink__service={"labels": {"team": "a b"}}),
+            "spec.superlink.service.labels.team",
+            "pattern",
+        ),
+        (
+            spec(BASE, superlink__service={"labels": {"-team": "a"}}),
+            "spec.superlink.service.labels",
+            "the key '-team' is not a Kubernetes label or annotation key",
+        ),
+        (spec(BASE, providerConfigRef={"name": "Hub"}), "spec.providerConfigRef.name", "pattern"),
+        (spec(BASE, imagePullSecrets=[{"name": "reg cred"}]), "spec.imagePullSecrets[0].name", "pattern"),
+        (pool(BASE, gpu={"resourceName": "gpus please"}), "spec.supernodes.pools[0].gpu.resourceName", "pattern"),
         (
             pool(BASE, nodeConfig={"a": [1]}),
             "spec.supernodes.pools[0].nodeConfig.a",
