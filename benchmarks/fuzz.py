@@ -144,7 +144,7 @@ def read_back(node_configs: list[tuple[str, dict[str, Any]]], flwr_python: str) 
         readback.examples += 1
         read = got.get("ok")
         if read is None or any(read.get(k, not v) != v or type(read[k]) is not type(v) for k, v in literal.items()):
-            readback.failures.append((f"Flower read {got}", text))
+            readback.failures.append((f"Flower read {got}, expected {literal}", text))
     readback.seconds = time.perf_counter() - start
     print(f"{readback.name}: {readback.examples} texts, {len(readback.failures)} failures, {readback.seconds:.0f}s")
     return readback

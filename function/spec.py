@@ -128,8 +128,12 @@ VolumeName = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL
 DATA_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
 DataKey = Annotated[str, Field(min_length=1, max_length=253, pattern=DATA_KEY_PATTERN)]
 # The API server refuses an image with leading or trailing space, and one with
-# space inside cannot be pulled.
-Image = Annotated[str, Field(min_length=1, pattern=r"^\S+$")]
+# space inside cannot be pulled. Spelled out, not \S: that is ASCII in the API
+# server's regexps (Go) and Unicode in the function's (pydantic's, Rust).
+NO_SPACE = r"[^ \t\n\r\f\v]"
+Image = Annotated[str, Field(min_length=1, pattern=f"^{NO_SPACE}+$")]
+# Sidecar and per-pool images: empty is unset, as in the operator's manifests.
+ImageOrEmpty = Annotated[str, Field(pattern=f"^{NO_SPACE}*$")]
 
 
 class ProviderConfigRef(Model):
@@ -295,7 +299,7 @@ class SuperLinkSpec(Storage):
             "observed Service (LoadBalancer ingress, or service.nodeAddress for NodePort)."
         ),
     )
-    superexecImage: Image | None = Field(
+    superexecImage: ImageOrEmpty | None = Field(
         default=None,
         description=(
             "SuperExec ServerApp sidecar image; process mode only. Defaults to flwr/superexec tagged with "
@@ -318,8 +322,8 @@ class SuperLinkSpec(Storage):
 
 
 class PoolImages(Model):
-    supernode: Image | None = Field(default=None, description="SuperNode image of this pool.")
-    superexecClientApp: Image | None = Field(
+    supernode: ImageOrEmpty | None = Field(default=None, description="SuperNode image of this pool.")
+    superexecClientApp: ImageOrEmpty | None = Field(
         default=None,
         description=(
             "SuperExec ClientApp sidecar image; process mode only. Defaults to flwr/superexec tagged with "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from typing import Any
 
 from hypothesis import strategies as st
@@ -154,7 +155,8 @@ images = st.one_of(
         st.sampled_from(RELEASES),
     ),
     st.builds(lambda name: f"registry.example.com/{name}:latest", dns_labels),
-    any_text.filter(bool),
+    # Any text with no ASCII space (the image pattern): Unicode spaces are tried too.
+    any_text.filter(lambda text: bool(text) and not any(c in " \t\n\r\f\v" for c in text)),
 )
 # Realistic values for fields whose schema says little (by field name): the
 # schema's own random values are drawn beside them, so both kinds are tried.
@@ -174,6 +176,9 @@ HINTS: dict[str, st.SearchStrategy[Any]] = {
     "maxClusters": st.integers(1, 8),
 }
 HINT_SHARE = 5  # one in this many values of a hinted field is the schema's own
+# Maps whose keys the function checks and the schema cannot say: their own
+# random keys would only be refused (tests/test_validation.py tries bad keys).
+HINT_ONLY = {"labels", "annotations", "matchLabels"}
 UNSETTLED_SHARE = 5  # one in this many specs keeps whatever the schema walk drew
 
 
@@ -207,6 +212,8 @@ def for_node(node: dict[str, Any], name: str = "") -> st.SearchStrategy[Any]:
     hint = HINTS.get(name)
     if hint is None:
         return own
+    if name in HINT_ONLY:
+        return hint
     return mostly(hint, own, HINT_SHARE)
 
 
@@ -386,7 +393,9 @@ def breakages(site: Site) -> list[st.SearchStrategy[Any]]:
     if "maxLength" in node:
         out.append(st.just("a" * (node["maxLength"] + 1)))
     if "pattern" in node:
-        out.append(st.sampled_from(["Not Valid!", "-x-", "UPPER", ""]))
+        # Only true misses: a label value may be empty, or upper case.
+        misses = [text for text in ("Not Valid!", "-x-", "UPPER", "") if not re.search(node["pattern"], text)]
+        out.append(st.sampled_from(misses))
     if "maxItems" in node and node["maxItems"] <= model.MAX_POOLS:
         out.append(st.just("__repeat_items__"))
     if "maxProperties" in node:

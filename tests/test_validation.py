@@ -71,7 +71,7 @@ def errors_of(s):
             "spec.supernodes.pools[0].volumeClaimTemplates[0].metadata.annotations",
             "the key 'a b' is not a Kubernetes label or annotation key",
         ),
-        (pool(BASE, images={"supernode": ""}), "spec.supernodes.pools[0].images.supernode", "at least 1 character"),
+        (pool(BASE, images={"supernode": "flwr/ supernode"}), "spec.supernodes.pools[0].images.supernode", "pattern"),
         (spec(BASE, superlink__image="flwr/superlink:1.25.0 "), "spec.superlink.image", "pattern"),
         (
             spec(BASE, superlink__service={"labels": {"team": "a b"}}),
