@@ -91,6 +91,11 @@ def test_valid_specs_keep_every_invariant(flwr_python):
     accepted = []
 
     @given(strategies.specs(), st.randoms(use_true_random=False))
+    # make fuzz: a whole float crosses the wire as an int, and Flower reads an int.
+    @example(
+        spec(supernodes__pools__0__nodeConfig={"np0.a": -4.657557454559642e16}),
+        random.Random(0),  # noqa: S311 - a shuffle order, not a secret
+    )
     def check(value, rng: random.Random):
         rsp = properties.answer(value)
         if properties.fatal_messages(rsp):
@@ -131,6 +136,18 @@ def test_valid_specs_keep_every_invariant(flwr_python):
 # An unknown field set to null is still in the input, and named.
 @example(
     strategies.Broken({**REFUSED_EXAMPLES[0], "supernodes": {"pools": [], "notAField": None}}, ("supernodes",), "null")
+)
+# make fuzz: a dotted map key read as two path parts; such keys are bracketed now.
+@example(
+    strategies.Broken(
+        spec(
+            supernodes__pools__0__volumeClaimTemplates=[
+                {"metadata": {"name": "data", "annotations": {"7lrmbcp.aao/0": []}}, "spec": {}}
+            ]
+        ),
+        ("supernodes", "pools", 0, "volumeClaimTemplates", 0, "metadata", "annotations", "7lrmbcp.aao/0"),
+        "a list for a string",
+    )
 )
 def test_invalid_specs_get_one_fatal_result_naming_a_field(broken):
     message = properties.check_refused(broken.spec)
