@@ -15,8 +15,9 @@ import random
 import subprocess
 import sys
 
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, Phase, example, find, given, settings
 from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
 
 import properties
 import strategies
@@ -83,7 +84,17 @@ def test_the_strategies_draw_every_field_of_the_model():
         drawn.update(drawn_fields(value))
 
     draw()
-    assert model_fields(strategies.SCHEMA) - drawn == set()
+    # A deep optional field can miss 300 draws by chance (CI's derandomized
+    # run missed superlink.service.ports.extra once): each one missed must
+    # still be found by a search for it, or the strategies cannot draw it.
+    never = []
+    search = settings(max_examples=2000, derandomize=True, database=None, phases=[Phase.generate])
+    for field in sorted(model_fields(strategies.SCHEMA) - drawn):
+        try:
+            find(strategies.schema_specs(), lambda value, field=field: field in drawn_fields(value), settings=search)
+        except NoSuchExample:
+            never.append(field)
+    assert never == []
 
 
 def test_valid_specs_keep_every_invariant(flwr_python):
