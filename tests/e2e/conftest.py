@@ -39,7 +39,6 @@ def plane(request):
         configuration=CONFIGURATION,
         function_manifest=ROOT / "examples" / "install" / "function.yaml",
         configuration_manifest=ROOT / "examples" / "install" / "configuration.yaml",
-        runtime_config_manifest=ROOT / "examples" / "install" / "deploymentruntimeconfig.yaml",
     )
     try:
         control_plane.start()

@@ -200,8 +200,6 @@ class ControlPlane:
     configuration: pathlib.Path  # the API's Configuration .xpkg (claim flavor)
     function_manifest: pathlib.Path  # pkg.crossplane.io Function, as users apply it
     configuration_manifest: pathlib.Path  # pkg.crossplane.io Configuration, as users apply it
-    # The sizing DeploymentRuntimeConfig, named by the Function as function.yaml says.
-    runtime_config_manifest: pathlib.Path
     hub: Cluster = field(init=False)
     spoke: Cluster = field(init=False)
     # Three spoke clusters a cluster selector may choose, by ProviderConfig
@@ -267,7 +265,6 @@ class ControlPlane:
         for proc in reversed(list(self.processes.values())):
             proc.stop()
         self.processes.clear()
-        self._shm_down()
         self._netns_down()
         for name in self.cluster_names:
             self._kwokctl("delete", "cluster", "--name", name, check=False)
@@ -297,7 +294,6 @@ class ControlPlane:
                 with contextlib.suppress(ValueError, ProcessLookupError, PermissionError):
                     os.killpg(int(pid_file.read_text()), signal.SIGKILL)
                 pid_file.unlink()
-        self._shm_down()
         self._netns_down()
 
     def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None, *, inherit: bool = True) -> Process:
@@ -557,9 +553,7 @@ class ControlPlane:
         function = yaml.safe_load(self.function_manifest.read_text())
         assert function["metadata"]["name"] == FUNCTION
         function["spec"]["package"] = self.function_image
-        runtime_config = yaml.safe_load(self.runtime_config_manifest.read_text())
-        function["spec"]["runtimeConfigRef"] = {"name": runtime_config["metadata"]["name"]}
-        hub.apply(runtime_config, function)
+        hub.apply(function)
         revision = wait_for(
             "the FunctionRevision's endpoint",
             lambda: next((r for r in hub.get("functionrevisions") if (r.get("status") or {}).get("endpoint")), None),
@@ -581,7 +575,6 @@ class ControlPlane:
     def _unpack_image(self) -> pathlib.Path:
         """The image's root filesystem and config, as the registry serves them."""
         rootfs = self.workdir / "function-rootfs"
-        self._shm_down()
         if rootfs.exists():
             shutil.rmtree(rootfs)
         rootfs.mkdir()
@@ -625,7 +618,6 @@ class ControlPlane:
         if workdir != "/":
             msg = f"chroot starts in /, the image asks for {workdir}"
             raise NotImplementedError(msg)
-        self._shm_up()
         # The image has no shell and no env(1): the process gets the pod's
         # environment and nothing of the harness's.
         proc = self.spawn(
@@ -641,26 +633,6 @@ class ControlPlane:
             msg = f"the function exited:\n{proc.tail()}"
             raise RuntimeError(msg)
         return proc
-
-    @property
-    def _shm(self) -> pathlib.Path:
-        return self.workdir / "function-rootfs" / "dev" / "shm"
-
-    def _shm_up(self) -> None:
-        """A fresh tmpfs on the image's /dev/shm, as every container runtime mounts one.
-
-        Worker processes need it: multiprocessing's locks are POSIX semaphores,
-        files in /dev/shm, which the image's own directory (root's, 0755) refuses
-        to the function's user.
-        """
-        self._shm_down()
-        self._shm.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777,size=64m,nosuid,nodev,noexec", "shm", str(self._shm)],
-                       check=True, timeout=30)  # fmt: skip
-
-    def _shm_down(self) -> None:
-        while os.path.ismount(self._shm):
-            subprocess.run(["umount", "-l", str(self._shm)], check=True, timeout=30)
 
     def _image_user(self, pod: dict[str, Any], container: dict[str, Any]) -> tuple[int, int]:
         """The pod's runAsUser/runAsGroup, else the image's USER resolved in its own /etc/passwd."""

@@ -165,46 +165,6 @@ def test_function_installed_by_the_package_manager(plane):
     assert plane.processes["function"].alive()
 
 
-def test_function_sized_by_the_deployment_runtime_config(plane):
-    # examples/install/deploymentruntimeconfig.yaml, named by the Function:
-    # Crossplane's Deployment carries its environment and resources, and
-    # the function it starts composes with that many worker processes.
-    sizing = yaml.safe_load((ROOT / "examples" / "install" / "deploymentruntimeconfig.yaml").read_text())
-    wanted = sizing["spec"]["deploymentTemplate"]["spec"]["template"]["spec"]["containers"][0]
-    function = plane.hub.get("functions.pkg.crossplane.io", FUNCTION)
-    assert function["spec"]["runtimeConfigRef"]["name"] == sizing["metadata"]["name"]
-    container = next(c for c in plane.function_pod()["containers"] if c["name"] == wanted["name"])
-    env = {e["name"]: e.get("value") for e in container.get("env", [])}
-    assert env["FUNCTION_WORKERS"] == "2", env
-    assert "TLS_SERVER_CERTS_DIR" in env, env  # Crossplane's own beside ours
-    assert container["resources"] == wanted["resources"]
-    server = plane.processes["function"].popen.pid
-    wait_for("two worker processes", lambda: len(_workers_of(server)) == 2, timeout=60)
-    # Each worker is alive and composing: a Federation still becomes Ready
-    # in the scenarios below, which all run through these two processes.
-    assert all(pathlib.Path(f"/proc/{pid}").exists() for pid in _workers_of(server))
-
-
-def _workers_of(pid: int) -> list[int]:
-    """The multiprocessing workers below a process (not its resource tracker)."""
-    parents, cmdlines = {}, {}
-    for proc in pathlib.Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            cmdlines[int(proc.name)] = (proc / "cmdline").read_bytes()
-        except (OSError, IndexError, ValueError):
-            continue  # gone while we looked
-
-    def below(child: int) -> bool:
-        while child in parents and child != pid:
-            child = parents[child]
-        return child == pid
-
-    return sorted(p for p, cmd in cmdlines.items() if p != pid and b"spawn_main" in cmd and below(p))
-
-
 def test_api_installed_from_the_configuration_package(plane):
     hub = plane.hub
     configuration = hub.get("configurations.pkg.crossplane.io", "configuration-flower")
