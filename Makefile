@@ -9,6 +9,7 @@ FUZZ_EXAMPLES ?= 10000
 CRANK := .cache/bin/crank
 CELCHECK := .cache/bin/celcheck
 XRD2CRD := .cache/bin/xrd2crd
+PSSCHECK := .cache/bin/psscheck
 # Supported Kubernetes minors: one CRD validator each, pinned in tools/crdcheck
 # (go.mod is the newest minor, go.1.NN.mod each older one).
 KUBE_NEWEST := $(shell sed -n 's/^[[:space:]]*k8s.io\/apiextensions-apiserver v0\.\([0-9]*\)\..*/1.\1/p' tools/crdcheck/go.mod)
@@ -52,6 +53,12 @@ $(XRD2CRD): tools/crank/go.mod tools/crank/go.sum tools/crank/xrd2crd/main.go
 	mkdir -p $(dir $(XRD2CRD))
 	cd tools/crank && go build -o $(abspath $(XRD2CRD)) ./xrd2crd
 
+# The API server's Pod Security admission checks (k8s.io/pod-security-admission),
+# which judge every supported minor from one build.
+$(PSSCHECK): tools/psscheck/go.mod tools/psscheck/go.sum tools/psscheck/main.go
+	mkdir -p $(dir $(PSSCHECK))
+	cd tools/psscheck && go build -o $(abspath $(PSSCHECK)) .
+
 # The API server's own CRD validation (CEL cost budget included), once per
 # supported Kubernetes minor, each with that minor's apiextensions-apiserver.
 .cache/bin/crdcheck-$(KUBE_NEWEST): tools/crdcheck/main.go tools/crdcheck/go.mod tools/crdcheck/go.sum
@@ -87,8 +94,8 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
 # The fast suite: every test but the real control plane.
-unit: lint $(VENV)/.installed $(FLWR_VENVS) $(CRANK) $(CELCHECK) $(XRD2CRD) $(CRDCHECKS)
-	CRANK=$(abspath $(CRANK)) CELCHECK=$(abspath $(CELCHECK)) XRD2CRD=$(abspath $(XRD2CRD)) \
+unit: lint $(VENV)/.installed $(FLWR_VENVS) $(CRANK) $(CELCHECK) $(XRD2CRD) $(PSSCHECK) $(CRDCHECKS)
+	CRANK=$(abspath $(CRANK)) CELCHECK=$(abspath $(CELCHECK)) XRD2CRD=$(abspath $(XRD2CRD)) PSSCHECK=$(abspath $(PSSCHECK)) \
 		CRDCHECK_DIR=$(abspath .cache/bin) \
 		FLWR_PYTHON=$(abspath .cache/flwr/1.25.0)/bin/python FLWR_VENVS=$(abspath .cache/flwr) \
 		$(VENV)/bin/pytest --ignore=tests/e2e $(PYTEST_ARGS)

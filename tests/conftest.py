@@ -48,6 +48,11 @@ def xrd2crd() -> str:
     return tool("XRD2CRD", "Crossplane's XRD-to-CRD conversion")
 
 
+@pytest.fixture(scope="session")
+def psscheck() -> str:
+    return tool("PSSCHECK", "the API server's Pod Security admission checks")
+
+
 def crdcheck(minor: str) -> str:
     """The API server's CRD validation of one Kubernetes minor."""
     path = pathlib.Path(os.environ.get("CRDCHECK_DIR") or ROOT / ".cache" / "bin") / f"crdcheck-{minor}"
