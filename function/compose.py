@@ -10,6 +10,7 @@ from typing import Any
 from function import (
     clusters,
     flower,
+    gpu,
     identity,
     names,
     netpol,
@@ -449,15 +450,30 @@ def ca_secrets(fed: Federation, pools: list[PlacedPool], ca: str | None) -> dict
     return out
 
 
+# The Pod Security admission modes a Namespace of ours is labelled for: refuse,
+# warn the applier and audit-log anything that breaks its level.
+POD_SECURITY_MODES = ("audit", "enforce", "warn")
+
+
 def namespaces(pools: list[PlacedPool]) -> dict[str, Composed]:
-    """The Namespaces pools ask the function to create (createNamespace)."""
-    return {
-        namespace_resource(p.provider_config.name, p.namespace): Composed(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": p.namespace}}, p.provider_config
-        )
-        for p in pools
-        if p.spec.createNamespace
-    }
+    """The Namespaces pools ask the function to create (createNamespace).
+
+    Each is labelled for Pod Security admission at the strictest level every
+    pool placed in it meets, so the API server refuses pods that break it:
+    restricted, or privileged where a pool needs AMD's device files.
+    """
+    levels: dict[tuple[str, str], set[str]] = {}
+    for p in pools:
+        levels.setdefault((p.provider_config.name, p.namespace), set()).add(gpu.pod_security_level(p.spec.gpu))
+    out = {}
+    for p in pools:
+        if not p.spec.createNamespace:
+            continue
+        level = "privileged" if "privileged" in levels[(p.provider_config.name, p.namespace)] else "restricted"
+        labels = {f"pod-security.kubernetes.io/{mode}": level for mode in POD_SECURITY_MODES}
+        manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": p.namespace, "labels": labels}}
+        out[namespace_resource(p.provider_config.name, p.namespace)] = Composed(manifest, p.provider_config)
+    return out
 
 
 def network_policies(fed: Federation, pools: list[PlacedPool], external: placement.External) -> dict[str, Composed]:

@@ -71,6 +71,11 @@ def security_context(gpu: GPUConfig | None) -> dict[str, Any] | None:
     return {"privileged": True} if mount_all(gpu) == "amd" else None
 
 
+def pod_security_level(gpu: GPUConfig | None) -> str:
+    """The Pod Security Standard the pool's pods meet: restricted, but for AMD mountAll."""
+    return "privileged" if security_context(gpu) else "restricted"
+
+
 def runtime_class(gpu: GPUConfig | None) -> str | None:
     """The pod's runtimeClassName with NVIDIA mountAll, or None."""
     return "nvidia" if mount_all(gpu) == "nvidia" else None

@@ -78,7 +78,11 @@ def test_each_part_goes_to_its_cluster_and_namespace():
     assert ns["spec"]["forProvider"]["manifest"] == {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": {"name": "fl"},
+        "metadata": {
+            "name": "fl",
+            # test_pods.py: labelled for Pod Security admission at its pods' level.
+            "labels": {f"pod-security.kubernetes.io/{m}": "restricted" for m in ("audit", "enforce", "warn")},
+        },
     }
     assert [(p["name"], p["providerConfig"], p["namespace"]) for p in status["pools"]] == [
         ("local", "hub", "team-a"),

@@ -34,7 +34,13 @@ from peers import CLAIMS, INVALID, ROOT, hack_module, load_all
 
 build_image = hack_module("build_image")
 
-NAMESPACES = ["flower", "ml-platform"]
+# Pod Security admission as a cluster admin sets it (docs/pods-and-nodeconfig.md#pod-security):
+# every namespace the examples' pods land in refuses pods that break "restricted", but the
+# one of gpu-mountall.yaml, whose AMD pool needs a privileged container. The namespaces
+# the function creates label themselves (function/compose.py).
+POD_SECURITY = {"default": "restricted", "flower": "restricted", "ml-platform": "restricted",
+                "gpu-privileged": "privileged"}  # fmt: skip
+POD_SECURITY_MODES = ("audit", "enforce", "warn")
 READY_TIMEOUT = 300
 CONFIGURATION_V2 = pathlib.Path(
     os.environ.get("CONFIGURATION_V2_XPKG") or ROOT / ".cache" / "package" / "configuration-flower-v2.xpkg"
@@ -280,8 +286,9 @@ def test_every_example_becomes_ready(plane):
                 for site in SITES[:2]:
                     label_site(plane, site, pool["clusterSelector"]["matchLabels"])
     for cluster in (hub, plane.spoke):
-        for namespace in NAMESPACES:
-            cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        for namespace, level in sorted(POD_SECURITY.items()):
+            labels = {f"pod-security.kubernetes.io/{mode}": level for mode in POD_SECURITY_MODES}
+            cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}})
     hub.apply(openssl_tls_secret("superlink-tls", "default", ["federation-tls-superlink.default.svc"]))
     hub.apply(
         {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
@@ -301,6 +308,28 @@ def test_every_example_becomes_ready(plane):
         name, namespace = claim["metadata"]["name"], claim["metadata"]["namespace"]
         live_claim = wait_ready(plane, name, namespace)
         check_status(plane, path, live_claim)
+
+
+def test_pod_security_admission_refuses_a_privileged_pod(plane):
+    """The judge of the examples' pods is on: in every cluster, a labelled namespace refuses one."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "privileged", "namespace": "flower"},
+           "spec": {"containers": [{"name": "c", "image": "flwr/supernode:1.25.0",
+                                    "securityContext": {"privileged": True}}]}}  # fmt: skip
+    for cluster in (plane.hub, plane.spoke):
+        try:
+            cluster.kubectl("apply", "--dry-run=server", "-f", "-", stdin=json.dumps(pod))
+        except subprocess.CalledProcessError as refused:
+            assert 'violates PodSecurity "restricted:latest": privileged' in refused.stderr, refused.stderr
+        else:
+            msg = f"{cluster.name}: a privileged pod was admitted in a restricted namespace"
+            raise AssertionError(msg)
+
+
+def check_pod_security(cluster: Cluster, namespace: str, path: pathlib.Path) -> None:
+    """A pool's pods were created under Pod Security admission: restricted but for the AMD example."""
+    labels = cluster.get("namespace", namespace)["metadata"].get("labels") or {}
+    want = "privileged" if path.name == "gpu-mountall.yaml" else "restricted"
+    assert labels.get("pod-security.kubernetes.io/enforce") == want, (path.name, namespace, labels)
 
 
 def check_status(plane: ControlPlane, path: pathlib.Path, claim: dict[str, Any]) -> None:
@@ -335,6 +364,7 @@ def check_status(plane: ControlPlane, path: pathlib.Path, claim: dict[str, Any])
         provider_config = observed["providerConfig"]
         cluster = cluster_for(plane, provider_config)
         assert cluster.get(workload["kind"].lower() + "s.apps", workload["metadata"]["name"], observed["namespace"])
+        check_pod_security(cluster, observed["namespace"], path)
         total += observed["desired"]
     assert status["clusters"] == len({p["providerConfig"] for p in status["pools"]}), path.name
     assert status["supernodes"] == f"{total}/{total}"
