@@ -10,6 +10,7 @@ CRANK := .cache/bin/crank
 CELCHECK := .cache/bin/celcheck
 XRD2CRD := .cache/bin/xrd2crd
 PSSCHECK := .cache/bin/psscheck
+NETPOLICY := .cache/bin/netpolicy
 # Supported Kubernetes minors: one CRD validator each, pinned in tools/crdcheck
 # (go.mod is the newest minor, go.1.NN.mod each older one).
 KUBE_NEWEST := $(shell sed -n 's/^[[:space:]]*k8s.io\/apiextensions-apiserver v0\.\([0-9]*\)\..*/1.\1/p' tools/crdcheck/go.mod)
@@ -59,6 +60,11 @@ $(PSSCHECK): tools/psscheck/go.mod tools/psscheck/go.sum tools/psscheck/main.go
 	mkdir -p $(dir $(PSSCHECK))
 	cd tools/psscheck && go build -o $(abspath $(PSSCHECK)) .
 
+# np-guard's NetworkPolicy connectivity analyzer, the judge of what our policies allow.
+$(NETPOLICY): tools/netpolicy/go.mod tools/netpolicy/go.sum
+	mkdir -p $(dir $(NETPOLICY))
+	cd tools/netpolicy && go build -o $(abspath $(NETPOLICY)) github.com/np-guard/netpol-analyzer/cmd/netpolicy
+
 # The API server's own CRD validation (CEL cost budget included), once per
 # supported Kubernetes minor, each with that minor's apiextensions-apiserver.
 .cache/bin/crdcheck-$(KUBE_NEWEST): tools/crdcheck/main.go tools/crdcheck/go.mod tools/crdcheck/go.sum
@@ -94,8 +100,9 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
 # The fast suite: every test but the real control plane.
-unit: lint $(VENV)/.installed $(FLWR_VENVS) $(CRANK) $(CELCHECK) $(XRD2CRD) $(PSSCHECK) $(CRDCHECKS)
-	CRANK=$(abspath $(CRANK)) CELCHECK=$(abspath $(CELCHECK)) XRD2CRD=$(abspath $(XRD2CRD)) PSSCHECK=$(abspath $(PSSCHECK)) \
+unit: lint $(VENV)/.installed $(FLWR_VENVS) $(CRANK) $(CELCHECK) $(XRD2CRD) $(PSSCHECK) $(NETPOLICY) $(CRDCHECKS)
+	CRANK=$(abspath $(CRANK)) CELCHECK=$(abspath $(CELCHECK)) XRD2CRD=$(abspath $(XRD2CRD)) \
+		PSSCHECK=$(abspath $(PSSCHECK)) NETPOLICY=$(abspath $(NETPOLICY)) \
 		CRDCHECK_DIR=$(abspath .cache/bin) \
 		FLWR_PYTHON=$(abspath .cache/flwr/1.25.0)/bin/python FLWR_VENVS=$(abspath .cache/flwr) \
 		$(VENV)/bin/pytest --ignore=tests/e2e $(PYTEST_ARGS)

@@ -53,6 +53,11 @@ def psscheck() -> str:
     return tool("PSSCHECK", "the API server's Pod Security admission checks")
 
 
+@pytest.fixture(scope="session")
+def netpolicy() -> str:
+    return tool("NETPOLICY", "np-guard's NetworkPolicy analyzer")
+
+
 def crdcheck(minor: str) -> str:
     """The API server's CRD validation of one Kubernetes minor."""
     path = pathlib.Path(os.environ.get("CRDCHECK_DIR") or ROOT / ".cache" / "bin") / f"crdcheck-{minor}"

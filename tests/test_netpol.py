@@ -1,12 +1,17 @@
-"""NetworkPolicies, judged by an evaluator of the NetworkPolicy semantics."""
+"""NetworkPolicies, judged by np-guard's connectivity analyzer (tests/netpol_judge.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+import ipaddress
+
+import pytest
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import compose, fn, names
+from conftest import CLAIMS, ROOT, load_all
+from function import compose, fn, names, render
 from helpers import BASE, manifests, spec, xr
-from netpol_eval import allowed, external, pod
+from netpol_judge import allowed, connections, external, pod, ports, probe
 
 REMOTE = spec(
     BASE,
@@ -40,44 +45,44 @@ def spoke(s=REMOTE):
     return [m for k, m in manifests(s).items() if k.startswith("networkpolicy-supernode-spoke-eu-")]
 
 
-def test_supernodes_reach_the_superlink_and_others_do_not():
-    assert allowed(hub(), SUPERNODE, SUPERLINK, 9092)
-    assert not allowed(hub(), STRANGER, SUPERLINK, 9092)
-    assert not allowed(hub(), OTHER_FED, SUPERLINK, 9092)
-    assert not allowed(hub(), SUPERNODE, SUPERLINK, 9093)
+def test_supernodes_reach_the_superlink_and_others_do_not(netpolicy):
+    assert allowed(netpolicy, hub(), SUPERNODE, SUPERLINK, 9092)
+    assert not allowed(netpolicy, hub(), STRANGER, SUPERLINK, 9092)
+    assert not allowed(netpolicy, hub(), OTHER_FED, SUPERLINK, 9092)
+    assert not allowed(netpolicy, hub(), SUPERNODE, SUPERLINK, 9093)
 
 
-def test_remote_ranges_reach_only_the_fleet_port():
-    assert allowed(hub(), external("198.51.100.23"), SUPERLINK, 9092)
-    assert not allowed(hub(), external("198.51.101.23"), SUPERLINK, 9092)
-    assert not allowed(hub(), external("198.51.100.23"), SUPERLINK, 9093)
+def test_remote_ranges_reach_only_the_fleet_port(netpolicy):
+    assert allowed(netpolicy, hub(), external("198.51.100.23"), SUPERLINK, 9092)
+    assert not allowed(netpolicy, hub(), external("198.51.101.23"), SUPERLINK, 9092)
+    assert not allowed(netpolicy, hub(), external("198.51.100.23"), SUPERLINK, 9093)
 
 
-def test_control_api_from_listed_namespaces_and_ranges_only():
-    assert allowed(hub(), pod("ml-users", {"app": "notebook"}), SUPERLINK, 9093)
-    assert allowed(hub(), external("192.0.2.5"), SUPERLINK, 9093)
-    assert not allowed(hub(), pod("default", {"app": "notebook"}), SUPERLINK, 9093)
-    assert not allowed(hub(), external("192.0.2.100"), SUPERLINK, 9093)
+def test_control_api_from_listed_namespaces_and_ranges_only(netpolicy):
+    assert allowed(netpolicy, hub(), pod("ml-users", {"app": "notebook"}), SUPERLINK, 9093)
+    assert allowed(netpolicy, hub(), external("192.0.2.5"), SUPERLINK, 9093)
+    assert not allowed(netpolicy, hub(), pod("default", {"app": "notebook"}), SUPERLINK, 9093)
+    assert not allowed(netpolicy, hub(), external("192.0.2.100"), SUPERLINK, 9093)
 
 
-def test_supernodes_reach_dns_and_what_the_user_allows_and_nothing_else():
-    assert allowed(hub(), SUPERNODE, external("10.96.0.10"), 53, "UDP")
-    assert allowed(hub(), SUPERNODE, external("10.1.2.3"), 5432)
-    assert not allowed(hub(), SUPERNODE, external("93.184.216.34"), 443)
-    assert not allowed(hub(), STRANGER, SUPERNODE, 9094)  # no ingress to SuperNodes
+def test_supernodes_reach_dns_and_what_the_user_allows_and_nothing_else(netpolicy):
+    assert allowed(netpolicy, hub(), SUPERNODE, external("10.96.0.10"), 53, "UDP")
+    assert allowed(netpolicy, hub(), SUPERNODE, external("10.1.2.3"), 5432)
+    assert not allowed(netpolicy, hub(), SUPERNODE, external("93.184.216.34"), 443)
+    assert not allowed(netpolicy, hub(), STRANGER, SUPERNODE, 9094)  # no ingress to SuperNodes
 
 
-def test_allowing_dependency_installation_opens_https_for_supernodes_alone():
+def test_allowing_dependency_installation_opens_https_for_supernodes_alone(netpolicy):
     # Package indexes have no fixed addresses: HTTPS anywhere, and nothing more.
     allowing = spec(REMOTE, version="1.41.0", superlink__image=None, supernodes__image=None)
     allowing["allowRuntimeDependencyInstallation"] = True
-    assert allowed(hub(allowing), SUPERNODE, external("93.184.216.34"), 443)
-    assert not allowed(hub(allowing), SUPERNODE, external("93.184.216.34"), 80)
-    assert not allowed(hub(allowing), STRANGER, SUPERNODE, 9094)
-    assert not allowed(hub(REMOTE), SUPERNODE, external("93.184.216.34"), 443)
+    assert allowed(netpolicy, hub(allowing), SUPERNODE, external("93.184.216.34"), 443)
+    assert not allowed(netpolicy, hub(allowing), SUPERNODE, external("93.184.216.34"), 80)
+    assert not allowed(netpolicy, hub(allowing), STRANGER, SUPERNODE, 9094)
+    assert not allowed(netpolicy, hub(REMOTE), SUPERNODE, external("93.184.216.34"), 443)
 
 
-def test_beside_the_grpc_fleet_adapter_supernodes_reach_both_fleet_listeners():
+def test_beside_the_grpc_fleet_adapter_supernodes_reach_both_fleet_listeners(netpolicy):
     # A 1.41 SuperLink serving a 1.25 pool over gRPC (9092) and a 1.41 pool over HTTP (9093).
     upgrading = spec(
         BASE,
@@ -91,17 +96,17 @@ def test_beside_the_grpc_fleet_adapter_supernodes_reach_both_fleet_listeners():
         ],
     )
     for port in (9092, 9093):
-        assert allowed(hub(upgrading), SUPERNODE, SUPERLINK, port), port
-        assert not allowed(hub(upgrading), STRANGER, SUPERLINK, port), port
+        assert allowed(netpolicy, hub(upgrading), SUPERNODE, SUPERLINK, port), port
+        assert not allowed(netpolicy, hub(upgrading), STRANGER, SUPERLINK, port), port
 
 
-def test_remote_supernodes_reach_the_external_address():
+def test_remote_supernodes_reach_the_external_address(netpolicy):
     remote_node = pod("fl", names.pool_labels("fed", "eu"))
-    assert allowed(spoke(), remote_node, external("203.0.113.7"), 9092)
-    assert not allowed(spoke(), remote_node, external("203.0.113.8"), 9092)
+    assert allowed(netpolicy, spoke(), remote_node, external("203.0.113.7"), 9092)
+    assert not allowed(netpolicy, spoke(), remote_node, external("203.0.113.8"), 9092)
 
 
-def test_pools_in_other_namespaces_of_the_hub_are_admitted():
+def test_pools_in_other_namespaces_of_the_hub_are_admitted(netpolicy):
     s = {
         **REMOTE,
         "supernodes": {**REMOTE["supernodes"], "pools": [{"name": "x", "replicas": 1, "namespace": "other"}]},
@@ -110,8 +115,8 @@ def test_pools_in_other_namespaces_of_the_hub_are_admitted():
     out = compose.manifests(compose.federation(bare))
     pols = [m for k, m in out.items() if k.startswith("networkpolicy-")]
     node = pod("other", names.pool_labels("fed", "x"))
-    assert allowed(pols, node, SUPERLINK, 9092)
-    assert not allowed(pols, pod("other", {"app": "x"}), SUPERLINK, 9092)
+    assert allowed(netpolicy, pols, node, SUPERLINK, 9092)
+    assert not allowed(netpolicy, pols, pod("other", {"app": "x"}), SUPERLINK, 9092)
 
 
 def test_policies_can_be_turned_off():
@@ -127,3 +132,188 @@ def test_remote_pools_without_fleet_cidrs_are_warned_about():
     without = {**REMOTE, "networkPolicy": {}}
     assert any("spec.networkPolicy.fleetCIDRs" in w for w in warnings(without))
     assert not any("fleetCIDRs" in w for w in warnings(REMOTE))
+
+
+# -- every example, judged whole ---------------------------------------------------------------
+# The intended matrix, written once: SuperNodes reach the SuperLink on the Fleet ports pools
+# dial, DNS, and only what their spec opens (HTTPS for dependency installation, the user's
+# supernodeEgress, a remote SuperLink's address); nothing reaches a SuperNode; the SuperLink
+# takes the Control API (the port its status tells users) only from the listed namespaces and
+# ranges, and nothing from anyone else. Where the Fleet and Control APIs share one port (from
+# Flower 1.40), a listed namespace reaches that port, which is both: the matrix says so by
+# comparing ports, not API names. The SuperLink's own egress is not narrowed (its ServerApps'
+# needs are the user's), so the matrix says nothing of it.
+
+DNS = {("UDP", 53), ("TCP", 53)}
+
+
+def _example_clusters(example):
+    """Per cluster: the rendered manifests, the XR's status and spec."""
+    claim = load_all(example)[0]
+    docs, _ = render.render(claim, [])
+    clusters: dict[str, list] = {}
+    for doc in docs[1:]:
+        clusters.setdefault(doc["spec"]["providerConfigRef"]["name"], []).append(doc["spec"]["forProvider"]["manifest"])
+    return claim["spec"], docs[0]["status"], clusters
+
+
+def _role(manifest):
+    if manifest["kind"] not in {"DaemonSet", "StatefulSet", "Deployment"}:
+        return None
+    return manifest["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/name")
+
+
+def _key(manifest):
+    return f"{manifest['metadata']['namespace']}/{manifest['metadata']['name']}[{manifest['kind']}]"
+
+
+def _dialled(manifest):
+    args = next(c["args"] for c in manifest["spec"]["template"]["spec"]["containers"] if c["name"] == "supernode")
+    return next(a for a in args if a.startswith("--superlink=")).partition("=")[2]
+
+
+def _pod_port(manifests, address):
+    """The SuperLink pod's port behind an address: a Service's port is translated to its
+    targetPort before policies see it; another address (a remote SuperLink) stays as is."""
+    host, _, port = address.rpartition(":")
+    name, _, rest = host.partition(".")
+    namespace = rest.partition(".")[0]
+    for m in manifests:
+        if m["kind"] == "Service" and (m["metadata"]["name"], m["metadata"]["namespace"]) == (name, namespace):
+            entry = next(p for p in m["spec"]["ports"] if p["port"] == int(port))
+            target = entry.get("targetPort", entry["port"])
+            if isinstance(target, str):  # a named port of the SuperLink's containers
+                pods = [w["spec"]["template"]["spec"] for w in manifests if _role(w) == "superlink"]
+                target = next(cp["containerPort"] for pod in pods for c in pod["containers"]
+                              for cp in c.get("ports", []) if cp.get("name") == target)  # fmt: skip
+            return ("TCP", int(target))
+    return ("TCP", int(port))
+
+
+def _tcp_ports(rules):
+    return {("TCP", p["port"]) for r in rules for p in r.get("ports", []) if p.get("protocol", "TCP") == "TCP"}
+
+
+def _reach(conn):
+    return {(protocol, n) for protocol, numbers in ports(conn).items() for n in numbers}
+
+
+def _within(source, ranges):
+    first, _, last = source.partition("-")
+    return any(ipaddress.ip_address(first) in r and ipaddress.ip_address(last) in r for r in ranges)
+
+
+@dataclasses.dataclass
+class Intent:
+    """What a Federation's spec and status say may connect, in one cluster."""
+
+    manifests: list
+    supernodes: dict
+    superlinks: list
+    fleet: set  # the SuperLink pod's ports SuperNodes may reach
+    control: tuple  # the SuperLink pod's Control API port
+    opened: set  # what SuperNodes may reach anywhere: DNS, HTTPS for installs, the user's egress
+    control_namespaces: list
+    ranges: list
+
+
+def intent(spec_, status, manifests) -> Intent:
+    policy = spec_.get("networkPolicy") or {}
+    opened = DNS | _tcp_ports(policy.get("supernodeEgress", []))
+    if spec_.get("allowRuntimeDependencyInstallation"):
+        opened.add(("TCP", 443))
+    supernodes = {_key(m): m for m in manifests if _role(m) == "supernode"}
+    superlinks = [_key(m) for m in manifests if _role(m) == "superlink"]
+    if not superlinks:  # the SuperLink is in another cluster: its address, on the port pools dial
+        opened |= {_pod_port(manifests, _dialled(m)) for m in supernodes.values()}
+    control = _pod_port(manifests, status["endpoints"]["superlinkService"])
+    # What the pools dial, and the Control API where they register their keys.
+    fleet = {_pod_port(manifests, _dialled(m)) for m in supernodes.values()}
+    if (spec_.get("nodeAuthentication") or {}).get("enabled"):
+        fleet.add(control)
+    cidrs = policy.get("fleetCIDRs", []) + policy.get("controlCIDRs", [])
+    return Intent(manifests, supernodes, superlinks, fleet, control, opened,
+                  policy.get("controlNamespaces", []), [ipaddress.ip_network(c) for c in cidrs])  # fmt: skip
+
+
+def violations(conns, want: Intent) -> list[str]:
+    """The analyzer's connections that break the intended matrix, and the intended ones missing."""
+    out = [f"{c['src']} reaches a SuperNode" for c in conns if c["dst"] in want.supernodes]
+    return out + _supernode_violations(conns, want) + _superlink_violations(conns, want)
+
+
+def _supernode_violations(conns, want: Intent) -> list[str]:
+    out = []
+    for key, manifest in want.supernodes.items():
+        mine = {c["dst"]: _reach(c["conn"]) for c in conns if c["src"] == key}
+        if not any(DNS <= reach for reach in mine.values()):
+            out.append(f"{key} has no DNS")
+        for dst, reach in mine.items():
+            if dst not in want.superlinks:
+                out += [f"{key} reaches {dst} on {sorted(reach - want.opened)[:3]}"] if reach - want.opened else []
+            elif _pod_port(want.manifests, _dialled(manifest)) not in reach or not reach <= want.fleet:
+                out.append(f"{key} reaches {dst} on {sorted(reach)}, not {sorted(want.fleet)}")
+    return out
+
+
+def _superlink_violations(conns, want: Intent) -> list[str]:
+    out = []
+    for superlink in want.superlinks:
+        for c in conns:
+            if c["dst"] != superlink or c["src"] in want.supernodes:
+                continue  # SuperNodes: judged from their side
+            if "[" not in c["src"]:  # an address range outside the cluster
+                out += [] if _within(c["src"], want.ranges) else [f"{c['src']} reaches {superlink}"]
+            elif c["src"].partition("/")[0] not in want.control_namespaces or _reach(c["conn"]) != {want.control}:
+                out.append(f"{c['src']} reaches {superlink} on {c['conn']}")
+        notebooks = {c["src"] for c in conns if c["dst"] == superlink and c["src"].endswith("/notebook[Pod]")}
+        if notebooks != {f"{n}/notebook[Pod]" for n in want.control_namespaces}:
+            out.append(f"the Control API is reached from {sorted(notebooks)}, not {want.control_namespaces}")
+    return out
+
+
+def judge_example(netpolicy, spec_, status, clusters) -> dict[str, list[str]]:
+    """Per cluster, what the analyzer finds against the intended matrix (probe pods added)."""
+    out = {}
+    for cluster, rendered in clusters.items():
+        want = intent(spec_, status, rendered)
+        assert want.supernodes or want.superlinks, cluster
+        namespaces = sorted({m["metadata"]["namespace"] for m in rendered if m["metadata"].get("namespace")})
+        probes = [probe("stranger", n, {"app": "stranger"}) for n in [*namespaces, "elsewhere"]]
+        probes += [probe("notebook", n, {"app": "notebook"}) for n in want.control_namespaces]
+        out[cluster] = violations(connections(netpolicy, rendered + probes), want)
+    return out
+
+
+@pytest.mark.parametrize("example", CLAIMS, ids=[p.stem for p in CLAIMS])
+def test_every_example_allows_the_intended_connections_and_no_more(netpolicy, example):
+    spec_, status, clusters = _example_clusters(example)
+    assert judge_example(netpolicy, spec_, status, clusters) == {c: [] for c in clusters}, example.name
+
+
+def _without(kind_prefix):
+    return lambda ms: [
+        m for m in ms if not (m["kind"] == "NetworkPolicy" and m["metadata"]["name"].endswith(kind_prefix))
+    ]
+
+
+def _open_egress(rendered):
+    theirs = next(m for m in rendered if m["kind"] == "NetworkPolicy" and m["metadata"]["name"].endswith("-supernode"))
+    stray = {**theirs, "metadata": {**theirs["metadata"], "name": "stray"}, "spec": {**theirs["spec"], "egress": [{}]}}
+    return [*rendered, stray]
+
+
+@pytest.mark.parametrize(
+    ("why", "change", "found"),
+    [
+        ("SuperNodes unisolated take anything", _without("-supernode"), "reaches a SuperNode"),
+        ("the SuperLink unisolated takes anything", _without("-superlink"), "stranger[Pod] reaches"),
+        ("a stray rule opening SuperNodes' egress", _open_egress, "reaches ml-users/notebook[Pod]"),
+    ],
+)
+def test_the_matrix_can_fail(netpolicy, why, change, found):
+    spec_, status, clusters = _example_clusters(ROOT / "examples" / "claims" / "production.yaml")
+    hub_cluster = next(iter(clusters))
+    clusters = {hub_cluster: change(clusters[hub_cluster])}
+    problems = judge_example(netpolicy, spec_, status, clusters)[hub_cluster]
+    assert any(found in p for p in problems), (why, problems)
