@@ -317,3 +317,26 @@ def test_the_matrix_can_fail(netpolicy, why, change, found):
     clusters = {hub_cluster: change(clusters[hub_cluster])}
     problems = judge_example(netpolicy, spec_, status, clusters)[hub_cluster]
     assert any(found in p for p in problems), (why, problems)
+
+
+RELEASES = sorted(p.stem for p in (ROOT / "tests" / "flower").glob("*.txt"))
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_per_release_what_the_control_namespaces_reach(netpolicy, release):
+    """Up to 1.39 the Control API has a port of its own; from 1.40 Fleet joins it, so a listed
+    namespace reaches the port SuperNodes use as well: a policy cannot tell the two APIs apart."""
+    s = spec(BASE, version=release, superlink__image=None, supernodes__image=None,
+             networkPolicy={"controlNamespaces": ["ml-users"]})  # fmt: skip
+    claim = xr(s)
+    docs, _ = render.render(claim, [])
+    rendered = [d["spec"]["forProvider"]["manifest"] for d in docs[1:]]
+    assert judge_example(netpolicy, s, docs[0]["status"], {"hub": rendered}) == {"hub": []}, release
+    want = intent(s, docs[0]["status"], rendered)
+    conns = connections(netpolicy, [*rendered, probe("notebook", "ml-users", {"app": "notebook"})])
+    superlink = want.superlinks[0]
+    notebook = next(_reach(c["conn"]) for c in conns if c["src"] == "ml-users/notebook[Pod]" and c["dst"] == superlink)
+    supernode = next(_reach(c["conn"]) for c in conns if c["src"] in want.supernodes and c["dst"] == superlink)
+    shared = tuple(int(n) for n in release.split(".")[:2]) >= (1, 40)
+    assert notebook == {want.control}, release
+    assert (notebook == supernode) is shared, (release, notebook, supernode)
