@@ -285,7 +285,10 @@ def judge_example(netpolicy, spec_, status, clusters) -> dict[str, list[str]]:
     return out
 
 
-@pytest.mark.parametrize("example", CLAIMS, ids=[p.stem for p in CLAIMS])
+EXAMPLES = [*CLAIMS, ROOT / "examples" / "xr.yaml", ROOT / "examples" / "v2" / "federation.yaml"]
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[f"{p.parent.name}/{p.stem}" for p in EXAMPLES])
 def test_every_example_allows_the_intended_connections_and_no_more(netpolicy, example):
     spec_, status, clusters = _example_clusters(example)
     assert judge_example(netpolicy, spec_, status, clusters) == {c: [] for c in clusters}, example.name
