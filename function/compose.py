@@ -462,14 +462,12 @@ def namespaces(pools: list[PlacedPool]) -> dict[str, Composed]:
     pool placed in it meets, so the API server refuses pods that break it:
     restricted, or privileged where a pool needs AMD's device files.
     """
-    levels: dict[tuple[str, str], set[str]] = {}
-    for p in pools:
-        levels.setdefault((p.provider_config.name, p.namespace), set()).add(gpu.pod_security_level(p.spec.gpu))
+    privileged = {(p.provider_config.name, p.namespace) for p in pools if gpu.needs_privilege(p.spec.gpu)}
     out = {}
     for p in pools:
         if not p.spec.createNamespace:
             continue
-        level = "privileged" if "privileged" in levels[(p.provider_config.name, p.namespace)] else "restricted"
+        level = "privileged" if (p.provider_config.name, p.namespace) in privileged else "restricted"
         labels = {f"pod-security.kubernetes.io/{mode}": level for mode in POD_SECURITY_MODES}
         manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": p.namespace, "labels": labels}}
         out[namespace_resource(p.provider_config.name, p.namespace)] = Composed(manifest, p.provider_config)

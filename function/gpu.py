@@ -71,9 +71,9 @@ def security_context(gpu: GPUConfig | None) -> dict[str, Any] | None:
     return {"privileged": True} if mount_all(gpu) == "amd" else None
 
 
-def pod_security_level(gpu: GPUConfig | None) -> str:
-    """The Pod Security Standard the pool's pods meet: restricted, but for AMD mountAll."""
-    return "privileged" if security_context(gpu) else "restricted"
+def needs_privilege(gpu: GPUConfig | None) -> bool:
+    """Whether the pool's pods break the restricted Pod Security Standard (AMD mountAll)."""
+    return security_context(gpu) is not None
 
 
 def runtime_class(gpu: GPUConfig | None) -> str | None:
