@@ -1,13 +1,20 @@
-"""Time RunFunction in-process and over gRPC for 1, 16 and 256 pools.
+"""Time RunFunction in-process and over gRPC for 1, 16, 128 and 256 pools.
 
-Prints median and p99 milliseconds per call and the process's peak RSS.
+Prints median and p99 milliseconds per call, the peak RSS of this process
+(the in-process calls) and of the server.
 The XRD caps pools at 128 (the most its CEL rules allow within the API
 server's cost budget); to see how the function scales beyond, this script
-lifts that cap in its own process only.
+lifts that cap in its own process and in the server's only.
 
 "in-process" is the steady state (Crossplane sends the same spec on every
 reconcile, and validation results are cached by content); "cold" empties
-those caches before each call.
+those caches before each call. "grpc" calls the function served as
+`function serve --insecure` runs it (function/main.py: one composing thread,
+function/workers.py), in its own process, over one channel.
+
+--smoke runs 1 and 256 pools (past the cap: the lifted cap is checked in
+both processes), a few iterations each, in seconds: it proves the script
+runs; its figures mean nothing.
 
 Budget: 16 pools under 5 ms median in-process.
 """
@@ -15,13 +22,17 @@ Budget: 16 pools under 5 ms median in-process.
 from __future__ import annotations
 
 import argparse
-import asyncio
+import contextlib
 import pathlib
 import resource as rusage
+import socket
 import statistics
+import subprocess
 import sys
-import threading
+import tempfile
 import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import annotated_types
 import grpc
@@ -32,9 +43,21 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from function import caching, fn, spec
+from function import main as function_main
 
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+POOLS = (1, 16, 128, 256)
 # Pool counts up to this one get the full --iterations.
 FULL_ITERATIONS_UP_TO = 16
+SMOKE_POOLS = (1, 256)
+SMOKE_ITERATIONS = 3
+# The server's own limit (function/main.py): Crossplane sends whatever it observed.
+MAX_MESSAGE_BYTES = function_main.MAX_REQUEST_BYTES
+# A fresh interpreter importing the function takes a second or two on a busy machine.
+START_TIMEOUT_SECONDS = 60
+# The server's grace period (function/serve.py) and its winding down.
+STOP_TIMEOUT_SECONDS = 30
+SHOWN_LOG_CHARS = 4000
 
 
 def cold_run(req: fnv1.RunFunctionRequest) -> None:
@@ -91,7 +114,7 @@ def request(pools: int) -> fnv1.RunFunctionRequest:
     return req
 
 
-def measure(call, iterations: int) -> tuple[float, float]:
+def measure(call: Callable[[], Any], iterations: int) -> tuple[float, float]:
     """Median and 99th-percentile milliseconds of call, after one warm-up call."""
     call()  # warm up: imports, schema caches
     samples = []
@@ -104,52 +127,147 @@ def measure(call, iterations: int) -> tuple[float, float]:
     return statistics.median(samples), p99
 
 
-def serve_in_thread(address: str) -> None:
-    """Serve the function over insecure gRPC at address from a daemon thread."""
+def fatal_messages(rsp: fnv1.RunFunctionResponse) -> list[str]:
+    """The messages of rsp's fatal results."""
+    return [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
 
-    async def main() -> None:
-        server = grpc.aio.server()
-        grpcv1.add_FunctionRunnerServiceServicer_to_server(fn.FunctionRunner(), server)
-        server.add_insecure_port(address)
-        await server.start()
-        await server.wait_for_termination()
 
-    threading.Thread(target=lambda: asyncio.run(main()), daemon=True).start()
+class Server:
+    """The function served in its own process, at address (see serving)."""
+
+    def __init__(self, address: str, process: subprocess.Popen[bytes], log: pathlib.Path) -> None:
+        """A server that listens at address; its output goes to log."""
+        self.address = address
+        self.process = process
+        self.log = log
+        self.exit_code: int | None = None
+        self.channel = grpc.insecure_channel(
+            address,
+            options=[
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ],
+        )
+        self.stub = grpcv1.FunctionRunnerServiceStub(self.channel)
+
+    def peak_rss_mib(self) -> float:
+        """The server's peak resident memory (VmHWM), in MiB."""
+        for line in pathlib.Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def output(self) -> str:
+        """The end of what the server printed."""
+        return self.log.read_text(errors="replace")[-SHOWN_LOG_CHARS:]
+
+
+@contextlib.contextmanager
+def serving(*, lift_cap: bool) -> Iterator[Server]:
+    """`function serve --insecure` on a free port in its own process, once it listens; SIGTERM at the end.
+
+    With lift_cap, this script runs it (--serve), having lifted the pool cap
+    first; else `python -m function.main`, as tests/served.py does. The
+    server's exit code is the yielded Server's exit_code afterwards.
+    """
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+    if lift_cap:
+        command = [sys.executable, str(pathlib.Path(__file__).resolve()), "--serve", address]
+    else:
+        command = [sys.executable, "-m", "function.main", "serve", "--insecure", "--address", address]
+    with tempfile.TemporaryDirectory() as tmp:
+        log = pathlib.Path(tmp) / "function.log"
+        # A file, not a pipe: a pipe no one reads stops the server once full.
+        with log.open("wb") as out:
+            process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)  # noqa: S603 - this interpreter, arguments fixed here
+        server = Server(address, process, log)
+        try:
+            wait_until_listening(server)
+            yield server
+        finally:
+            server.channel.close()
+            process.terminate()
+            try:
+                server.exit_code = process.wait(timeout=STOP_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                server.exit_code = process.wait()
+            if server.exit_code != 0:
+                print(f"the function exited with {server.exit_code}:\n{server.output()}", file=sys.stderr)
+
+
+def wait_until_listening(server: Server) -> None:
+    """Return once server's port takes connections; raise if the process ends or takes too long."""
+    host, port = server.address.rsplit(":", 1)
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            msg = f"the function exited with {server.process.returncode}:\n{server.output()}"
+            raise RuntimeError(msg)
+        try:
+            with socket.create_connection((host, int(port)), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    msg = f"the function did not listen within {START_TIMEOUT_SECONDS}s:\n{server.output()}"
+    raise RuntimeError(msg)
+
+
+def serve_lifted(address: str) -> None:
+    """`function serve --insecure --address address`, the pool cap lifted first (click exits once it stops)."""
+    lift_pool_cap()
+    function_main.cli(["serve", "--insecure", "--address", address], prog_name="function")
 
 
 def main() -> int:
     """Print the cost of one call per pool count and path; the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--iterations", type=int, default=200)
-    parser.add_argument("--address", default="127.0.0.1:19443")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--iterations", type=int, default=200, help="calls per pool count and path, up to 16 pools")
+    parser.add_argument("--smoke", action="store_true", help="1 and 256 pools, a few iterations: does it run")
+    # The server this script starts (see serving): not for users.
+    parser.add_argument("--serve", metavar="ADDRESS", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve:
+        serve_lifted(args.serve)
+        return 0
+    pool_counts, wanted = (SMOKE_POOLS, SMOKE_ITERATIONS) if args.smoke else (POOLS, args.iterations)
     logging.configure(level=logging.Level.INFO)
     lift_pool_cap()
-    serve_in_thread(args.address)
-    channel = grpc.insecure_channel(args.address)
-    grpc.channel_ready_future(channel).result(timeout=10)
-    stub = grpcv1.FunctionRunnerServiceStub(channel)
-    print(f"{'pools':>6} {'path':>10} {'median ms':>10} {'p99 ms':>10} {'resources':>10}")
-    for pools in (1, FULL_ITERATIONS_UP_TO, 128, 256):
-        req = request(pools)
-        # Bigger requests get proportionally fewer iterations (at least 20).
-        scale = 1 if pools <= FULL_ITERATIONS_UP_TO else pools // FULL_ITERATIONS_UP_TO
-        iterations = max(20, args.iterations // scale)
-        rsp = fn.run(req)
-        fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
-        if fatal:
-            print(f"fatal result for {pools} pools: {fatal}", file=sys.stderr)
-            return 1
-        paths = (
-            ("in-process", lambda req=req: fn.run(req)),
-            ("cold", lambda req=req: cold_run(req)),
-            ("grpc", lambda req=req: stub.RunFunction(req, timeout=60)),
-        )
-        for path, call in paths:
-            median, p99 = measure(call, iterations)
-            print(f"{pools:>6} {path:>10} {median:>10.2f} {p99:>10.2f} {len(rsp.desired.resources):>10}")
+    with serving(lift_cap=True) as server:
+        print(f"{'pools':>6} {'path':>10} {'median ms':>10} {'p99 ms':>10} {'resources':>10}")
+        for pools in pool_counts:
+            req = request(pools)
+            # Bigger requests get proportionally fewer iterations (at least 20, or --smoke's).
+            scale = 1 if pools <= FULL_ITERATIONS_UP_TO else pools // FULL_ITERATIONS_UP_TO
+            iterations = max(min(20, wanted), wanted // scale)
+            rsp = fn.run(req)
+            served = server.stub.RunFunction(req, timeout=60)
+            for where, answer in (("in-process", rsp), ("grpc", served)):
+                if fatal_messages(answer):
+                    print(f"fatal result for {pools} pools ({where}): {fatal_messages(answer)}", file=sys.stderr)
+                    return 1
+            if len(served.desired.resources) != len(rsp.desired.resources):
+                print(
+                    f"{pools} pools: {len(served.desired.resources)} resources over gRPC, "
+                    f"{len(rsp.desired.resources)} in-process",
+                    file=sys.stderr,
+                )
+                return 1
+            paths = (
+                ("in-process", lambda req=req: fn.run(req)),
+                ("cold", lambda req=req: cold_run(req)),
+                ("grpc", lambda req=req: server.stub.RunFunction(req, timeout=60)),
+            )
+            for path, call in paths:
+                median, p99 = measure(call, iterations)
+                print(f"{pools:>6} {path:>10} {median:>10.2f} {p99:>10.2f} {len(rsp.desired.resources):>10}")
+        server_peak_mib = server.peak_rss_mib()
+    if server.exit_code != 0:
+        return 1
     peak_mib = rusage.getrusage(rusage.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak RSS: {peak_mib:.1f} MiB")
+    print(f"peak RSS: {peak_mib:.1f} MiB (this process: in-process and cold), {server_peak_mib:.1f} MiB (the server)")
     return 0
 
 

@@ -6,7 +6,12 @@ serialized response. Two states: "first", Crossplane's first call with
 nothing observed; "steady", a later call where every Object is observed (so
 each cluster's index is read back from its workload).
 
-The ProviderConfigs point at no live cluster: the function never dials them.
+The gRPC path calls the function served as `function serve --insecure` runs
+it, in its own process (benchmarks/bench.py's serving). The ProviderConfigs
+point at no live cluster: the function never dials them.
+
+--smoke runs 100 clusters, a few iterations each, in seconds: it proves the
+script runs; its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -16,17 +21,18 @@ import pathlib
 import sys
 from typing import Any
 
-import grpc
 from crossplane.function import logging
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
-from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench import measure, serve_in_thread
+from benchmarks.bench import fatal_messages, measure, serving
 from function import clusters, fn
 
 LABELS = {"flower.flwr.ai/federation": "fleet"}
+CLUSTERS = (100, 500)
+SMOKE_CLUSTERS = (100,)
+SMOKE_ITERATIONS = 3
 
 
 def composite() -> dict[str, Any]:
@@ -90,41 +96,45 @@ def request(count: int, observed: dict[str, Any] | None = None) -> fnv1.RunFunct
 
 def main() -> int:
     """Print the cost of one call per cluster count, state and path; the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--address", default="127.0.0.1:19444")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--iterations", type=int, default=20, help="calls per cluster count, state and path")
+    parser.add_argument("--smoke", action="store_true", help="100 clusters, a few iterations: does it run")
     args = parser.parse_args()
+    counts, iterations = (SMOKE_CLUSTERS, SMOKE_ITERATIONS) if args.smoke else (CLUSTERS, args.iterations)
     logging.configure(level=logging.Level.INFO)
-    serve_in_thread(args.address)
-    channel = grpc.insecure_channel(args.address, options=[("grpc.max_receive_message_length", 64 << 20)])
-    grpc.channel_ready_future(channel).result(timeout=10)
-    stub = grpcv1.FunctionRunnerServiceStub(channel)
-    header = f"{'clusters':>8} {'state':>7} {'path':>10} {'median ms':>10} {'p99 ms':>10} {'resources':>10} {'KiB':>8}"
-    print(header)
-    for count in (100, 500):
-        first = request(count)
-        rsp = fn.run(first)
-        fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
-        if fatal:
-            print(f"fatal result for {count} clusters: {fatal}", file=sys.stderr)
-            return 1
-        pools = [n for n in rsp.desired.resources if n.startswith("pool-")]
-        if len(pools) != count:
-            print(f"{count} clusters made {len(pools)} pools", file=sys.stderr)
-            return 1
-        steady = request(count, {n: r.resource for n, r in rsp.desired.resources.items()})
-        for state, req in (("first", first), ("steady", steady)):
-            size = fn.run(req).ByteSize() / 1024
-            for path, call in (
-                ("in-process", lambda req=req: fn.run(req)),
-                ("grpc", lambda req=req: stub.RunFunction(req, timeout=120)),
-            ):
-                median, p99 = measure(call, args.iterations)
-                print(
-                    f"{count:>8} {state:>7} {path:>10} {median:>10.1f} {p99:>10.1f} "
-                    f"{len(rsp.desired.resources):>10} {size:>8.0f}"
-                )
-    return 0
+    with serving(lift_cap=False) as server:
+        header = (
+            f"{'clusters':>8} {'state':>7} {'path':>10} {'median ms':>10} {'p99 ms':>10} {'resources':>10} {'KiB':>8}"
+        )
+        print(header)
+        for count in counts:
+            first = request(count)
+            rsp = fn.run(first)
+            if fatal_messages(rsp):
+                print(f"fatal result for {count} clusters: {fatal_messages(rsp)}", file=sys.stderr)
+                return 1
+            pools = [n for n in rsp.desired.resources if n.startswith("pool-")]
+            if len(pools) != count:
+                print(f"{count} clusters made {len(pools)} pools", file=sys.stderr)
+                return 1
+            steady = request(count, {n: r.resource for n, r in rsp.desired.resources.items()})
+            for state, req in (("first", first), ("steady", steady)):
+                answer = fn.run(req)
+                served = server.stub.RunFunction(req, timeout=120)
+                if served != answer:
+                    print(f"{count} clusters, {state}: the served function answered otherwise", file=sys.stderr)
+                    return 1
+                size = answer.ByteSize() / 1024
+                for path, call in (
+                    ("in-process", lambda req=req: fn.run(req)),
+                    ("grpc", lambda req=req: server.stub.RunFunction(req, timeout=120)),
+                ):
+                    median, p99 = measure(call, iterations)
+                    print(
+                        f"{count:>8} {state:>7} {path:>10} {median:>10.1f} {p99:>10.1f} "
+                        f"{len(rsp.desired.resources):>10} {size:>8.0f}"
+                    )
+    return 1 if server.exit_code else 0
 
 
 if __name__ == "__main__":

@@ -6,6 +6,11 @@ are Ready, the function's CPU seconds and peak RSS, and the errors in
 Crossplane's log. Needs `make e2e-tools package` (and root).
 
     .venv/bin/python benchmarks/e2e_load.py [--federations 50] [--pools 4]
+
+--smoke applies 2 Federations of 1 pool: it proves the script runs (the
+control plane's start takes most of its time); its figures mean nothing.
+--dry-run needs no control plane: it sets up the run (the control plane's
+settings, the Federations) and prints what it would apply, starting nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from controlplane import ControlPlane, Tools, condition, running  # noqa: E402 -
 from helpers import BASE, spec  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+SMOKE_FEDERATIONS, SMOKE_POOLS = 2, 1
 
 
 def federation(index: int, pools: int) -> dict:
@@ -55,23 +61,35 @@ def main() -> None:
     parser.add_argument("--federations", type=int, default=50)
     parser.add_argument("--pools", type=int, default=4)
     parser.add_argument("--timeout", type=float, default=1200)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"{SMOKE_FEDERATIONS} Federations of {SMOKE_POOLS} pool: does it run (still needs the control plane)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="set the run up and say what it would apply; no cluster")
     args = parser.parse_args()
+    if args.smoke:
+        args.federations, args.pools = SMOKE_FEDERATIONS, SMOKE_POOLS
     minor = sorted((p.name.removeprefix("kube-") for p in (ROOT / "tools").glob("kube-1.*")),
                    key=lambda m: int(m.split(".")[1]))[-1]  # fmt: skip
     plane = ControlPlane(
         tools=Tools(ROOT / ".cache" / "e2e", minor, str(ROOT / ".cache" / "bin" / "crank")),
         workdir=ROOT / ".cache" / "e2e-load" / minor,
         package=ROOT / ".cache" / "package" / "function-flower.xpkg",
-        xrd=ROOT / "apis" / "definition.yaml",
-        composition=ROOT / "apis" / "composition.yaml",
+        configuration=ROOT / ".cache" / "package" / "configuration-flower.xpkg",
         function_manifest=ROOT / "examples" / "install" / "function.yaml",
+        configuration_manifest=ROOT / "examples" / "install" / "configuration.yaml",
     )
+    docs = [federation(i, args.pools) for i in range(args.federations)]
+    if args.dry_run:
+        print(f"kubernetes {minor}: would apply {len(docs)} Federations x {args.pools} pools at once")
+        print(f"control plane in {plane.workdir}, function package {plane.package}")
+        return
     with running(plane):
         pid = plane.processes["function"].popen.pid
         cpu_before = cpu_seconds(pid)
         crossplane_log = plane.processes["crossplane"].log
         log_offset = crossplane_log.stat().st_size
-        docs = [federation(i, args.pools) for i in range(args.federations)]
         start = time.monotonic()
         plane.hub.apply(*docs)
         ready_at: dict[str, float] = {}

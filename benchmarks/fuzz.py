@@ -1,11 +1,17 @@
 """The property tests' invariants over many fresh examples: the long run of tests/test_properties.py.
 
     .venv/bin/python benchmarks/fuzz.py --examples 10000 [--flwr-python .cache/flwr/1.41.0/bin/python]
+    .venv/bin/python benchmarks/fuzz.py --smoke [--flwr-python ...]
 
 For each invariant it draws --examples inputs (random, unlike the suite's
 fixed ones), checks each, and prints examples, failures and seconds; the first
 failing inputs are printed whole, to be kept as @example cases in
-tests/test_properties.py. Exits 1 if anything failed.
+tests/test_properties.py. With --flwr-python, Flower's parser then reads back
+every --node-config text the valid examples made (none, at times, in a short
+run: it still starts). Exits 1 if anything failed.
+
+--smoke draws 20 examples per invariant, the same on every run (derandomized),
+in seconds: it proves the script runs; its figures mean nothing.
 
 The invariants (tests/properties.py):
   valid     a spec from the model: refused with one fatal result naming its
@@ -45,6 +51,7 @@ SHOWN_FAILURES = 3
 # How often a long run says how far it is.
 PROGRESS_EVERY = 1000
 INVARIANTS = ["valid", "invalid", "garbled"]
+SMOKE_EXAMPLES = 20
 
 
 class Tally:
@@ -73,7 +80,9 @@ class Tally:
         return f"{self.name}: {self.examples} examples, {len(self.failures)} failures, {seconds:.0f}s"
 
 
-def run_invariants(examples: int, flwr_python: str | None, only: list[str]) -> list[Tally]:
+def run_invariants(
+    examples: int, flwr_python: str | None, only: list[str], *, derandomize: bool = False
+) -> list[Tally]:
     """Draw and check examples of each invariant; then Flower reads back every --node-config text."""
     # Every example runs: no shrinking (a failure is kept as drawn), no database.
     config = settings(
@@ -82,6 +91,7 @@ def run_invariants(examples: int, flwr_python: str | None, only: list[str]) -> l
         database=None,
         phases=[Phase.generate],
         suppress_health_check=list(HealthCheck),
+        derandomize=derandomize,
     )
     valid, invalid, garbled = Tally("valid"), Tally("invalid"), Tally("garbled")
     node_configs: list[tuple[str, dict[str, Any]]] = []
@@ -123,7 +133,7 @@ def run_invariants(examples: int, flwr_python: str | None, only: list[str]) -> l
         print(tally.figures(tally.seconds), "(done)", flush=True)
     if valid.examples:
         print(f"valid: {accepted[0]} of {valid.examples} accepted; {len(node_configs)} --node-config texts")
-    if flwr_python and node_configs:
+    if flwr_python:
         return [*(t for t, _ in chosen), read_back(node_configs, flwr_python)]
     return [t for t, _ in chosen]
 
@@ -154,6 +164,11 @@ def main() -> int:
     """Run, print the figures and the first failures; 1 if any invariant failed."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--examples", type=int, default=10000, help="examples per invariant")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"{SMOKE_EXAMPLES} examples per invariant, the same every run: does it run",
+    )
     parser.add_argument("--flwr-python", help="a Flower virtualenv's python, to read --node-config back")
     parser.add_argument(
         "--only", action="append", choices=INVARIANTS, help="run this invariant (repeatable); all by default"
@@ -161,7 +176,8 @@ def main() -> int:
     args = parser.parse_args()
     # The function logs only its own failures (a traceback each): those are what to look at.
     logging.configure(level=logging.Level.INFO)
-    tallies = run_invariants(args.examples, args.flwr_python, args.only or INVARIANTS)
+    examples = SMOKE_EXAMPLES if args.smoke else args.examples
+    tallies = run_invariants(examples, args.flwr_python, args.only or INVARIANTS, derandomize=args.smoke)
     failed = False
     for tally in tallies:
         for message, value in tally.failures[:SHOWN_FAILURES]:

@@ -1,0 +1,104 @@
+"""Every script under benchmarks/ runs end to end at its smoke size (--smoke) and prints its figures.
+
+No figure is judged here: a benchmark that nothing runs rots (bench.py and
+bench_clusters.py once crashed on a changed constructor for months). Each
+script runs as `make bench`, `make fuzz` or a reader would run it: its own
+process, this interpreter, from the repository's root.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+import sys
+
+import pytest
+
+from peers import ROOT
+
+# Generous: the smoke sizes take seconds, but the unit suite shares the CPUs.
+TIMEOUT_SECONDS = 300
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    reason: str
+    script: str
+    args: tuple[str, ...]
+    # Lines (regular expressions) the output must hold: its table and figures, not just a clean exit.
+    printed: tuple[str, ...]
+    # A Flower virtualenv's python for the read-back (the flwr_python fixture: skips locally, fails in CI).
+    flwr: bool = False
+
+
+CASES = [
+    Case(
+        "RunFunction in-process, cold and served over gRPC by `function serve`, at 1 and 256 pools "
+        "(past the 128 cap, lifted in both processes); about 3 s",
+        "bench.py",
+        ("--smoke",),
+        (
+            r"^ +1 +in-process +[\d.]+ +[\d.]+ +\d+$",
+            r"^ +256 +grpc +[\d.]+ +[\d.]+ +\d+$",
+            r"^peak RSS: .* \(the server\)$",
+        ),
+    ),
+    Case(
+        "a selector matching 100 ProviderConfigs, first call and steady state, in-process and served; about 2 s",
+        "bench_clusters.py",
+        ("--smoke",),
+        (r"^ +100 +first +in-process ", r"^ +100 +steady +grpc +[\d.]+ +[\d.]+ +\d+ +\d+$"),
+    ),
+    Case(
+        "300 calls of the mix over one mTLS connection to `function serve --workers 1`, every answer checked "
+        "(memory not judged at this size); about 2 s",
+        "bench_load.py",
+        ("--smoke",),
+        (r"^calls 300, server errors 0, wrong answers 0, exit code on SIGTERM 0$", r"requests/s", r"^RSS growth "),
+    ),
+    Case(
+        "20 derandomized examples per invariant, then Flower's parser reads the --node-config texts back; about 6 s",
+        "fuzz.py",
+        ("--smoke",),
+        (
+            r"^valid: 20 examples, 0 failures",
+            r"^invalid: 20 examples, 0 failures",
+            r"^garbled: 20 examples, 0 failures",
+            r"^flower-readback: \d+ texts, 0 failures",
+        ),
+        flwr=True,
+    ),
+    Case(
+        "needs a real control plane (and root), so only set up: the control plane's settings and the "
+        "Federations, nothing started; under 1 s",
+        "e2e_load.py",
+        ("--smoke", "--dry-run"),
+        (r"^kubernetes 1\.\d+: would apply 2 Federations x 1 pools at once$",),
+    ),
+]
+
+
+def test_every_benchmark_has_a_case():
+    assert sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if p.name != "__init__.py") == sorted(
+        c.script for c in CASES
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.script)
+def test_benchmark_runs_at_its_smoke_size(case, request):
+    args = list(case.args)
+    if case.flwr:
+        args += ["--flwr-python", request.getfixturevalue("flwr_python")]
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / case.script), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_SECONDS,
+        check=False,
+    )
+    output = f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, output
+    missing = [line for line in case.printed if not re.search(line, proc.stdout, re.MULTILINE)]
+    assert missing == [], output
