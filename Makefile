@@ -6,6 +6,8 @@ FLWR_RELEASES := $(patsubst tests/flower/%.txt,%,$(wildcard tests/flower/*.txt))
 FLWR_VENVS := $(foreach r,$(FLWR_RELEASES),.cache/flwr/$(r)/.installed)
 FLWR_NEWEST := $(lastword $(sort $(FLWR_RELEASES)))
 FUZZ_EXAMPLES ?= 10000
+# pytest-xdist workers for the unit suite: one per core.
+UNIT_WORKERS ?= auto
 CRANK := .cache/bin/crank
 CELCHECK := .cache/bin/celcheck
 XRD2CRD := .cache/bin/xrd2crd
@@ -23,8 +25,14 @@ PACKAGE := .cache/package/function-flower.xpkg
 CONFIGURATION := .cache/package/configuration-flower.xpkg
 CONFIGURATION_V2 := .cache/package/configuration-flower-v2.xpkg
 E2E_TOOLS := .cache/e2e
+# The flags hack/e2e/build-tools.sh builds with: packages compiled for one
+# tool are reused from Go's build cache by the others of the same module
+# (crank, crossplane and crane share tools/crank), where other flags would
+# compile them again.
+GO_BUILD := go build -trimpath -ldflags="-s -w"
 
-.PHONY: render lint unit test e2e e2e-tools image package serve crank generate bench fuzz clean
+.PHONY: render lint unit unit-run unit-tools flower-venvs test e2e e2e-run e2e-tools image package serve crank \
+	generate bench fuzz clean
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -42,38 +50,38 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 # The Crossplane CLI, built from the Go module proxy at the version tools/crank pins.
 $(CRANK): tools/crank/go.mod tools/crank/go.sum
 	mkdir -p $(dir $(CRANK))
-	cd tools/crank && go build -o $(abspath $(CRANK)) github.com/crossplane/crossplane/v2/cmd/crank
+	cd tools/crank && $(GO_BUILD) -o "$(CURDIR)/$(CRANK)" github.com/crossplane/crossplane/v2/cmd/crank
 
 # cel-go, as provider-kubernetes evaluates readiness queries, for the tests.
 $(CELCHECK): tools/crank/go.mod tools/crank/go.sum tools/crank/celcheck/main.go
 	mkdir -p $(dir $(CELCHECK))
-	cd tools/crank && go build -o $(abspath $(CELCHECK)) ./celcheck
+	cd tools/crank && $(GO_BUILD) -o "$(CURDIR)/$(CELCHECK)" ./celcheck
 
 # The CRDs Crossplane generates from an XRD, by Crossplane's own conversion.
 $(XRD2CRD): tools/crank/go.mod tools/crank/go.sum tools/crank/xrd2crd/main.go
 	mkdir -p $(dir $(XRD2CRD))
-	cd tools/crank && go build -o $(abspath $(XRD2CRD)) ./xrd2crd
+	cd tools/crank && $(GO_BUILD) -o "$(CURDIR)/$(XRD2CRD)" ./xrd2crd
 
 # The API server's Pod Security admission checks (k8s.io/pod-security-admission),
 # which judge every supported minor from one build.
 $(PSSCHECK): tools/psscheck/go.mod tools/psscheck/go.sum tools/psscheck/main.go
 	mkdir -p $(dir $(PSSCHECK))
-	cd tools/psscheck && go build -o $(abspath $(PSSCHECK)) .
+	cd tools/psscheck && $(GO_BUILD) -o "$(CURDIR)/$(PSSCHECK)" .
 
 # np-guard's NetworkPolicy connectivity analyzer, the judge of what our policies allow.
 $(NETPOLICY): tools/netpolicy/go.mod tools/netpolicy/go.sum
 	mkdir -p $(dir $(NETPOLICY))
-	cd tools/netpolicy && go build -o $(abspath $(NETPOLICY)) github.com/np-guard/netpol-analyzer/cmd/netpolicy
+	cd tools/netpolicy && $(GO_BUILD) -o "$(CURDIR)/$(NETPOLICY)" github.com/np-guard/netpol-analyzer/cmd/netpolicy
 
 # The API server's own CRD validation (CEL cost budget included), once per
 # supported Kubernetes minor, each with that minor's apiextensions-apiserver.
 .cache/bin/crdcheck-$(KUBE_NEWEST): tools/crdcheck/main.go tools/crdcheck/go.mod tools/crdcheck/go.sum
 	mkdir -p $(dir $@)
-	cd tools/crdcheck && go build -o $(abspath $@) .
+	cd tools/crdcheck && $(GO_BUILD) -o "$(CURDIR)/$@" .
 
 .cache/bin/crdcheck-%: tools/crdcheck/main.go tools/crdcheck/go.%.mod tools/crdcheck/go.%.sum
 	mkdir -p $(dir $@)
-	cd tools/crdcheck && go build -modfile=go.$*.mod -o $(abspath $@) .
+	cd tools/crdcheck && $(GO_BUILD) -modfile=go.$*.mod -o "$(CURDIR)/$@" .
 
 crank: $(CRANK)
 
@@ -99,13 +107,21 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/mypy
 
-# The fast suite: every test but the real control plane.
-unit: lint $(VENV)/.installed $(FLWR_VENVS) $(CRANK) $(CELCHECK) $(XRD2CRD) $(PSSCHECK) $(NETPOLICY) $(CRDCHECKS)
-	CRANK=$(abspath $(CRANK)) CELCHECK=$(abspath $(CELCHECK)) XRD2CRD=$(abspath $(XRD2CRD)) \
-		PSSCHECK=$(abspath $(PSSCHECK)) NETPOLICY=$(abspath $(NETPOLICY)) \
-		CRDCHECK_DIR=$(abspath .cache/bin) \
-		FLWR_PYTHON=$(abspath .cache/flwr/1.25.0)/bin/python FLWR_VENVS=$(abspath .cache/flwr) \
-		$(VENV)/bin/pytest --ignore=tests/e2e $(PYTEST_ARGS)
+# The Go programs the fast suite runs, and one venv per Flower release it runs.
+unit-tools: $(CRANK) $(CELCHECK) $(XRD2CRD) $(PSSCHECK) $(NETPOLICY) $(CRDCHECKS)
+flower-venvs: $(FLWR_VENVS)
+
+# The fast suite: every test but the real control plane. hack/stages.py builds
+# what it needs side by side (lint, the venvs, the Go tools), then unit-run.
+unit:
+	$(PYTHON) hack/stages.py unit
+
+unit-run:
+	CRANK="$(CURDIR)/$(CRANK)" CELCHECK="$(CURDIR)/$(CELCHECK)" XRD2CRD="$(CURDIR)/$(XRD2CRD)" \
+		PSSCHECK="$(CURDIR)/$(PSSCHECK)" NETPOLICY="$(CURDIR)/$(NETPOLICY)" \
+		CRDCHECK_DIR="$(CURDIR)/.cache/bin" \
+		FLWR_PYTHON="$(CURDIR)/.cache/flwr/1.25.0"/bin/python FLWR_VENVS="$(CURDIR)/.cache/flwr" \
+		$(VENV)/bin/pytest --ignore=tests/e2e -n $(UNIT_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The runtime image, built without a container daemon (needs root).
 $(IMAGE): $(VENV)/.installed hack/build_image.py pyproject.toml requirements.lock $(wildcard function/*)
@@ -136,13 +152,24 @@ package: $(PACKAGE) $(CONFIGURATION) $(CONFIGURATION_V2)
 e2e-tools:
 	hack/e2e/build-tools.sh $(E2E_TOOLS)
 
-# The product as users run it, on the oldest and newest supported Kubernetes.
-e2e: $(VENV)/.installed $(CRANK) e2e-tools package
-	E2E_TOOLS=$(abspath $(E2E_TOOLS)) FUNCTION_XPKG=$(abspath $(PACKAGE)) CRANK=$(abspath $(CRANK)) \
-		CONFIGURATION_XPKG=$(abspath $(CONFIGURATION)) CONFIGURATION_V2_XPKG=$(abspath $(CONFIGURATION_V2)) \
-		$(VENV)/bin/pytest tests/e2e $(PYTEST_ARGS)
+# One part of them: e2e-tools-common, or e2e-tools-kube-1.NN (one minor's control plane).
+e2e-tools-%:
+	hack/e2e/build-tools.sh $(E2E_TOOLS) $*
 
-test: unit e2e
+# The product as users run it, on the oldest and newest supported Kubernetes:
+# one control plane per minor, side by side (hack/stages.py).
+e2e:
+	$(PYTHON) hack/stages.py e2e
+
+# One control plane's scenarios (E2E_MINOR=1.NN), once its tools and packages are built.
+e2e-run:
+	E2E_TOOLS="$(CURDIR)/$(E2E_TOOLS)" FUNCTION_XPKG="$(CURDIR)/$(PACKAGE)" CRANK="$(CURDIR)/$(CRANK)" \
+		CONFIGURATION_XPKG="$(CURDIR)/$(CONFIGURATION)" CONFIGURATION_V2_XPKG="$(CURDIR)/$(CONFIGURATION_V2)" \
+		E2E_MINOR=$(E2E_MINOR) $(VENV)/bin/pytest tests/e2e $(PYTEST_ARGS)
+
+# Everything, stages side by side; each prints its wall time when it ends.
+test:
+	$(PYTHON) hack/stages.py test
 
 bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench.py
@@ -150,7 +177,7 @@ bench: $(VENV)/.installed
 
 # The property tests' long run: 10,000 fresh examples per invariant (about an hour).
 fuzz: $(VENV)/.installed .cache/flwr/$(FLWR_NEWEST)/.installed
-	$(VENV)/bin/python benchmarks/fuzz.py --examples $(FUZZ_EXAMPLES) --flwr-python $(abspath .cache/flwr/$(FLWR_NEWEST))/bin/python
+	$(VENV)/bin/python benchmarks/fuzz.py --examples $(FUZZ_EXAMPLES) --flwr-python "$(CURDIR)/.cache/flwr/$(FLWR_NEWEST)"/bin/python
 
 clean:
 	rm -rf $(VENV) .cache build dist

@@ -109,3 +109,15 @@ def functions_file(tmp_path_factory, function_address) -> pathlib.Path:
     path = tmp_path_factory.mktemp("functions") / "functions.yaml"
     path.write_text(yaml.safe_dump(fn))
     return path
+
+
+# Modules whose tests start real pods with tests/podrunner.py: one runner per
+# machine at a time (its lock), so under xdist (`make unit` runs -n auto
+# --dist loadgroup) they share one worker instead of waiting on each other's lock.
+PODRUNNER_MODULES = ("test_podrunner", "test_real_flower", "test_real_node_auth")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.module is not None and item.module.__name__ in PODRUNNER_MODULES:
+            item.add_marker(pytest.mark.xdist_group("podrunner"))

@@ -3,10 +3,20 @@
 # under tools/ (Go module proxy): no container runtime, no download of a
 # prebuilt binary. A binary is rebuilt only when its pins change.
 #
-# Usage: hack/e2e/build-tools.sh OUTDIR
+# Usage: hack/e2e/build-tools.sh OUTDIR [PART ...]
+# PART is `common` (etcd, Crossplane, crane, provider-kubernetes,
+# KWOK, cert-manager and their CRDs) or `kube-1.NN` (one minor's control
+# plane, and kubectl with the newest); none means all. Parts build side by side (hack/stages.py), so a
+# control plane can start while the other minor still compiles.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=$(mkdir -p "$1" && cd "$1" && pwd)
+shift
+parts=("$@")
+if [ ${#parts[@]} -eq 0 ]; then
+  parts=(common)
+  for dir in tools/kube-*; do parts+=("${dir#tools/}"); done
+fi
 
 # build MODULE_DIR OUTPUT PACKAGE [LDFLAGS]: go build unless OUTPUT is newer
 # than every file of the module folder (its pins and any source of ours).
@@ -24,39 +34,60 @@ pinned() { # pinned MODULE_DIR MODULE: the version go.mod requires
   sed -n "s#^[[:space:]]*\(require \)\{0,1\}$2 \(v[^ ]*\).*#\2#p" "$1/go.mod" | head -n 1
 }
 
-for dir in tools/kube-*; do
-  version=$(pinned "$dir" k8s.io/kubernetes)
+# kube_flags MODULE_DIR: the version stamp `kube-apiserver --version` reports.
+kube_flags() {
+  local version minor
+  version=$(pinned "$1" k8s.io/kubernetes)
   minor=${version#v1.}; minor=${minor%%.*}
-  flags="-X k8s.io/component-base/version.gitVersion=$version"
-  flags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
-  flags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+  echo "-X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1" \
+    "-X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+}
+
+kube() { # kube MODULE_DIR: one minor's control plane
+  local dir=$1 flags minor
+  flags=$(kube_flags "$dir")
+  minor=${dir#tools/kube-}
   for component in kube-apiserver kube-controller-manager kube-scheduler; do
-    build "$dir" "$out/kube-1.$minor/$component" "k8s.io/kubernetes/cmd/$component" "$flags"
+    build "$dir" "$out/kube-$minor/$component" "k8s.io/kubernetes/cmd/$component" "$flags"
   done
-  newest=$dir
-  newest_flags=$flags
+  # kubectl from the newest release: it speaks to every older supported server.
+  if [ "$dir" = "$(newest)" ]; then
+    build "$dir" "$out/kubectl" k8s.io/kubernetes/cmd/kubectl "$flags"
+  fi
+}
+
+newest() { ls -d tools/kube-* | sort -t. -k2 -n | tail -n 1; }
+
+common() {
+  local crossplane provider core certmanager
+  build tools/etcd "$out/etcd" go.etcd.io/etcd/server/v3
+  crossplane=$(pinned tools/crank github.com/crossplane/crossplane/v2)
+  build tools/crank "$out/crossplane" github.com/crossplane/crossplane/v2/cmd/crossplane \
+    "-X github.com/crossplane/crossplane/v2/internal/version.version=$crossplane"
+  build tools/crank "$out/crane" github.com/google/go-containerregistry/cmd/crane
+  build tools/provider-kubernetes "$out/provider-kubernetes" github.com/crossplane-contrib/provider-kubernetes/cmd/provider
+  build tools/kwok "$out/kwok" sigs.k8s.io/kwok/cmd/kwok
+  build tools/kwok "$out/kwokctl" sigs.k8s.io/kwok/cmd/kwokctl
+  build tools/cert-manager "$out/cert-manager" .
+
+  # provider-kubernetes' CRDs ship in its module.
+  (cd tools/provider-kubernetes && go mod download github.com/crossplane-contrib/provider-kubernetes)
+  provider=$(cd tools/provider-kubernetes && go list -m -f '{{.Dir}}' github.com/crossplane-contrib/provider-kubernetes)
+  rm -rf "$out/provider-crds" && cp -r "$provider/package/crds" "$out/provider-crds" && chmod -R u+w "$out/provider-crds"
+  # Crossplane's CRDs ship in its module (cluster/crds).
+  core=$(cd tools/crank && go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2)
+  rm -rf "$out/crossplane-crds" && cp -r "$core/cluster/crds" "$out/crossplane-crds" && chmod -R u+w "$out/crossplane-crds"
+  # cert-manager's CRDs ship in its module (deploy/crds).
+  certmanager=$(cd tools/cert-manager && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)
+  rm -rf "$out/cert-manager-crds" && cp -r "$certmanager/deploy/crds" "$out/cert-manager-crds" \
+    && chmod -R u+w "$out/cert-manager-crds"
+}
+
+for part in "${parts[@]}"; do
+  case $part in
+    common) common ;;
+    kube-1.*) [ -d "tools/$part" ] || { echo "no tools/$part" >&2; exit 2; }; kube "tools/$part" ;;
+    *) echo "unknown part $part: common or kube-1.NN" >&2; exit 2 ;;
+  esac
 done
-# kubectl from the newest release: it speaks to every older supported server.
-build "$newest" "$out/kubectl" k8s.io/kubernetes/cmd/kubectl "$newest_flags"
-
-build tools/etcd "$out/etcd" go.etcd.io/etcd/server/v3
-crossplane=$(pinned tools/crank github.com/crossplane/crossplane/v2)
-build tools/crank "$out/crossplane" github.com/crossplane/crossplane/v2/cmd/crossplane \
-  "-X github.com/crossplane/crossplane/v2/internal/version.version=$crossplane"
-build tools/crank "$out/crane" github.com/google/go-containerregistry/cmd/crane
-build tools/provider-kubernetes "$out/provider-kubernetes" github.com/crossplane-contrib/provider-kubernetes/cmd/provider
-build tools/kwok "$out/kwok" sigs.k8s.io/kwok/cmd/kwok
-build tools/kwok "$out/kwokctl" sigs.k8s.io/kwok/cmd/kwokctl
-build tools/cert-manager "$out/cert-manager" .
-
-# provider-kubernetes' CRDs ship in its module.
-(cd tools/provider-kubernetes && go mod download github.com/crossplane-contrib/provider-kubernetes)
-provider=$(cd tools/provider-kubernetes && go list -m -f '{{.Dir}}' github.com/crossplane-contrib/provider-kubernetes)
-rm -rf "$out/provider-crds" && cp -r "$provider/package/crds" "$out/provider-crds" && chmod -R u+w "$out/provider-crds"
-# Crossplane's CRDs ship in its module (cluster/crds).
-core=$(cd tools/crank && go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2)
-rm -rf "$out/crossplane-crds" && cp -r "$core/cluster/crds" "$out/crossplane-crds" && chmod -R u+w "$out/crossplane-crds"
-# cert-manager's CRDs ship in its module (deploy/crds).
-certmanager=$(cd tools/cert-manager && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)
-rm -rf "$out/cert-manager-crds" && cp -r "$certmanager/deploy/crds" "$out/cert-manager-crds" && chmod -R u+w "$out/cert-manager-crds"
 echo "e2e tools ready in $out" >&2

@@ -21,6 +21,11 @@ MINORS = sorted(
     (re.sub(r"^kube-", "", p.name) for p in (ROOT / "tools").glob("kube-1.*")),
     key=lambda m: int(m.split(".")[1]),
 )
+# `make test` runs each control plane in a pytest of its own, side by side
+# (hack/stages.py): E2E_MINOR picks one. Unset, every minor runs, in turn.
+if os.environ.get("E2E_MINOR"):
+    assert os.environ["E2E_MINOR"] in MINORS, f"E2E_MINOR={os.environ['E2E_MINOR']}: not one of {MINORS}"
+    MINORS = [os.environ["E2E_MINOR"]]
 
 
 @pytest.fixture(scope="session", params=MINORS, ids=lambda m: f"k8s-{m}")

@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""Run `make test`'s stages side by side, and say where the time went.
+
+The suite is mostly waiting (controllers, pods, Flower's retries) on a
+2-core machine, so stages that do not need each other run at once: the Go
+builds of the control plane while the unit tests run, the two control planes
+(one per Kubernetes minor) side by side, each with its own clusters, registry,
+network namespace and work directory. A stage starts when the stages it needs
+have passed; one that fails stops only the stages that need it.
+
+Each stage writes its output to `.cache/stages/<name>.log`. When it ends,
+this prints its wall time, and its log: whole for a test run or a failure,
+the last lines otherwise. It closes with a table of every stage's time and
+one line counting the tests of every pytest stage, and exits non-zero when a
+stage failed or did not run.
+
+Usage: hack/stages.py [GOAL ...]   (default: test; see STAGES for the names)
+Standard library only: it runs before any virtualenv exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+LOGS = ROOT / ".cache" / "stages"
+TAIL = 15  # lines of a passed build stage's log worth showing
+MAKE = os.environ.get("MAKE", "make")
+
+
+def _kube_minors() -> list[str]:
+    """The control planes the e2e runs: one per pinned tools/kube-1.NN."""
+    minors = [p.name.removeprefix("kube-") for p in (ROOT / "tools").glob("kube-1.*")]
+    return sorted(minors, key=lambda m: int(m.split(".")[1]))
+
+
+@dataclasses.dataclass
+class Stage:
+    """One step of the suite: a command, the stages it needs, and how it went."""
+
+    name: str
+    command: list[str]
+    needs: tuple[str, ...] = ()
+    pytest: bool = False  # its log ends with pytest's summary, counted at the end
+    # Runs behind the stages on the critical path (the Go builds and the
+    # control planes), taking the cores they leave idle.
+    nice: int = 0
+    state: str = "waiting"  # waiting, running, passed, failed, not run
+    seconds: float = 0.0
+
+    @property
+    def log(self) -> pathlib.Path:
+        """Where the stage's output goes."""
+        return LOGS / f"{self.name}.log"
+
+
+def stages() -> dict[str, Stage]:
+    """Every stage of `make test`, by name, with what each needs."""
+    minors = _kube_minors()
+    # Newest first: its control plane starts while the oldest still compiles.
+    kube = [
+        Stage(f"go-kube-{m}", [MAKE, "--no-print-directory", f"e2e-tools-kube-{m}"], nice=0 if i == 0 else 5)
+        for i, m in enumerate(reversed(minors))
+    ]
+    # kubectl comes with the newest minor's control plane.
+    e2e = [
+        Stage(
+            f"e2e-{m}",
+            [MAKE, "--no-print-directory", "e2e-run", f"E2E_MINOR={m}"],
+            needs=("venv", "go-e2e", *sorted({f"go-kube-{m}", f"go-kube-{minors[-1]}"}), "package"),
+            pytest=True,
+        )
+        for m in reversed(minors)
+    ]
+    table = [
+        Stage("venv", [MAKE, "--no-print-directory", ".venv/.installed"]),
+        Stage("flower-venvs", [MAKE, "--no-print-directory", "-j3", "flower-venvs"]),
+        # The critical path: the control plane's binaries, then the e2e. The
+        # Crossplane CLI first of its module: Crossplane and crane (go-e2e) and
+        # the unit suite's tools build on what it compiled, where building
+        # them at once would compile the same packages twice.
+        *kube,
+        Stage("crank", [MAKE, "--no-print-directory", ".cache/bin/crank"]),
+        Stage("go-e2e", [MAKE, "--no-print-directory", "e2e-tools-common"], needs=("crank",)),
+        Stage("go-unit", [MAKE, "--no-print-directory", "unit-tools"], needs=("crank",), nice=5),
+        Stage("lint", [MAKE, "--no-print-directory", "lint"], needs=("venv",), nice=10),
+        Stage("package", [MAKE, "--no-print-directory", "package"], needs=("venv", "crank")),
+        Stage(
+            "unit",
+            [MAKE, "--no-print-directory", "unit-run"],
+            needs=("venv", "flower-venvs", "go-unit"),
+            pytest=True,
+            nice=10,
+        ),
+        *e2e,
+    ]
+    return {s.name: s for s in table}
+
+
+GOALS = {
+    "test": None,  # every stage
+    "unit": ("lint", "unit"),
+    "e2e": tuple(f"e2e-{m}" for m in _kube_minors()),
+}
+
+
+def wanted(table: dict[str, Stage], goals: list[str]) -> dict[str, Stage]:
+    """The stages the goals name, with everything they need."""
+    names: list[str] = []
+    for goal in goals:
+        if goal in GOALS:
+            names += list(GOALS[goal] or table)
+        elif goal in table:
+            names.append(goal)
+        else:
+            sys.exit(f"unknown stage or goal {goal!r}: one of {', '.join([*GOALS, *table])}")
+    keep: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name not in keep:
+            keep.add(name)
+            todo += table[name].needs
+    return {n: s for n, s in table.items() if n in keep}
+
+
+def clock(seconds: float) -> str:
+    """Seconds as 12m05s."""
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes}m{secs:02d}s"
+
+
+class Runner:
+    """Starts each stage once the stages it needs have passed."""
+
+    def __init__(self, table: dict[str, Stage]) -> None:
+        """The stages to run, by name."""
+        self.table = table
+        self.start = time.monotonic()
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+
+    def say(self, text: str) -> None:
+        """A line of the report, stamped with the time since the start."""
+        print(f"[{clock(time.monotonic() - self.start)}] {text}", flush=True)
+
+    def run(self) -> int:
+        """Run every stage; the exit code: 0 when all passed."""
+        LOGS.mkdir(parents=True, exist_ok=True)
+        with self.changed:
+            while True:
+                for stage in self.table.values():
+                    if stage.state != "waiting":
+                        continue
+                    needs = [self.table[n] for n in stage.needs]
+                    if any(n.state in ("failed", "not run") for n in needs):
+                        stage.state = "not run"
+                        self.say(f"{stage.name}: not run ({', '.join(n.name for n in needs if n.state != 'passed')})")
+                    elif all(n.state == "passed" for n in needs):
+                        stage.state = "running"
+                        threading.Thread(target=self._run, args=(stage,), daemon=True).start()
+                if all(s.state in ("passed", "failed", "not run") for s in self.table.values()):
+                    break
+                self.changed.wait()
+        return self.report()
+
+    def _run(self, stage: Stage) -> None:
+        self.say(f"{stage.name}: started ({' '.join(stage.command[0:1] + stage.command[2:])})")
+        began = time.monotonic()
+        with stage.log.open("w") as log:
+            proc = subprocess.run(
+                stage.command,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                check=False,
+                preexec_fn=(lambda: os.nice(stage.nice)) if stage.nice else None,
+            )
+        stage.seconds = time.monotonic() - began
+        with self.changed:
+            stage.state = "passed" if proc.returncode == 0 else "failed"
+            self.say(f"{stage.name}: {stage.state} in {clock(stage.seconds)}" +
+                     ("" if proc.returncode == 0 else f" (exit {proc.returncode})"))  # fmt: skip
+            self._show(stage)
+            self.changed.notify_all()
+
+    def _show(self, stage: Stage) -> None:
+        lines = stage.log.read_text(errors="replace").splitlines()
+        if stage.state == "passed" and not stage.pytest:
+            lines = lines[-TAIL:]
+        for line in lines:
+            print(f"  {stage.name} | {line}")
+        sys.stdout.flush()
+
+    def report(self) -> int:
+        """Each stage's time and the tests counted; the exit code."""
+        print("\nstage times (wall):")
+        for s in self.table.values():
+            print(f"  {s.name:<14} {s.state:<8} {clock(s.seconds) if s.seconds else '-':>8}")
+        print(f"  {'total':<14} {'':<8} {clock(time.monotonic() - self.start):>8}")
+        counts = {"passed": 0, "failed": 0, "skipped": 0, "error": 0}
+        for s in self.table.values():
+            if s.pytest and s.log.exists():
+                counts = _add(counts, _pytest_counts(s.log.read_text(errors="replace")))
+        failed = counts["failed"] + counts["error"]
+        ok = all(s.state == "passed" for s in self.table.values())
+        if any(s.pytest for s in self.table.values()):
+            print(f"tests: {counts['passed']} passed, {failed} failed, {counts['skipped']} skipped")
+        return 0 if ok and not failed else 1
+
+
+def _pytest_counts(text: str) -> dict[str, int]:
+    """The counts of pytest's last summary line ("== 3 passed, 1 skipped in 2.0s ==")."""
+    summary = [line for line in text.splitlines() if re.match(r"^=+ .*\b(passed|failed|error|skipped)", line)]
+    counts: dict[str, int] = {}
+    if summary:
+        for number, word in re.findall(r"(\d+) (passed|failed|errors?|skipped)", summary[-1]):
+            key = "error" if word.startswith("error") else word
+            counts[key] = counts.get(key, 0) + int(number)
+    return counts
+
+
+def _add(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    return {k: a.get(k, 0) + b.get(k, 0) for k in a}
+
+
+if __name__ == "__main__":
+    sys.exit(Runner(wanted(stages(), sys.argv[1:] or ["test"])).run())
