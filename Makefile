@@ -121,7 +121,7 @@ unit-run:
 		PSSCHECK="$(CURDIR)/$(PSSCHECK)" NETPOLICY="$(CURDIR)/$(NETPOLICY)" \
 		CRDCHECK_DIR="$(CURDIR)/.cache/bin" \
 		FLWR_PYTHON="$(CURDIR)/.cache/flwr/1.25.0"/bin/python FLWR_VENVS="$(CURDIR)/.cache/flwr" \
-		$(VENV)/bin/pytest --ignore=tests/e2e -n $(UNIT_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+		$(VENV)/bin/pytest --ignore=tests/e2e -n $(UNIT_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 # The runtime image, built without a container daemon (needs root).
 $(IMAGE): $(VENV)/.installed hack/build_image.py pyproject.toml requirements.lock $(wildcard function/*)
@@ -165,7 +165,7 @@ e2e:
 e2e-run:
 	E2E_TOOLS="$(CURDIR)/$(E2E_TOOLS)" FUNCTION_XPKG="$(CURDIR)/$(PACKAGE)" CRANK="$(CURDIR)/$(CRANK)" \
 		CONFIGURATION_XPKG="$(CURDIR)/$(CONFIGURATION)" CONFIGURATION_V2_XPKG="$(CURDIR)/$(CONFIGURATION_V2)" \
-		E2E_MINOR=$(E2E_MINOR) $(VENV)/bin/pytest tests/e2e $(PYTEST_ARGS)
+		E2E_MINOR=$(E2E_MINOR) $(VENV)/bin/pytest tests/e2e --durations=0 $(PYTEST_ARGS)
 
 # Everything, stages side by side; each prints its wall time when it ends.
 test:

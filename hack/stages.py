@@ -172,7 +172,8 @@ class Runner:
         return self.report()
 
     def _run(self, stage: Stage) -> None:
-        self.say(f"{stage.name}: started ({' '.join(stage.command[0:1] + stage.command[2:])})")
+        with self.lock:  # one line at a time: stages start together
+            self.say(f"{stage.name}: started ({' '.join(stage.command[0:1] + stage.command[2:])})")
         began = time.monotonic()
         with stage.log.open("w") as log:
             proc = subprocess.run(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import functools
 import json
 import os
@@ -27,6 +28,7 @@ import signal
 import socket
 import subprocess
 import tarfile
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -48,6 +50,8 @@ RELEASE = f"v{__version__}"
 NODE_CAPACITY = {"cpu": "64", "memory": "512Gi", "pods": "250", "nvidia.com/gpu": "8", "amd.com/gpu": "8"}
 # ProviderConfigs of three spoke clusters for cluster selectors: site-a is the spoke.
 SITES = ("site-a", "site-b", "site-c")
+# Machine-wide, like the ports kwokctl picks from: every checkout's control planes take turns creating clusters.
+CLUSTER_LOCK = pathlib.Path(tempfile.gettempdir()) / "flower-e2e-kwokctl.lock"
 
 
 class WaitTimeoutError(AssertionError):
@@ -235,6 +239,38 @@ class ControlPlane:
     def host_ip(self) -> str:
         return f"10.213.{int(self.tag) % 256}.1"
 
+    # provider-kubernetes listens on fixed ports (webhooks 9443, metrics 8080):
+    # each control plane's runs in a network namespace of its own, and reaches
+    # the clusters' API servers (which listen on every address) through the
+    # host's end of its veth (the next /30).
+
+    @property
+    def provider_netns(self) -> str:
+        return f"flwr-e2e-{self.tag}-pk"
+
+    @property
+    def provider_veth(self) -> tuple[str, str]:
+        return f"fe2e-{self.tag}-ph", f"fe2e-{self.tag}-pp"
+
+    @property
+    def provider_host_ip(self) -> str:
+        return f"10.213.{int(self.tag) % 256}.5"
+
+    @property
+    def provider_ip(self) -> str:
+        return f"10.213.{int(self.tag) % 256}.6"
+
+    def provider_kubeconfig(self, cluster: Cluster) -> str:
+        """The cluster's kubeconfig as provider-kubernetes reaches it: through the host's
+        end of its veth, the server's certificate still checked for the name it holds."""
+        config = yaml.safe_load(cluster.kubeconfig_text())
+        for entry in config["clusters"]:
+            server = entry["cluster"]["server"]
+            assert server.startswith("https://127.0.0.1:"), server
+            entry["cluster"]["server"] = server.replace("127.0.0.1", self.provider_host_ip)
+            entry["cluster"]["tls-server-name"] = "localhost"
+        return yaml.safe_dump(config)
+
     # -- lifecycle ----------------------------------------------------------------
 
     def start(self) -> None:
@@ -265,7 +301,7 @@ class ControlPlane:
         for proc in reversed(list(self.processes.values())):
             proc.stop()
         self.processes.clear()
-        self._netns_down()
+        self._namespaces_down()
         for name in self.cluster_names:
             self._kwokctl("delete", "cluster", "--name", name, check=False)
 
@@ -294,7 +330,7 @@ class ControlPlane:
                 with contextlib.suppress(ValueError, ProcessLookupError, PermissionError):
                     os.killpg(int(pid_file.read_text()), signal.SIGKILL)
                 pid_file.unlink()
-        self._netns_down()
+        self._namespaces_down()
 
     def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None, *, inherit: bool = True) -> Process:
         log = self.workdir / "logs" / f"{name}.log"
@@ -333,15 +369,16 @@ class ControlPlane:
         return proc.stdout
 
     def _cluster(self, name: str) -> Cluster:
-        self._kwokctl(
-            "create", "cluster", "--name", name, "--runtime", "binary",
-            "--etcd-binary", self.tools.etcd,
-            "--kube-apiserver-binary", self.tools.kube("kube-apiserver"),
-            "--kube-controller-manager-binary", self.tools.kube("kube-controller-manager"),
-            "--kube-scheduler-binary", self.tools.kube("kube-scheduler"),
-            "--kwok-controller-binary", self.tools.kwok,
-            "--wait", "3m",
-        )  # fmt: skip
+        with _creating_clusters():
+            self._kwokctl(
+                "create", "cluster", "--name", name, "--runtime", "binary",
+                "--etcd-binary", self.tools.etcd,
+                "--kube-apiserver-binary", self.tools.kube("kube-apiserver"),
+                "--kube-controller-manager-binary", self.tools.kube("kube-controller-manager"),
+                "--kube-scheduler-binary", self.tools.kube("kube-scheduler"),
+                "--kwok-controller-binary", self.tools.kwok,
+                "--wait", "3m",
+            )  # fmt: skip
         kubeconfig = self.workdir / f"{name}.kubeconfig"
         kubeconfig.write_text(self._kwokctl("get", "kubeconfig", "--name", name))
         cluster = Cluster(name, kubeconfig, self.tools.kubectl)
@@ -494,17 +531,21 @@ class ControlPlane:
             check=True, capture_output=True,
         )  # fmt: skip
         shutil.copy(webhook / "tls.crt", webhook / "ca.crt")
+        self._netns_up(self.provider_netns, self.provider_veth, self.provider_host_ip, self.provider_ip)
+        kubeconfig = self.workdir / "provider.kubeconfig"
+        kubeconfig.write_text(self.provider_kubeconfig(hub))
         self.spawn(
             "provider-kubernetes",
-            [self.tools.provider_kubernetes, "--poll=15s", "--enable-management-policies", "--enable-watches"],
-            env={"KUBECONFIG": str(hub.kubeconfig), "POD_NAMESPACE": CROSSPLANE_NS,
+            [shutil.which("ip") or "ip", "netns", "exec", self.provider_netns,
+             self.tools.provider_kubernetes, "--poll=15s", "--enable-management-policies", "--enable-watches"],
+            env={"KUBECONFIG": str(kubeconfig), "POD_NAMESPACE": CROSSPLANE_NS,
                  "TLS_SERVER_CERTS_DIR": str(webhook)},
         )  # fmt: skip
         # One kubeconfig Secret and ProviderConfig per cluster name the examples use.
         secrets = [
-            _kubeconfig_secret("hub-kubeconfig", self.hub),
-            _kubeconfig_secret("spoke-kubeconfig", self.spoke),
-            *(_kubeconfig_secret(f"{site}-kubeconfig", c) for site, c in self.sites.items()),
+            _kubeconfig_secret("hub-kubeconfig", self.provider_kubeconfig(self.hub)),
+            _kubeconfig_secret("spoke-kubeconfig", self.provider_kubeconfig(self.spoke)),
+            *(_kubeconfig_secret(f"{site}-kubeconfig", self.provider_kubeconfig(c)) for site, c in self.sites.items()),
         ]
         hub.apply(*secrets)
         wait_for("provider-kubernetes' CRDs", lambda: hub.get("crd", "providerconfigs.kubernetes.crossplane.io"))
@@ -563,7 +604,7 @@ class ControlPlane:
         host = self.endpoint.removeprefix("dns:///").rsplit(":", 1)[0]
         with self.hosts.open("a") as f:  # in place: Crossplane's bind mount sees it
             f.write(f"{self.function_ip} {host}\n")
-        self._netns_up()
+        self._netns_up(self.netns, self.veth, self.host_ip, self.function_ip)
         self.function_rootfs = self._unpack_image()
         self.start_function()
         wait_for(
@@ -646,25 +687,31 @@ class ControlPlane:
             gid = _passwd(self.function_rootfs, name)[1] if not name.isdigit() else uid
         return int(uid), int(gid)
 
-    def _netns_up(self) -> None:
-        self._netns_down()
-        host, fn = self.veth
-        inside = ["ip", "netns", "exec", self.netns]
+    def _netns_up(self, netns: str, veth: tuple[str, str], host_ip: str, inner_ip: str) -> None:
+        """A network namespace with a veth to the host: host_ip on the host's end, inner_ip inside (a /30)."""
+        self._netns_down(netns, veth)
+        host, inner = veth
+        inside = ["ip", "netns", "exec", netns]
         for cmd in [
-            ["ip", "netns", "add", self.netns],
-            ["ip", "link", "add", host, "type", "veth", "peer", "name", fn],
-            ["ip", "link", "set", fn, "netns", self.netns],
-            ["ip", "addr", "add", f"{self.host_ip}/30", "dev", host],
+            ["ip", "netns", "add", netns],
+            ["ip", "link", "add", host, "type", "veth", "peer", "name", inner],
+            ["ip", "link", "set", inner, "netns", netns],
+            ["ip", "addr", "add", f"{host_ip}/30", "dev", host],
             ["ip", "link", "set", host, "up"],
-            [*inside, "ip", "addr", "add", f"{self.function_ip}/30", "dev", fn],
-            [*inside, "ip", "link", "set", fn, "up"],
+            [*inside, "ip", "addr", "add", f"{inner_ip}/30", "dev", inner],
+            [*inside, "ip", "link", "set", inner, "up"],
             [*inside, "ip", "link", "set", "lo", "up"],
         ]:
             subprocess.run(cmd, check=True, capture_output=True)
 
-    def _netns_down(self) -> None:
-        subprocess.run(["ip", "link", "del", self.veth[0]], check=False, capture_output=True)
-        subprocess.run(["ip", "netns", "del", self.netns], check=False, capture_output=True)
+    @staticmethod
+    def _netns_down(netns: str, veth: tuple[str, str]) -> None:
+        subprocess.run(["ip", "link", "del", veth[0]], check=False, capture_output=True)
+        subprocess.run(["ip", "netns", "del", netns], check=False, capture_output=True)
+
+    def _namespaces_down(self) -> None:
+        self._netns_down(self.netns, self.veth)
+        self._netns_down(self.provider_netns, self.provider_veth)
 
     # -- the API ------------------------------------------------------------------
 
@@ -757,6 +804,24 @@ def serve_load_balancers(clusters: list[Cluster]) -> None:
             )
 
 
+@contextlib.contextmanager
+def _creating_clusters() -> Iterator[None]:
+    """One `kwokctl create cluster` at a time on this machine, until its cluster is up.
+
+    kwokctl picks each component's port by walking down from 32767 to the
+    first one nothing listens on: two control planes creating clusters at once
+    (make test runs one per minor side by side) pick the same ports before
+    either binds them. Held until the cluster is ready, the ports are bound
+    when the next one looks.
+    """
+    with CLUSTER_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def _connects(host: str, port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
         return True
@@ -776,12 +841,12 @@ def _passwd(rootfs: pathlib.Path, name: str) -> tuple[int, int]:
     raise KeyError(msg)
 
 
-def _kubeconfig_secret(name: str, cluster: Cluster) -> dict[str, Any]:
+def _kubeconfig_secret(name: str, kubeconfig: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {"name": name, "namespace": CROSSPLANE_NS},
-        "stringData": {"kubeconfig": cluster.kubeconfig_text()},
+        "stringData": {"kubeconfig": kubeconfig},
     }
 
 
