@@ -58,7 +58,12 @@ class WaitTimeoutError(AssertionError):
     pass
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 180, interval: float = 1) -> Any:
+# Every poll is a kubectl process (a tenth of a CPU second): with two control planes
+# side by side on two cores, polling every second took more CPU than the clusters.
+POLL_SECONDS = 2
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 180, interval: float = POLL_SECONDS) -> Any:
     """Poll until check() returns something truthy; fail naming what never happened."""
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -291,7 +296,7 @@ class ControlPlane:
         self._install_api()
 
     def _load_balancer_loop(self) -> None:
-        while not self._stopping.wait(2):
+        while not self._stopping.wait(5):  # a cloud takes seconds too; each look is two kubectl processes
             with contextlib.suppress(Exception):
                 serve_load_balancers([self.hub, self.spoke])
 
