@@ -174,6 +174,45 @@ def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
     return {}
 
 
+@dataclass(frozen=True)
+class NetworkNamespace:
+    """A network namespace with a veth to the host: the /30 number `block` of 10.213.`octet`.0/24,
+    the host's end at its first address, the namespace's at its second (only this machine routes them)."""
+
+    name: str
+    veth: str  # the pair is <veth>-h (host) and <veth>-i (inside); at most 15 characters each
+    octet: int
+    block: int
+
+    @property
+    def host_ip(self) -> str:
+        return f"10.213.{self.octet}.{4 * self.block + 1}"
+
+    @property
+    def inner_ip(self) -> str:
+        return f"10.213.{self.octet}.{4 * self.block + 2}"
+
+    def up(self) -> None:
+        self.down()
+        host, inner = f"{self.veth}-h", f"{self.veth}-i"
+        inside = ["ip", "netns", "exec", self.name]
+        for cmd in [
+            ["ip", "netns", "add", self.name],
+            ["ip", "link", "add", host, "type", "veth", "peer", "name", inner],
+            ["ip", "link", "set", inner, "netns", self.name],
+            ["ip", "addr", "add", f"{self.host_ip}/30", "dev", host],
+            ["ip", "link", "set", host, "up"],
+            [*inside, "ip", "addr", "add", f"{self.inner_ip}/30", "dev", inner],
+            [*inside, "ip", "link", "set", inner, "up"],
+            [*inside, "ip", "link", "set", "lo", "up"],
+        ]:
+            subprocess.run(cmd, check=True, capture_output=True)
+
+    def down(self) -> None:
+        subprocess.run(["ip", "link", "del", f"{self.veth}-h"], check=False, capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.name], check=False, capture_output=True)
+
+
 @dataclass
 class Tools:
     """The binaries hack/e2e/build-tools.sh leaves in one folder."""
@@ -229,41 +268,16 @@ class ControlPlane:
         return self.tools.minor.replace(".", "")
 
     @property
-    def netns(self) -> str:
-        return f"flwr-e2e-{self.tag}"
+    def function_net(self) -> NetworkNamespace:
+        """Where the function's pod runs: Crossplane dials it at inner_ip:9443."""
+        return NetworkNamespace(f"flwr-e2e-{self.tag}", f"fe2e-{self.tag}", int(self.tag) % 256, 0)
 
     @property
-    def veth(self) -> tuple[str, str]:
-        return f"fe2e-{self.tag}-h", f"fe2e-{self.tag}-f"
-
-    @property
-    def function_ip(self) -> str:
-        return f"10.213.{int(self.tag) % 256}.2"
-
-    @property
-    def host_ip(self) -> str:
-        return f"10.213.{int(self.tag) % 256}.1"
-
-    # provider-kubernetes listens on fixed ports (webhooks 9443, metrics 8080):
-    # each control plane's runs in a network namespace of its own, and reaches
-    # the clusters' API servers (which listen on every address) through the
-    # host's end of its veth (the next /30).
-
-    @property
-    def provider_netns(self) -> str:
-        return f"flwr-e2e-{self.tag}-pk"
-
-    @property
-    def provider_veth(self) -> tuple[str, str]:
-        return f"fe2e-{self.tag}-ph", f"fe2e-{self.tag}-pp"
-
-    @property
-    def provider_host_ip(self) -> str:
-        return f"10.213.{int(self.tag) % 256}.5"
-
-    @property
-    def provider_ip(self) -> str:
-        return f"10.213.{int(self.tag) % 256}.6"
+    def provider_net(self) -> NetworkNamespace:
+        """provider-kubernetes listens on fixed ports (webhooks 9443, metrics 8080): each
+        control plane's runs in a namespace of its own, and reaches the clusters' API
+        servers (which listen on every address) through the host's end of its veth."""
+        return NetworkNamespace(f"flwr-e2e-{self.tag}-pk", f"fe2e-{self.tag}-p", int(self.tag) % 256, 1)
 
     def provider_kubeconfig(self, cluster: Cluster) -> str:
         """The cluster's kubeconfig as provider-kubernetes reaches it: through the host's
@@ -272,7 +286,7 @@ class ControlPlane:
         for entry in config["clusters"]:
             server = entry["cluster"]["server"]
             assert server.startswith("https://127.0.0.1:"), server
-            entry["cluster"]["server"] = server.replace("127.0.0.1", self.provider_host_ip)
+            entry["cluster"]["server"] = server.replace("127.0.0.1", self.provider_net.host_ip)
             entry["cluster"]["tls-server-name"] = "localhost"
         return yaml.safe_dump(config)
 
@@ -536,12 +550,12 @@ class ControlPlane:
             check=True, capture_output=True,
         )  # fmt: skip
         shutil.copy(webhook / "tls.crt", webhook / "ca.crt")
-        self._netns_up(self.provider_netns, self.provider_veth, self.provider_host_ip, self.provider_ip)
+        self.provider_net.up()
         kubeconfig = self.workdir / "provider.kubeconfig"
         kubeconfig.write_text(self.provider_kubeconfig(hub))
         self.spawn(
             "provider-kubernetes",
-            [shutil.which("ip") or "ip", "netns", "exec", self.provider_netns,
+            [shutil.which("ip") or "ip", "netns", "exec", self.provider_net.name,
              self.tools.provider_kubernetes, "--poll=15s", "--enable-management-policies", "--enable-watches"],
             env={"KUBECONFIG": str(kubeconfig), "POD_NAMESPACE": CROSSPLANE_NS,
                  "TLS_SERVER_CERTS_DIR": str(webhook)},
@@ -608,8 +622,8 @@ class ControlPlane:
         self.endpoint = revision["status"]["endpoint"]  # dns:///<service>.<namespace>:9443
         host = self.endpoint.removeprefix("dns:///").rsplit(":", 1)[0]
         with self.hosts.open("a") as f:  # in place: Crossplane's bind mount sees it
-            f.write(f"{self.function_ip} {host}\n")
-        self._netns_up(self.netns, self.veth, self.host_ip, self.function_ip)
+            f.write(f"{self.function_net.inner_ip} {host}\n")
+        self.function_net.up()
         self.function_rootfs = self._unpack_image()
         self.start_function()
         wait_for(
@@ -668,13 +682,17 @@ class ControlPlane:
         # environment and nothing of the harness's.
         proc = self.spawn(
             "function",
-            [shutil.which("ip") or "ip", "netns", "exec", self.netns, shutil.which("chroot") or "chroot",
+            [shutil.which("ip") or "ip", "netns", "exec", self.function_net.name, shutil.which("chroot") or "chroot",
              f"--userspec={user[0]}:{user[1]}", str(self.function_rootfs), *command, *args],
             env=env,
             inherit=False,
         )  # fmt: skip
         port = next((p["containerPort"] for p in container.get("ports", []) if p.get("name") == "grpc"), 9443)
-        wait_for("the function to listen", lambda: _connects(self.function_ip, port) or not proc.alive(), timeout=60)
+        wait_for(
+            "the function to listen",
+            lambda: _connects(self.function_net.inner_ip, port) or not proc.alive(),
+            timeout=60,
+        )
         if not proc.alive():
             msg = f"the function exited:\n{proc.tail()}"
             raise RuntimeError(msg)
@@ -692,31 +710,9 @@ class ControlPlane:
             gid = _passwd(self.function_rootfs, name)[1] if not name.isdigit() else uid
         return int(uid), int(gid)
 
-    def _netns_up(self, netns: str, veth: tuple[str, str], host_ip: str, inner_ip: str) -> None:
-        """A network namespace with a veth to the host: host_ip on the host's end, inner_ip inside (a /30)."""
-        self._netns_down(netns, veth)
-        host, inner = veth
-        inside = ["ip", "netns", "exec", netns]
-        for cmd in [
-            ["ip", "netns", "add", netns],
-            ["ip", "link", "add", host, "type", "veth", "peer", "name", inner],
-            ["ip", "link", "set", inner, "netns", netns],
-            ["ip", "addr", "add", f"{host_ip}/30", "dev", host],
-            ["ip", "link", "set", host, "up"],
-            [*inside, "ip", "addr", "add", f"{inner_ip}/30", "dev", inner],
-            [*inside, "ip", "link", "set", inner, "up"],
-            [*inside, "ip", "link", "set", "lo", "up"],
-        ]:
-            subprocess.run(cmd, check=True, capture_output=True)
-
-    @staticmethod
-    def _netns_down(netns: str, veth: tuple[str, str]) -> None:
-        subprocess.run(["ip", "link", "del", veth[0]], check=False, capture_output=True)
-        subprocess.run(["ip", "netns", "del", netns], check=False, capture_output=True)
-
     def _namespaces_down(self) -> None:
-        self._netns_down(self.netns, self.veth)
-        self._netns_down(self.provider_netns, self.provider_veth)
+        self.function_net.down()
+        self.provider_net.down()
 
     # -- the API ------------------------------------------------------------------
 
