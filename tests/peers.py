@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import pathlib
+import sys
 from types import ModuleType
 
 import pytest
@@ -37,5 +38,6 @@ def hack_module(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, ROOT / "hack" / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # as an import would: dataclasses look their module up there
     spec.loader.exec_module(module)
     return module

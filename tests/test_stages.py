@@ -1,0 +1,116 @@
+"""hack/stages.py: `make test`'s stages, side by side, in the order their needs give."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from peers import hack_module
+
+stages = hack_module("stages")
+
+
+def python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+@pytest.fixture
+def logs(tmp_path, monkeypatch):
+    monkeypatch.setattr(stages, "LOGS", tmp_path / "logs")
+    return tmp_path
+
+
+def test_a_stage_starts_after_what_it_needs_and_a_failure_stops_only_its_dependents(logs, capsys):
+    marker = logs / "built"
+    table = {
+        s.name: s
+        for s in [
+            stages.Stage(
+                "build", python(f"import time, pathlib; time.sleep(0.5); pathlib.Path({str(marker)!r}).touch()")
+            ),
+            stages.Stage(
+                "use",
+                python(f"import pathlib, sys; sys.exit(0 if pathlib.Path({str(marker)!r}).exists() else 3)"),
+                needs=("build",),
+            ),
+            stages.Stage("broken", python("import sys; print('what broke'); sys.exit(4)")),
+            stages.Stage("after-broken", python("pass"), needs=("broken",)),
+            stages.Stage("independent", python("pass")),
+        ]
+    }
+    assert stages.Runner(table).run() == 1
+    assert {n: s.state for n, s in table.items()} == {
+        "build": "passed",
+        "use": "passed",  # exit 3 had it started before build ended
+        "broken": "failed",
+        "after-broken": "not run",
+        "independent": "passed",
+    }
+    out = capsys.readouterr().out
+    assert "broken: failed in" in out
+    assert "(exit 4)" in out
+    assert "  broken | what broke" in out, "a failed stage's log is shown"
+    assert "after-broken: not run (broken)" in out
+
+
+@pytest.mark.usefixtures("logs")
+def test_all_passed_is_exit_zero_and_the_tests_of_pytest_stages_are_counted(capsys):
+    summary = "print('== 3 passed, 2 skipped in 1.0s ==')"
+    table = {
+        "a": stages.Stage("a", python(summary), pytest=True),
+        "b": stages.Stage("b", python("print('== 4 passed in 2.0s ==')"), pytest=True, needs=("a",)),
+        "c": stages.Stage("c", python("pass")),
+    }
+    assert stages.Runner(table).run() == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "tests: 7 passed, 0 failed, 2 skipped"
+
+
+@pytest.mark.usefixtures("logs")
+def test_a_failed_test_fails_the_run_even_when_pytest_exits_zero(capsys):
+    table = {"a": stages.Stage("a", python("print('== 1 failed, 3 passed in 1.0s ==')"), pytest=True)}
+    assert stages.Runner(table).run() == 1
+    assert capsys.readouterr().out.splitlines()[-1] == "tests: 3 passed, 1 failed, 0 skipped"
+
+
+@pytest.mark.parametrize(
+    ("reason", "text", "counts"),
+    [
+        ("passed and skipped", "..\n===== 12 passed, 3 skipped in 4.2s =====\n", {"passed": 12, "skipped": 3}),
+        (
+            "failures and errors both count as failed",
+            "== 1 failed, 2 passed, 1 error in 3s ==",
+            {"failed": 1, "passed": 2, "error": 1},
+        ),
+        (
+            "the last summary wins (a nested pytest's output may come first)",
+            "== 9 passed in 1s ==\nmore\n== 2 passed in 3s ==",
+            {"passed": 2},
+        ),
+        ("no summary: a crash before the end counts nothing", "Traceback ...", {}),
+    ],
+)
+def test_pytest_counts(reason, text, counts):
+    assert stages._pytest_counts(text) == counts, reason
+
+
+def test_wanted_adds_what_the_goals_need_and_refuses_an_unknown_one():
+    table = stages.stages()
+    e2e = stages.wanted(table, ["e2e"])
+    assert {"venv", "crank", "package", "go-e2e"} <= set(e2e)
+    assert not {"unit", "go-unit", "lint", "flower-venvs"} & set(e2e), "the e2e alone builds no unit tools"
+    assert set(stages.wanted(table, ["test"])) == set(table)
+    with pytest.raises(SystemExit, match="unknown stage or goal 'nope'"):
+        stages.wanted(table, ["nope"])
+
+
+def test_every_control_plane_waits_for_its_own_minor_and_kubectl():
+    table = stages.stages()
+    minors = stages._kube_minors()
+    assert len(minors) >= 2
+    for minor in minors:
+        needs = table[f"e2e-{minor}"].needs
+        assert f"go-kube-{minor}" in needs
+        assert f"go-kube-{minors[-1]}" in needs, "kubectl is built with the newest minor"
+    for stage in table.values():
+        assert set(stage.needs) <= set(table), stage.name
