@@ -25,7 +25,6 @@ import argparse
 import contextlib
 import pathlib
 import resource as rusage
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,7 +40,9 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
 
+import served
 from function import caching, fn, spec
 from function import main as function_main
 
@@ -51,8 +52,8 @@ POOLS = (1, 16, 128, 256)
 FULL_ITERATIONS_UP_TO = 16
 SMOKE_POOLS = (1, 256)
 SMOKE_ITERATIONS = 3
-# The server's own limit (function/main.py): Crossplane sends whatever it observed.
-MAX_MESSAGE_BYTES = function_main.MAX_REQUEST_BYTES
+# What this script runs as to serve the function with the pool cap lifted (see serving).
+SERVE_FLAG = "--serve-function"
 # A fresh interpreter importing the function takes a second or two on a busy machine.
 START_TIMEOUT_SECONDS = 60
 # The server's grace period (function/serve.py) and its winding down.
@@ -144,8 +145,8 @@ class Server:
         self.channel = grpc.insecure_channel(
             address,
             options=[
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", served.MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", served.MAX_MESSAGE_BYTES),
             ],
         )
         self.stub = grpcv1.FunctionRunnerServiceStub(self.channel)
@@ -166,25 +167,17 @@ class Server:
 def serving(*, lift_cap: bool) -> Iterator[Server]:
     """`function serve --insecure` on a free port in its own process, once it listens; SIGTERM at the end.
 
-    With lift_cap, this script runs it (--serve), having lifted the pool cap
-    first; else `python -m function.main`, as tests/served.py does. The
-    server's exit code is the yielded Server's exit_code afterwards.
+    With lift_cap, this script runs it (--serve-function), having lifted the
+    pool cap first; else `python -m function.main`. The server's exit code is
+    the yielded Server's exit_code afterwards.
     """
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{s.getsockname()[1]}"
-    if lift_cap:
-        command = [sys.executable, str(pathlib.Path(__file__).resolve()), "--serve", address]
-    else:
-        command = [sys.executable, "-m", "function.main", "serve", "--insecure", "--address", address]
+    port = served.free_port()
+    program = (str(pathlib.Path(__file__).resolve()), SERVE_FLAG) if lift_cap else ("-m", "function.main")
     with tempfile.TemporaryDirectory() as tmp:
         log = pathlib.Path(tmp) / "function.log"
-        # A file, not a pipe: a pipe no one reads stops the server once full.
-        with log.open("wb") as out:
-            process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)  # noqa: S603 - this interpreter, arguments fixed here
-        server = Server(address, process, log)
+        process = served.serve("--insecure", port=port, log=log, program=program, timeout=START_TIMEOUT_SECONDS)
+        server = Server(f"127.0.0.1:{port}", process, log)
         try:
-            wait_until_listening(server)
             yield server
         finally:
             server.channel.close()
@@ -198,27 +191,10 @@ def serving(*, lift_cap: bool) -> Iterator[Server]:
                 print(f"the function exited with {server.exit_code}:\n{server.output()}", file=sys.stderr)
 
 
-def wait_until_listening(server: Server) -> None:
-    """Return once server's port takes connections; raise if the process ends or takes too long."""
-    host, port = server.address.rsplit(":", 1)
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            msg = f"the function exited with {server.process.returncode}:\n{server.output()}"
-            raise RuntimeError(msg)
-        try:
-            with socket.create_connection((host, int(port)), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    msg = f"the function did not listen within {START_TIMEOUT_SECONDS}s:\n{server.output()}"
-    raise RuntimeError(msg)
-
-
-def serve_lifted(address: str) -> None:
-    """`function serve --insecure --address address`, the pool cap lifted first (click exits once it stops)."""
+def serve_lifted(argv: list[str]) -> None:
+    """The function's command line (`serve --address ... --insecure`), the pool cap lifted first."""
     lift_pool_cap()
-    function_main.cli(["serve", "--insecure", "--address", address], prog_name="function")
+    function_main.cli(argv, prog_name="function")
 
 
 def main() -> int:
@@ -226,12 +202,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--iterations", type=int, default=200, help="calls per pool count and path, up to 16 pools")
     parser.add_argument("--smoke", action="store_true", help="1 and 256 pools, a few iterations: does it run")
-    # The server this script starts (see serving): not for users.
-    parser.add_argument("--serve", metavar="ADDRESS", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.serve:
-        serve_lifted(args.serve)
+    if sys.argv[1:2] == [SERVE_FLAG]:  # the server this script starts (see serving): not for users
+        serve_lifted(sys.argv[2:])
         return 0
+    args = parser.parse_args()
     pool_counts, wanted = (SMOKE_POOLS, SMOKE_ITERATIONS) if args.smoke else (POOLS, args.iterations)
     logging.configure(level=logging.Level.INFO)
     lift_pool_cap()
@@ -243,14 +217,14 @@ def main() -> int:
             scale = 1 if pools <= FULL_ITERATIONS_UP_TO else pools // FULL_ITERATIONS_UP_TO
             iterations = max(min(20, wanted), wanted // scale)
             rsp = fn.run(req)
-            served = server.stub.RunFunction(req, timeout=60)
-            for where, answer in (("in-process", rsp), ("grpc", served)):
+            over_grpc = server.stub.RunFunction(req, timeout=60)
+            for where, answer in (("in-process", rsp), ("grpc", over_grpc)):
                 if fatal_messages(answer):
                     print(f"fatal result for {pools} pools ({where}): {fatal_messages(answer)}", file=sys.stderr)
                     return 1
-            if len(served.desired.resources) != len(rsp.desired.resources):
+            if len(over_grpc.desired.resources) != len(rsp.desired.resources):
                 print(
-                    f"{pools} pools: {len(served.desired.resources)} resources over gRPC, "
+                    f"{pools} pools: {len(over_grpc.desired.resources)} resources over gRPC, "
                     f"{len(rsp.desired.resources)} in-process",
                     file=sys.stderr,
                 )

@@ -100,15 +100,18 @@ def serve(
     command: tuple[str, ...] = ("serve",),
     env: dict[str, str] | None = None,
     timeout: float = 60,
+    program: tuple[str, ...] = ("-m", "function.main"),
 ) -> subprocess.Popen:
     """`python -m function.main serve --address 127.0.0.1:port *args`, once it listens; its output in log.
 
-    command () runs it as the image does, with no command. The output goes to
+    command () runs it as the image does, with no command. program is what
+    this interpreter runs: a script that takes the function's command line
+    instead (benchmarks/bench.py lifts the pool cap first). The output goes to
     a file, not a pipe: a pipe no one reads stops the server once full.
     """
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "function.main", *command, "--address", f"127.0.0.1:{port}", *args],
+            [sys.executable, *program, *command, "--address", f"127.0.0.1:{port}", *args],
             cwd=ROOT,
             env=env,
             stdout=out,
