@@ -8,6 +8,8 @@ FLWR_NEWEST := $(lastword $(sort $(FLWR_RELEASES)))
 FUZZ_EXAMPLES ?= 10000
 # pytest-xdist workers for the unit suite: one per core.
 UNIT_WORKERS ?= auto
+# A pytest -m expression: which unit tests unit-run runs (all when empty).
+UNIT_MARKS ?=
 CRANK := .cache/bin/crank
 CELCHECK := .cache/bin/celcheck
 XRD2CRD := .cache/bin/xrd2crd
@@ -121,7 +123,7 @@ unit-run:
 		PSSCHECK="$(CURDIR)/$(PSSCHECK)" NETPOLICY="$(CURDIR)/$(NETPOLICY)" \
 		CRDCHECK_DIR="$(CURDIR)/.cache/bin" \
 		FLWR_PYTHON="$(CURDIR)/.cache/flwr/1.25.0"/bin/python FLWR_VENVS="$(CURDIR)/.cache/flwr" \
-		$(VENV)/bin/pytest --ignore=tests/e2e -n $(UNIT_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
+		$(VENV)/bin/pytest --ignore=tests/e2e -n $(UNIT_WORKERS) --dist loadgroup --durations=25 -m "$(UNIT_MARKS)" $(PYTEST_ARGS)
 
 # The runtime image, built without a container daemon (needs root).
 $(IMAGE): $(VENV)/.installed hack/build_image.py pyproject.toml requirements.lock $(wildcard function/*)

@@ -111,13 +111,16 @@ def functions_file(tmp_path_factory, function_address) -> pathlib.Path:
     return path
 
 
-# Modules whose tests start real pods with tests/podrunner.py: one runner per
-# machine at a time (its lock), so under xdist (`make unit` runs -n auto
-# --dist loadgroup) they share one worker instead of waiting on each other's lock.
+# Modules whose tests start real pods with tests/podrunner.py, marked `podrunner`:
+# they need no Go tool, so `make test` runs them in a stage of their own that
+# starts before the Go builds end (hack/stages.py). One runner per machine at a
+# time (its lock), so under xdist (--dist loadgroup) they share one worker
+# instead of waiting on each other's lock.
 PODRUNNER_MODULES = ("test_podrunner", "test_real_flower", "test_real_node_auth")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.module is not None and item.module.__name__ in PODRUNNER_MODULES:
+            item.add_marker(pytest.mark.podrunner)
             item.add_marker(pytest.mark.xdist_group("podrunner"))
