@@ -29,8 +29,10 @@ would do, as far as these tests need:
   (init containers with restartPolicy Always) start and keep running. Each
   container's process joins the pod's network and UTS namespaces (hostname =
   pod name) and has a mount namespace of its own whose root is a tmpfs: the
-  host's system directories (/usr, /etc, ...) and the image's paths (the
-  venv, its interpreter) bound read-only, /tmp and the image's workdir, the
+  host's system directories (/usr, /etc, ...) and the image's paths (its
+  interpreter's installation) bound read-only, a venv image's venv at /opt/venv
+  (wherever the host keeps it: under /tmp, in a path with spaces), an empty
+  /tmp and the image's workdir, the
   volumes at their mountPath (subPath, readOnly), the pod's /etc/hosts.
   A mount point inside a host directory (/etc/flower) goes on an overlay of
   it. readOnlyRootFilesystem makes the root read-only. So the paths a
@@ -104,6 +106,10 @@ LOCK = pathlib.Path(tempfile.gettempdir()) / "flower-podrunner.lock"
 SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc")
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 WORKLOADS = ("StatefulSet", "Deployment", "DaemonSet", "Pod")
+# Where a venv image holds its venv. Not the host path: a clone under /tmp would
+# put it inside the /tmp every container gets empty, and a path with spaces
+# cannot be a script's #! line.
+VENV = "/opt/venv"
 # The helper processes run this module as it was imported, not as the file may read by then.
 _SOURCE = pathlib.Path(__file__).read_text()
 
@@ -117,16 +123,23 @@ class Image:
     working_dir: str = "/"
     user: tuple[int, int] = (0, 0)
     paths: tuple[str, ...] = ()  # host directories the image holds, bound read-only at the same place
+    venv: str = ""  # a host venv the image holds at VENV, whatever the host path (under /tmp, with spaces)
 
 
 def venv_image(bin_dir: pathlib.Path, entrypoint: tuple[str, ...] = (), **config: Any) -> Image:
-    """An image holding a Python venv (on PATH first) and the installation its interpreter comes from."""
+    """An image holding a Python venv at VENV (on PATH first) and the installation its interpreter comes from.
+
+    entrypoint names the venv's scripts by their name in bin_dir ("flower-superlink").
+    """
     venv = bin_dir.absolute().parent
     cfg = dict(line.split("=", 1) for line in (venv / "pyvenv.cfg").read_text().splitlines() if "=" in line)
-    home = {k.strip(): v.strip() for k, v in cfg.items()}["home"]  # that installation's bin
-    paths = (str(venv), str(pathlib.Path(home).resolve().parent))
-    env = {"PATH": f"{venv / 'bin'}:{SYSTEM_PATH}", **config.pop("env", {})}
-    return Image(entrypoint, env, paths=paths, **config)
+    home = pathlib.Path({k.strip(): v.strip() for k, v in cfg.items()}["home"]).resolve().parent  # its bin's parent
+    if _under(str(home), ["/tmp"]):  # the venv's python links there, and /tmp is the pod's own
+        msg = f"{venv}: its interpreter lives under {home}, which every container sees as its own empty /tmp"
+        raise ValueError(msg)
+    env = {"PATH": f"{VENV}/bin:{SYSTEM_PATH}", **config.pop("env", {})}
+    entry = tuple(f"{VENV}/bin/{e}" if "/" not in e else e for e in entrypoint)
+    return Image(entry, env, paths=(str(home),), venv=str(venv), **config)
 
 
 def flower_images(bin_dir: pathlib.Path, superexec_repositories: tuple[str, ...] = ()) -> dict[str, Image]:
@@ -137,7 +150,7 @@ def flower_images(bin_dir: pathlib.Path, superexec_repositories: tuple[str, ...]
     entry = {"flwr/superlink": "flower-superlink", "flwr/supernode": "flower-supernode"}
     entry |= dict.fromkeys(("flwr/superexec", *superexec_repositories), "flower-superexec")
     return {
-        repo: venv_image(bin_dir, (str(bin_dir.absolute() / exe),), env=env, working_dir="/app", user=(49999, 49999))
+        repo: venv_image(bin_dir, (exe,), env=env, working_dir="/app", user=(49999, 49999))
         for repo, exe in entry.items()
     }
 
@@ -247,6 +260,7 @@ class PodRunner:
         self.services: list[tuple[Manifest, str | None]] = []  # (Service, its address; None when headless)
         self._lock: TextIO | None = None
         self._proxy: _Proxy | None = None
+        self._venv_bins: dict[str, str] = {}  # host venv: its bin/ as the image holds it (scripts' #! at VENV)
 
     def __enter__(self) -> PodRunner:
         return self
@@ -263,6 +277,8 @@ class PodRunner:
         """Plan every pod and Service first (addresses, names), then start them all."""
         self._take_lock()
         _cleanup_network()
+        for venv in sorted({image.venv for image in self.images.values() if image.venv} - set(self._venv_bins)):
+            self._venv_bins[venv] = self._image_bin(venv, self.workdir / "images" / str(len(self._venv_bins)))
         manifests = [unwrap(r) for r in resources]
         for m in manifests:
             if m["kind"] in ("Secret", "ConfigMap"):
@@ -539,6 +555,8 @@ class PodRunner:
             "resolv.conf": str(pod.dir / "resolv.conf"),
             "layers": str(layers),
             "paths": list(image.paths),
+            # The venv where the image holds it, its bin/ (scripts' #! lines) over it.
+            "binds": [[image.venv, VENV], [self._venv_bins[image.venv], f"{VENV}/bin"]] if image.venv else [],
             "mounts": self._mounts(pod, c),
             "read_only_root": bool(sc.get("readOnlyRootFilesystem")),
             "working_dir": c.get("workingDir") or image.working_dir,
@@ -556,6 +574,26 @@ class PodRunner:
         container = Container(c["name"], popen, log, spec)
         pod.containers[c["name"]] = container
         return container
+
+    @staticmethod
+    def _image_bin(venv: str, into: pathlib.Path) -> str:
+        """A copy of the venv's bin/ whose scripts name the venv where the image holds it.
+
+        pip writes the venv's own path into each script's #! line (or, when
+        it has spaces, into a shell line that execs it), as links may be.
+        """
+        host, held = venv.encode(), VENV.encode()
+        into.mkdir(parents=True)
+        for entry in sorted(pathlib.Path(venv, "bin").iterdir()):
+            target = into / entry.name
+            if entry.is_symlink():
+                link = os.readlink(entry)
+                target.symlink_to(VENV + link[len(venv) :] if _under(link, [venv]) else link)
+            elif entry.is_file():
+                data = entry.read_bytes()
+                target.write_bytes(data.replace(host, held) if data.startswith(b"#!") else data)
+                target.chmod(stat.S_IMODE(entry.stat().st_mode))
+        return str(into)
 
     def _image(self, image: str) -> Image:
         # A full reference (flwr/supernode:1.25.0) first: pods of several releases side by side.
@@ -950,6 +988,8 @@ def _rootfs(spec: dict[str, Any]) -> None:
     for d in spec["paths"]:
         if not _under(d, root.host):
             root.bind_host(d)
+    for source, target in spec["binds"]:
+        _bind(source, root.point(target, is_dir=True), read_only=True)
     for d, read_only in (("/dev", False), ("/proc", False), ("/sys", True)):
         root.bind_host(d, read_only=read_only)
     _mount("tmpfs", root.path + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")

@@ -9,10 +9,14 @@ Service. Runner tests need root.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import pathlib
 import shutil
+import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,6 +25,15 @@ from peers import need
 from podrunner import PodRunner, expand, repository, venv_image
 
 TOOLS = "example.test/tools:1"
+HELD = "example.test/held:1"  # a venv kept under /tmp, in a folder with spaces, as a clone there would keep it
+# What a script of that venv sees in a container: where it runs from, its
+# image's files, its /tmp; then it leaves a file in that /tmp.
+LOOK = """
+import json, os, sys
+print(json.dumps({"prefix": sys.prefix, "data": open(os.path.join(sys.prefix, "share", "held.txt")).read(),
+                  "tmp": sorted(os.listdir("/tmp")), "host": os.path.exists(sys.argv[1])}))
+open("/tmp/mine", "w").close()
+"""
 SECRET = {
     "apiVersion": "v1",
     "kind": "Secret",
@@ -158,13 +171,40 @@ def web() -> list[dict[str, Any]]:
     return [statefulset, service, headless, daemonset, deployment]
 
 
+def held_pod() -> dict[str, Any]:
+    """Two containers of the image whose venv the host keeps under /tmp."""
+    sleep = ["python", "-c", "import time; time.sleep(1e6)"]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "held", "namespace": "team"},
+            "spec": {"containers": [{"name": "one", "image": HELD, "command": sleep},
+                                    {"name": "two", "image": HELD, "command": sleep}]}}  # fmt: skip
+
+
+def held_venv(parent: pathlib.Path) -> pathlib.Path:
+    """A venv in a folder with spaces, with a script as pip writes one there (its #! cannot hold a space)."""
+    venv = parent / "a clone with spaces" / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (venv / "share").mkdir()
+    (venv / "share" / "held.txt").write_text("from the image")
+    look = venv / "bin" / "look"
+    look.write_text(f"#!/bin/sh\n'''exec' \"{venv}/bin/python\" \"$0\" \"$@\"\n' '''\n{LOOK}")
+    look.chmod(0o755)
+    return venv
+
+
 @pytest.fixture(scope="module")
-def runner(tmp_path_factory) -> PodRunner:
+def held() -> Iterator[pathlib.Path]:
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:  # under /tmp, whatever TMPDIR says
+        yield held_venv(pathlib.Path(tmp))
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory, held) -> Iterator[PodRunner]:
     need(os.geteuid() == 0, "root (the pod runner makes network and mount namespaces)")
     need(shutil.which("ip") is not None, "iproute2's ip (the pod runner's network)")
-    images = {repository(TOOLS): venv_image(pathlib.Path(sys.executable).parent, user=(1000, 1000))}
+    images = {repository(TOOLS): venv_image(pathlib.Path(sys.executable).parent, user=(1000, 1000)),
+              repository(HELD): venv_image(held / "bin", user=(1000, 1000))}  # fmt: skip
     with PodRunner(tmp_path_factory.mktemp("cluster"), images, [SECRET, CONFIGMAP]) as runner:
-        runner.start([probe_pod(), *web()])
+        runner.start([probe_pod(), *web(), held_pod()])
         yield runner
 
 
@@ -176,7 +216,7 @@ def sh(runner: PodRunner, script: str, pod: str = "probe", container: str = "mai
 
 def test_pods_of_each_workload(runner):
     names = sorted(p.name for p in runner.pods)
-    assert names == ["agent-node-1", "agent-node-2", "api-0", "probe", "web-0", "web-1"]
+    assert names == ["agent-node-1", "agent-node-2", "api-0", "held", "probe", "web-0", "web-1"]
     assert runner.exited() == []
 
 
@@ -250,3 +290,16 @@ def test_claims_are_directories_per_pod(runner):
     sh(runner, "echo zero > /data/file", pod="web-0", container="public")
     assert sh(runner, "ls /data", pod="web-1", container="public") == ""
     assert (runner.workdir / "claims" / "team" / "data-web-0" / "file").read_text() == "zero\n"
+
+
+def test_an_image_kept_under_tmp_runs_and_every_container_has_its_own_empty_tmp(runner, held):
+    # A clone under /tmp keeps its venvs there; the image still holds them,
+    # and each container's /tmp is its own, empty, hiding the host's.
+    look = ["look", str(held)]
+    first = runner.exec("team", "held", "one", look)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout) == {"prefix": "/opt/venv", "data": "from the image", "tmp": [], "host": False}
+    again = runner.exec("team", "held", "one", look)
+    assert json.loads(again.stdout)["tmp"] == ["mine"], again.stderr  # the container's own /tmp keeps its file
+    other = runner.exec("team", "held", "two", look)
+    assert json.loads(other.stdout)["tmp"] == [], other.stderr  # the pod's other container does not see it
