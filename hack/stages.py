@@ -10,9 +10,10 @@ have passed; one that fails stops only the stages that need it.
 
 Each stage writes its output to `.cache/stages/<name>.log`. When it ends,
 this prints its wall time, and its log: whole for a test run or a failure,
-the last lines otherwise. It closes with a table of every stage's time and
-one line counting the tests of every pytest stage, and exits non-zero when a
-stage failed or did not run.
+the last lines otherwise. It closes with a table of every stage's time, one
+line counting the tests of every pytest stage and, when something failed,
+the failed tests by name (or a failed build's last lines), and exits
+non-zero when a stage failed or did not run.
 
 Usage: hack/stages.py [GOAL ...]   (default: test; see STAGES for the names)
 Standard library only: it runs before any virtualenv exists.
@@ -32,6 +33,8 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LOGS = ROOT / ".cache" / "stages"
 TAIL = 15  # lines of a passed build stage's log worth showing
+FAILURE_TAIL = 5  # lines of a failed stage's log that say why, when it names no failed test
+FAILURE_WIDTH = 400  # a failed test's line, cut: its first lines of error are enough to tell one from another
 MAKE = os.environ.get("MAKE", "make")
 
 
@@ -225,7 +228,20 @@ class Runner:
         ok = all(s.state == "passed" for s in self.table.values())
         if any(s.pytest for s in self.table.values()):
             print(f"tests: {counts['passed']} passed, {failed} failed, {counts['skipped']} skipped")
+        # Last, so that a report cut to its tail still names what failed.
+        broken = [(s.name, line) for s in self.table.values() if s.state == "failed" for line in _failures(s)]
+        if broken:
+            print("what failed (each stage's whole log is above and in .cache/stages/):")
+            for name, line in broken:
+                print(f"  {name}: {line[:FAILURE_WIDTH]}")
         return 0 if ok and not failed else 1
+
+
+def _failures(stage: Stage) -> list[str]:
+    """What a failed stage says went wrong: pytest's FAILED and ERROR lines, else its log's last lines."""
+    lines = stage.log.read_text(errors="replace").splitlines() if stage.log.exists() else []
+    named = [line for line in lines if re.match(r"^(FAILED|ERROR) ", line)]
+    return named or lines[-FAILURE_TAIL:]
 
 
 def _pytest_counts(text: str) -> dict[str, int]:

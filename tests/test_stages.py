@@ -73,6 +73,25 @@ def test_a_failed_test_fails_the_run_even_when_pytest_exits_zero(capsys):
     assert capsys.readouterr().out.splitlines()[-1] == "tests: 3 passed, 1 failed, 0 skipped"
 
 
+@pytest.mark.usefixtures("logs")
+def test_the_report_ends_with_what_failed(capsys):
+    # CI shows a report's tail: the failed tests' names must be in it, not only far above.
+    long = "FAILED t.py::test_one - AssertionError: " + "x" * 1000
+    failed_tests = "\n".join([long, "ERROR t.py::test_two", "== 1 failed, 1 error, 5 passed in 1.0s ==",
+                              "make: *** [e2e-run] Error 1"])  # fmt: skip
+    table = {
+        "e2e": stages.Stage("e2e", python(f"import sys; print({failed_tests!r}); sys.exit(2)"), pytest=True),
+        "build": stages.Stage("build", python("import sys; print('\\n'.join(map(str, range(20)))); sys.exit(1)")),
+        "fine": stages.Stage("fine", python("print('FAILED is a word it may print')")),
+    }
+    assert stages.Runner(table).run() == 1
+    tail = capsys.readouterr().out.splitlines()[-9:]
+    assert tail[0] == "tests: 5 passed, 2 failed, 0 skipped"
+    assert tail[1].startswith("what failed")
+    assert tail[2:] == [f"  e2e: {long[: stages.FAILURE_WIDTH]}", "  e2e: ERROR t.py::test_two",
+                        *(f"  build: {n}" for n in range(15, 20))]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("reason", "text", "counts"),
     [
