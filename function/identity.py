@@ -110,10 +110,13 @@ def registration(spec: FederationSpec, superlink_dialect: Dialect, address: str)
     )
 
 
-def _container(name: str, reg: Registration, args: list[str], mounts: list[dict[str, Any]]) -> dict[str, Any]:
+def _container(
+    name: str, reg: Registration, args: list[str], mounts: list[dict[str, Any]], *, trust: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """trust: the mount of the CA certificate, where the pod's TLS volume holds more than that."""
     work = {"name": WORK_VOLUME, "mountPath": WORK_DIR}
     if reg.root_certificates:
-        mounts = [*mounts, tls.mount()]
+        mounts = [*mounts, trust or tls.mount()]
     return {
         "name": name,
         "image": reg.image,
@@ -165,11 +168,11 @@ def claim_template(spec: FederationSpec) -> dict[str, Any]:
 
 def reaper(reg: Registration, grace: int) -> dict[str, Any]:
     """The SuperLink pod's sidecar that unregisters identities offline for longer than grace seconds."""
-    container = _container(REAPER, reg, reg.args("reap", grace=str(grace)), [])
+    container = _container(REAPER, reg, reg.args("reap", grace=str(grace)), [], trust=tls.ca_mount())
     container["restartPolicy"] = "Always"
     return container
 
 
 def reaper_volumes() -> list[dict[str, Any]]:
-    """The reaper's scratch space."""
+    """The reaper's scratch space (the CA it trusts is the SuperLink pod's tls.CA_VOLUME)."""
     return [{"name": WORK_VOLUME, "emptyDir": {}}]

@@ -163,6 +163,18 @@ def _insecure_beside_tls(spec: FederationSpec) -> Iterator[Violation]:
         yield "spec.insecure", ""
 
 
+def _traffic_policy_without_external_service(spec: FederationSpec) -> Iterator[Violation]:
+    service = spec.superlink.service
+    if service.externalTrafficPolicy is not None and service.type == "ClusterIP":
+        yield "spec.superlink.service.externalTrafficPolicy", ""
+
+
+def _source_ranges_without_load_balancer(spec: FederationSpec) -> Iterator[Violation]:
+    service = spec.superlink.service
+    if service.loadBalancerSourceRanges is not None and service.type != "LoadBalancer":
+        yield "spec.superlink.service.loadBalancerSourceRanges", ""
+
+
 def _auth_without_tls(spec: FederationSpec) -> Iterator[Violation]:
     if identity.enabled(spec) and spec.tls is None:
         yield "spec.nodeAuthentication.enabled", ""
@@ -347,6 +359,24 @@ RULES: tuple[Rule, ...] = (
         message="spec.insecure must not be true when spec.tls is set",
         cel="!has(self.tls) || !has(self.insecure) || !self.insecure",
         check=_insecure_beside_tls,
+    ),
+    Rule(
+        name="traffic-policy-needs-external-service",
+        field="spec.superlink.service.externalTrafficPolicy",
+        message="spec.superlink.service.externalTrafficPolicy needs type NodePort or LoadBalancer",
+        cel="!has(self.superlink) || !has(self.superlink.service) || "
+        "!has(self.superlink.service.externalTrafficPolicy) || "
+        "(has(self.superlink.service.type) && self.superlink.service.type != 'ClusterIP')",
+        check=_traffic_policy_without_external_service,
+    ),
+    Rule(
+        name="source-ranges-need-load-balancer",
+        field="spec.superlink.service.loadBalancerSourceRanges",
+        message="spec.superlink.service.loadBalancerSourceRanges needs type LoadBalancer",
+        cel="!has(self.superlink) || !has(self.superlink.service) || "
+        "!has(self.superlink.service.loadBalancerSourceRanges) || "
+        "(has(self.superlink.service.type) && self.superlink.service.type == 'LoadBalancer')",
+        check=_source_ranges_without_load_balancer,
     ),
     Rule(
         name="auth-needs-tls",

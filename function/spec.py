@@ -26,6 +26,8 @@ MAX_POOLS = 128
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
+CIDR_PATTERN = r"^([0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}|[0-9A-Fa-f:]+/[0-9]{1,3})$"
+
 FLEET_PORT = 9092
 SERVERAPPIO_PORT = 9091
 CONTROL_PORT = 9093
@@ -175,6 +177,22 @@ class ServiceSpec(Model):
         description=(
             "With type NodePort: a node address that pools in other clusters can reach; "
             "they dial it at the Fleet port's node port."
+        ),
+    )
+    externalTrafficPolicy: Literal["Cluster", "Local"] | None = Field(
+        default=None,
+        description=(
+            "With type NodePort or LoadBalancer: Local keeps the SuperNodes' source addresses, which "
+            "spec.networkPolicy.fleetCIDRs judges, and only the SuperLink's node answers; Cluster hides "
+            "them. Default: Local for LoadBalancer, Kubernetes' Cluster for NodePort (nodeAddress may "
+            "name any node)."
+        ),
+    )
+    loadBalancerSourceRanges: list[Annotated[str, Field(pattern=CIDR_PATTERN)]] | None = Field(
+        default=None,
+        description=(
+            "With type LoadBalancer: the addresses the load balancer admits. Unset, those of "
+            "spec.networkPolicy.fleetCIDRs, the addresses the NetworkPolicy admits; [] admits every address."
         ),
     )
 
@@ -479,9 +497,6 @@ class TLSSpec(Model):
         default=None,
         description="Have cert-manager issue the certificate (a Certificate is composed).",
     )
-
-
-CIDR_PATTERN = r"^([0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}|[0-9A-Fa-f:]+/[0-9]{1,3})$"
 
 
 class NetworkPolicySpec(Model):

@@ -77,7 +77,7 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
     manifests = _manifests(built)
     judged = {name: readiness.observe(m, compose.live(observed, name)) for name, m in manifests.items()}
     pools, pool_judged = [], []
-    warnings = list(fed.flower.warnings)
+    warnings = [*fed.flower.warnings, *superlink.exposure_warnings(fed.spec)]
     held = built.held
     for pool in fed.spec.supernodes.pools:
         name = compose.pool_resource(pool.name)

@@ -135,7 +135,7 @@ def _superexec(spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
         container["env"] = env
     mounts = link.superexecVolumeMounts or link.volumeMounts
     if secure:
-        mounts = [*mounts, tls.mount()]
+        mounts = [*mounts, tls.ca_mount()]
     if superexec_auth.enabled(spec, dialect):
         mounts = [*mounts, superexec_auth.mount()]
     if mounts:
@@ -164,8 +164,6 @@ def statefulset(
         containers.append(_superexec(spec, dialect))
     pod_spec: dict[str, Any] = {"containers": containers}
     volumes = merge.by_name(spec.superlink.volumes)
-    if tls.enabled(spec):
-        volumes = merge.add_missing(volumes, [tls.superlink_volume(federation, spec)])
     init: list[dict[str, Any]] = []
     if superexec_auth.enabled(spec, dialect):
         init.append(superexec_auth.init_container(_image(spec)))
@@ -173,6 +171,11 @@ def statefulset(
     if registration is not None:
         init.append(identity.reaper(registration, identity.settings(spec).unregisterAfterSeconds))
         volumes = merge.add_missing(volumes, identity.reaper_volumes())
+    if tls.enabled(spec):
+        # The whole Secret for the SuperLink; its CA alone for the containers that only dial it.
+        volumes = merge.add_missing(volumes, [tls.superlink_volume(federation, spec)])
+        if any(m["name"] == tls.CA_VOLUME for c in [*containers, *init] for m in c.get("volumeMounts", [])):
+            volumes = merge.add_missing(volumes, [tls.superlink_ca_volume(federation, spec)])
     if init:
         pod_spec["initContainers"] = init
     if volumes:
@@ -229,9 +232,50 @@ def service(
     }
     if svc.annotations:
         metadata["annotations"] = dict(svc.annotations)
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": metadata,
-        "spec": {"type": svc.type, "selector": managed, "ports": ports},
-    }
+    service_spec: dict[str, Any] = {"type": svc.type, "selector": managed, "ports": ports}
+    if svc.externalTrafficPolicy is not None:
+        service_spec["externalTrafficPolicy"] = svc.externalTrafficPolicy
+    elif svc.type == "LoadBalancer":
+        # The SuperNodes' own addresses reach the pod, for the NetworkPolicy's
+        # fleetCIDRs to judge; the balancer sends them to the node of the one
+        # SuperLink replica. Not for NodePort: nodeAddress may name another node.
+        service_spec["externalTrafficPolicy"] = "Local"
+    ranges = source_ranges(spec)
+    if ranges:
+        service_spec["loadBalancerSourceRanges"] = ranges
+    return {"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": service_spec}
+
+
+def source_ranges(spec: FederationSpec) -> list[str]:
+    """The addresses a LoadBalancer admits: those named, else those the NetworkPolicy admits; [] for any."""
+    svc = spec.superlink.service
+    if svc.type != "LoadBalancer":
+        return []
+    if svc.loadBalancerSourceRanges is not None:
+        return list(svc.loadBalancerSourceRanges)
+    return list(spec.networkPolicy.fleetCIDRs) if spec.networkPolicy.enabled else []
+
+
+WORLD = ("0.0.0.0/0", "::/0")
+
+
+def exposure_warnings(spec: FederationSpec) -> list[str]:
+    """What an exposed Fleet API lets anyone do, said where the user looks (the XR's events)."""
+    svc = spec.superlink.service
+    warnings = []
+    if svc.type != "ClusterIP" and tls.insecure(spec):
+        warnings.append(
+            f"The SuperLink's {svc.type} Service carries the Fleet API without TLS to every address that "
+            "reaches it: set spec.tls"
+        )
+    if svc.type == "LoadBalancer" and (not source_ranges(spec) or set(source_ranges(spec)) & set(WORLD)):
+        warnings.append(
+            "The SuperLink's LoadBalancer admits every address that reaches it: list the addresses remote "
+            "SuperNodes come from in spec.networkPolicy.fleetCIDRs (or spec.superlink.service.loadBalancerSourceRanges)"
+        )
+    if spec.networkPolicy.enabled and set(spec.networkPolicy.fleetCIDRs) & set(WORLD):
+        warnings.append(
+            "spec.networkPolicy.fleetCIDRs admits every address to the Fleet API: list the addresses "
+            "remote SuperNodes come from"
+        )
+    return warnings

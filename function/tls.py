@@ -21,6 +21,9 @@ from function.spec import FederationSpec, TLSSpec
 
 TLS_DIR = "/app/tls"
 TLS_VOLUME = "tls"
+# In the SuperLink's pod: only the CA of its Secret, at the same path, for
+# the containers there that dial it (SuperExec, reaper) and need no key.
+CA_VOLUME = "tls-ca"
 CA_FILE = "ca.crt"
 REQUIREMENT = "superlink-tls"
 
@@ -72,15 +75,25 @@ def mount() -> dict[str, Any]:
     return {"name": TLS_VOLUME, "mountPath": TLS_DIR, "readOnly": True}
 
 
+def ca_mount() -> dict[str, Any]:
+    """The CA-only volume's mount in the SuperLink's pod, where mount() would put the whole Secret."""
+    return {"name": CA_VOLUME, "mountPath": TLS_DIR, "readOnly": True}
+
+
 def superlink_volume(federation: str, spec: FederationSpec) -> dict[str, Any]:
-    """The SuperLink's whole TLS Secret as its TLS volume."""
+    """The SuperLink's whole TLS Secret as its TLS volume: for the SuperLink container alone."""
     return {"name": TLS_VOLUME, "secret": {"secretName": secret_name(federation, spec), "defaultMode": 0o440}}
 
 
-def pool_volume(secret: str, key: str) -> dict[str, Any]:
+def superlink_ca_volume(federation: str, spec: FederationSpec) -> dict[str, Any]:
+    """Only the CA certificate of the SuperLink's Secret, for the other containers of its pod."""
+    return pool_volume(secret_name(federation, spec), CA_FILE, name=CA_VOLUME)
+
+
+def pool_volume(secret: str, key: str, *, name: str = TLS_VOLUME) -> dict[str, Any]:
     """Only the CA certificate of secret, as ca.crt."""
     return {
-        "name": TLS_VOLUME,
+        "name": name,
         "secret": {"secretName": secret, "items": [{"key": key, "path": CA_FILE}], "defaultMode": 0o440},
     }
 

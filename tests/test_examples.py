@@ -18,7 +18,18 @@ GOLDEN = pathlib.Path(__file__).parent / "golden"
 KUBERNETES_VERSIONS = ["1.28", "1.33"]  # 1.28: the first with the pod-index label
 EXAMPLE_FILES = [*CLAIMS, EXAMPLES / "xr.yaml"]
 # The warnings an example is meant to draw; every other example renders without any.
+EXPLAIN_PLAIN = "Service carries the Fleet API without TLS to every address that reaches it: set spec.tls"
 EXPECTED_WARNINGS = {
+    # Short examples of an exposed SuperLink, without TLS: the function says what that means.
+    **{
+        example: [f"The SuperLink's {kind} {EXPLAIN_PLAIN}"]
+        for example, kind in [
+            ("multicluster-hub-spokes", "LoadBalancer"),
+            ("multicluster-nodeport", "NodePort"),
+            ("multicluster-selector", "LoadBalancer"),
+            ("resources", "LoadBalancer"),
+        ]
+    },
     # The flower-operator's mixed-release example: a 1.24 pool beside a 1.25 SuperLink.
     "multipools": ["pool pool-b runs Flower 1.24.0, the SuperLink 1.25.0"],
     "flower-upgrade": [

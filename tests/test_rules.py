@@ -55,6 +55,28 @@ def keeps(rule: str, s: dict[str, Any], reason: str) -> Case:
 
 
 CASES = [
+    breaks(
+        "traffic-policy-needs-external-service",
+        spec(BASE, superlink__service={"externalTrafficPolicy": "Local"}),
+        "spec.superlink.service.externalTrafficPolicy",
+        "a ClusterIP Service takes no external traffic",
+    ),
+    keeps(
+        "traffic-policy-needs-external-service",
+        spec(BASE, superlink__service={"type": "NodePort", "externalTrafficPolicy": "Cluster"}),
+        "a NodePort Service does",
+    ),
+    breaks(
+        "source-ranges-need-load-balancer",
+        spec(BASE, superlink__service={"type": "NodePort", "loadBalancerSourceRanges": ["192.0.2.0/24"]}),
+        "spec.superlink.service.loadBalancerSourceRanges",
+        "no load balancer to filter with them",
+    ),
+    keeps(
+        "source-ranges-need-load-balancer",
+        spec(BASE, superlink__service={"type": "LoadBalancer", "loadBalancerSourceRanges": []}),
+        "[] on a LoadBalancer: every address, said out loud",
+    ),
     breaks("pools-not-empty", spec(BASE, supernodes__pools=[]), "spec.supernodes.pools", "a federation needs a pool"),
     keeps("pools-not-empty", BASE, "one pool"),
     breaks("daemonset-no-replicas", pool(DS, replicas=2), "spec.supernodes.pools[0].replicas", "a node runs one"),

@@ -2,7 +2,8 @@
 
 import pytest
 
-from function import pods
+from function import pods, superlink
+from function.validation import parse
 from helpers import BASE, PROCESS, container, manifests, pod, spec
 
 MANAGED = {
@@ -176,3 +177,83 @@ def test_superlink_readiness(reason, changes, want):
     assert probe == want, reason
     # Liveness stays on the gRPC health server: a static SERVING says the process lives.
     assert c["livenessProbe"]["grpc"] == {"port": 9095}, reason
+
+
+TLS = {"tls": {"secretName": "superlink-tls"}}
+
+
+@pytest.mark.parametrize(
+    ("reason", "changes", "policy", "ranges"),
+    [
+        ("ClusterIP: nothing external", {}, None, None),
+        ("NodePort: Kubernetes' Cluster, as nodeAddress may name any node", {"type": "NodePort"}, None, None),
+        ("NodePort, Local asked", {"type": "NodePort", "externalTrafficPolicy": "Local"}, "Local", None),
+        ("LoadBalancer: sources kept for the NetworkPolicy", {"type": "LoadBalancer"}, "Local", None),
+        (
+            "LoadBalancer: admits what the NetworkPolicy admits",
+            {"type": "LoadBalancer", "fleetCIDRs": ["192.0.2.0/24"]},
+            "Local",
+            ["192.0.2.0/24"],
+        ),
+        (
+            "LoadBalancer: its own ranges win",
+            {"type": "LoadBalancer", "fleetCIDRs": ["192.0.2.0/24"], "loadBalancerSourceRanges": ["198.51.100.0/24"]},
+            "Local",
+            ["198.51.100.0/24"],
+        ),
+        (
+            "LoadBalancer: Cluster, asked for",
+            {"type": "LoadBalancer", "externalTrafficPolicy": "Cluster"},
+            "Cluster",
+            None,
+        ),
+    ],
+)
+def test_external_service_keeps_sources_and_admits_what_the_policy_admits(reason, changes, policy, ranges):
+    fleet = changes.pop("fleetCIDRs", None)
+    s = spec(BASE, superlink__service=changes)
+    if fleet:
+        s["networkPolicy"] = {"fleetCIDRs": fleet}
+    svc = manifests(s)["superlink-service"]["spec"]
+    assert svc.get("externalTrafficPolicy") == policy, reason
+    assert svc.get("loadBalancerSourceRanges") == ranges, reason
+
+
+@pytest.mark.parametrize(
+    ("reason", "s", "warned"),
+    [
+        ("in-cluster only", spec(BASE, **TLS), []),
+        ("NodePort without TLS", spec(BASE, superlink__service={"type": "NodePort"}), ["without TLS"]),
+        (
+            "LoadBalancer with TLS, open to all",
+            spec(BASE, superlink__service={"type": "LoadBalancer"}, **TLS),
+            ["every address that reaches it"],
+        ),
+        (
+            "LoadBalancer without TLS, open to all",
+            spec(BASE, superlink__service={"type": "LoadBalancer"}),
+            ["without TLS", "every address that reaches it"],
+        ),
+        (
+            "LoadBalancer with TLS, narrowed",
+            spec(
+                BASE, superlink__service={"type": "LoadBalancer"}, networkPolicy={"fleetCIDRs": ["192.0.2.0/24"]}, **TLS
+            ),
+            [],
+        ),
+        (
+            "fleetCIDRs of the whole internet",
+            spec(BASE, superlink__service={"type": "LoadBalancer"}, networkPolicy={"fleetCIDRs": ["0.0.0.0/0"]}, **TLS),
+            ["every address that reaches it", "fleetCIDRs admits every address"],
+        ),
+        (
+            "source ranges of the whole internet",
+            spec(BASE, superlink__service={"type": "LoadBalancer", "loadBalancerSourceRanges": ["::/0"]}, **TLS),
+            ["every address that reaches it"],
+        ),
+    ],
+)
+def test_exposure_is_warned(reason, s, warned):
+    warnings = superlink.exposure_warnings(parse(s))
+    assert len(warnings) == len(warned), (reason, warnings)
+    assert all(w in text for w, text in zip(warned, warnings, strict=True)), (reason, warnings)

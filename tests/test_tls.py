@@ -261,3 +261,40 @@ def test_cert_manager_certificate_names_localhost_where_the_sidecar_dials_it(rea
     certificate = manifests(s)["superlink-certificate"]["spec"]
     assert ("localhost" in certificate["dnsNames"]) is loopback, reason
     assert ("127.0.0.1" in certificate.get("ipAddresses", [])) is loopback, reason
+
+
+def _whole_secret_mounts(pod_spec: dict) -> list[str]:
+    """The containers of a pod that mount a Secret's every key (no items), by name."""
+    whole = {v["name"] for v in pod_spec.get("volumes", []) if "secret" in v and "items" not in v["secret"]}
+    return sorted(
+        c["name"]
+        for c in [*pod_spec.get("initContainers", []), *pod_spec["containers"]]
+        if any(m["name"] in whole for m in c.get("volumeMounts", []))
+    )
+
+
+def test_only_the_superlink_mounts_its_key_the_containers_that_dial_it_get_the_ca():
+    # Process isolation from 1.37 puts the SuperExec's link behind the SuperLink's
+    # TLS, and node authentication adds the reaper: both dial, neither serves.
+    s = spec(PROCESS, tls={"secretName": "superlink-tls"}, nodeAuthentication={"enabled": True})
+    s = yaml.safe_load(yaml.safe_dump(s).replace(":1.25.0", ":1.41.0"))
+    superlink = pod(s, "superlink")
+    assert _whole_secret_mounts(superlink) == ["superlink"]
+    ca_only = {"secretName": "superlink-tls", "items": [{"key": "ca.crt", "path": "ca.crt"}], "defaultMode": 0o440}
+    assert {"name": tls.CA_VOLUME, "secret": ca_only} in superlink["volumes"]
+    dialing = {c["name"]: c for c in [*superlink["initContainers"], *superlink["containers"]]}
+    for name in ("superexec-serverapp", "supernode-reaper"):
+        assert {"name": tls.CA_VOLUME, "mountPath": "/app/tls", "readOnly": True} in dialing[name]["volumeMounts"]
+
+
+@pytest.mark.parametrize("example", sorted((ROOT / "tests" / "golden").glob("*.yaml")), ids=lambda p: p.stem)
+def test_no_example_mounts_a_whole_secret_but_in_the_superlink(example):
+    templates = [
+        m["spec"]["template"]["spec"]
+        for r in load_all(example)
+        for m in [r.get("spec", {}).get("forProvider", {}).get("manifest", r)]
+        if m.get("kind") in ("StatefulSet", "DaemonSet", "Deployment")
+    ]
+    assert templates
+    for template in templates:
+        assert set(_whole_secret_mounts(template)) <= {"superlink"}
