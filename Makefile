@@ -43,10 +43,12 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	touch $@
 
 # Flower pins protobuf below 7, the function SDK above: Flower gets its own venv.
+# Each list is the whole venv, so pip installs exactly it (--no-deps): Flower 1.42
+# asks for a certifi newer than the index has, and runs with 1.41's.
 .cache/flwr/%/.installed: tests/flower/%.txt
 	rm -rf $(dir $@)
 	$(PYTHON) -m venv $(dir $@)
-	$(dir $@)bin/pip install --quiet -r $<
+	$(dir $@)bin/pip install --quiet --no-deps -r $<
 	touch $@
 
 # The Crossplane CLI, built from the Go module proxy at the version tools/crank pins.

@@ -148,7 +148,7 @@ class Dialect:
 # 1.24 takes 1.25's command lines: the flower-operator's mixed-release example
 # runs a 1.24 pool beside a 1.25 SuperLink.
 OLDEST = Release(1, 24)
-NEWEST = Release(1, 41)
+NEWEST = Release(1, 42)
 
 _1_24 = Dialect(
     since=OLDEST,

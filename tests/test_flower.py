@@ -148,7 +148,7 @@ RESOLVE_CASES = [
     ResolveCase(
         "too old",
         {"version": "1.20.0", "superlink__image": "flwr/superlink", "supernodes__image": "flwr/supernode"},
-        error="spec.version: Flower 1.20.0 is not a release this function supports (1.24 to 1.41)",
+        error="spec.version: Flower 1.20.0 is not a release this function supports (1.24 to 1.42)",
     ),
     ResolveCase(
         "another major version",
@@ -157,10 +157,10 @@ RESOLVE_CASES = [
     ),
     ResolveCase(
         "newer than known: the newest dialect and a warning",
-        {"superlink__image": "flwr/superlink:1.42.0", "supernodes__image": "flwr/supernode:1.42.0"},
-        "1.42.0",
-        {"a": "1.42.0"},
-        ("Flower 1.42.0 is newer than 1.41, the newest release this function knows: it writes 1.41's command lines",),
+        {"superlink__image": "flwr/superlink:1.43.0", "supernodes__image": "flwr/supernode:1.43.0"},
+        "1.43.0",
+        {"a": "1.43.0"},
+        ("Flower 1.43.0 is newer than 1.42, the newest release this function knows: it writes 1.42's command lines",),
     ),
     ResolveCase(
         "a pool before 1.40 joins a 1.40+ SuperLink through Flower's gRPC Fleet adapter, with a warning",
@@ -374,9 +374,9 @@ def test_release_warnings_reach_the_user():
         "apiVersion": "flower.crossplane.io/v1alpha1",
         "kind": "Federation",
         "metadata": {"name": "fed", "namespace": "default"},
-        "spec": spec(VERSION_ONLY, version="1.42.0", isolationMode="subprocess"),
+        "spec": spec(VERSION_ONLY, version="1.43.0", isolationMode="subprocess"),
     }
     _, warnings = render.render(xr, [])
     assert warnings == [
-        "Flower 1.42.0 is newer than 1.41, the newest release this function knows: it writes 1.41's command lines"
+        "Flower 1.43.0 is newer than 1.42, the newest release this function knows: it writes 1.42's command lines"
     ]

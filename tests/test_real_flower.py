@@ -35,8 +35,8 @@ import yaml
 from peers import ROOT, need
 from podrunner import Manifest, Pod, PodRunner, flower_images, unwrap
 
-# The releases the issue names: the oldest supported, the first with HTTP runtime APIs, the newest.
-RELEASES = ["1.25.0", "1.35.0", "1.41.0"]
+# The oldest supported, the first with HTTP runtime APIs, the last two (1.42 runs 1.41's command lines).
+RELEASES = ["1.25.0", "1.35.0", "1.41.0", "1.42.0"]
 NAMESPACE = "default"
 REPLICAS = 2
 ONLINE_TIMEOUT = 60
@@ -359,7 +359,7 @@ def flwr_run(runner: PodRunner, release: Release) -> subprocess.CompletedProcess
     )
 
 
-@pytest.mark.parametrize("release", ["1.25.0", "1.41.0"], indirect=True)
+@pytest.mark.parametrize("release", ["1.25.0", "1.41.0", "1.42.0"], indirect=True)
 @pytest.mark.parametrize(("isolation", "tls"), [("process", True)], ids=["process-tls"])
 def test_a_federated_run_completes(release: Release, tmp_path: pathlib.Path, isolation: str, *, tls: bool):
     """`flwr run` of examples/app through a rendered Federation: every round trains on every SuperNode."""

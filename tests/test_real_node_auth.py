@@ -191,7 +191,7 @@ def test_statefulset_identities_register_survive_a_superlink_restart_and_are_rea
         assert {n["node-id"] for n in registered(left)} <= ids
 
 
-@pytest.mark.parametrize("release", ["1.25.0", "1.41.0"], indirect=True)
+@pytest.mark.parametrize("release", ["1.25.0", "1.41.0", "1.42.0"], indirect=True)
 def test_daemonset_identities_one_per_node(release: Release, tmp_path: pathlib.Path):
     with start(release, tmp_path, "DaemonSet") as (runner, _, _):
         pods = supernode_pods(runner)
@@ -201,7 +201,7 @@ def test_daemonset_identities_one_per_node(release: Release, tmp_path: pathlib.P
         assert runner.exited() == [], runner.logs()
 
 
-@pytest.mark.parametrize("release", ["1.25.0", "1.41.0"], indirect=True)
+@pytest.mark.parametrize("release", ["1.25.0", "1.41.0", "1.42.0"], indirect=True)
 def test_a_federated_run_completes_with_authentication(release: Release, tmp_path: pathlib.Path):
     """`flwr run` of examples/app, process isolation and TLS, on SuperNodes that registered their own keys."""
     name = "fed-auth-run"
