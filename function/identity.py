@@ -130,7 +130,8 @@ def pool_init_containers(reg: Registration) -> list[dict[str, Any]]:
     """The key maker and first registration, then the sidecar that keeps the key registered."""
     key = {"name": VOLUME, "mountPath": KEY_DIR}
     first = _container(INIT_CONTAINER, reg, reg.args("identity", key_dir=KEY_DIR), [key])
-    keep = _container(SIDECAR, reg, reg.args("keep", key_dir=KEY_DIR), [{**key, "readOnly": True}])
+    # Writable: it replaces a key the SuperLink unregistered (identity_program).
+    keep = _container(SIDECAR, reg, reg.args("keep", key_dir=KEY_DIR), [key])
     # A native sidecar: it runs beside the SuperNode for the pod's life, and its
     # readiness is the pod's: ready while the last checks found the key registered.
     keep["restartPolicy"] = "Always"

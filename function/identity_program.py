@@ -15,6 +15,14 @@ Modes:
 * `keep` (a SuperNode pod's sidecar): register the key again every interval.
   A key the SuperLink knows is refused as already in use, which is the answer
   wanted; a SuperLink that lost its registrations (no --database) gets it back.
+
+Flower never takes back an unregistered key: registering it again is refused
+as already in use, and a SuperNode holding it is refused for good. So each
+registration's node ID is kept beside the key, and when the key is in use
+both modes ask (the init container at once, the sidecar every few intervals)
+whether that node was unregistered, by the reaper or by hand: then the key is
+replaced by a new pair, which registers as a new node, and the SuperNode,
+refused under its old key and restarted by the kubelet, joins with it.
 * `reap` (the SuperLink pod's sidecar): unregister every SuperNode that has been
   offline, or registered and never online, for longer than the grace period:
   the keys of replicas and pools that are gone. A SuperNode back within the
@@ -40,19 +48,22 @@ from typing import Any
 
 KEY = "supernode.key"
 PUBLIC_KEY = "supernode.pub"
+NODE_ID = "supernode.node-id"  # the node the key registered as
+GONE = ("unregistered", "deleted")
+CHECK_EVERY = 4  # the sidecar's intervals between two asks whether its node was unregistered
 CONNECTION = "federation"
 IN_USE = "already in use"
 # Touched after each registration the SuperLink confirmed (identity.READINESS_PROBE reads its age).
 REGISTERED = "registered"
 
 
-def ensure_key(directory: pathlib.Path) -> pathlib.Path:
-    """The identity's public key file, the key pair made first if the volume holds none."""
+def ensure_key(directory: pathlib.Path, *, new: bool = False) -> pathlib.Path:
+    """The identity's public key file, the key pair made first if the volume holds none (or new asks)."""
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - in the Flower image only
     from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
 
     key, public = directory / KEY, directory / PUBLIC_KEY
-    if not key.exists():
+    if new or not key.exists():
         private = ec.generate_private_key(ec.SECP384R1())
         data = private.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
@@ -120,15 +131,26 @@ class Cli:
             return {"success": False, "error-message": "flwr did not answer within 60 s"}
         return parse(proc.stdout, f"{proc.stderr.strip()} (exit {proc.returncode})")
 
-    def register(self, public_key: pathlib.Path) -> tuple[bool, str]:
-        """Whether the SuperLink now knows the key, and what it said."""
+    def register(self, public_key: pathlib.Path) -> tuple[bool, str, str | None]:
+        """Whether the SuperLink now knows the key, what it said, and the new node's ID if it just registered."""
         answer = self.call("register", str(public_key))
         if answer.get("success"):
-            return True, f"registered as node {answer.get('node-id')}"
+            node = answer.get("node-id")
+            return True, f"registered as node {node}", None if node is None else str(node)
         message = str(answer.get("error-message", ""))
         if IN_USE in message.lower():
-            return True, "already registered"
-        return False, message.strip().replace("\n", " ")
+            return True, "already registered", None
+        return False, message.strip().replace("\n", " "), None
+
+    def unregistered(self, node_id: str) -> bool:
+        """Whether the SuperLink lists node_id as unregistered; False when it cannot tell."""
+        answer = self.call("ls")
+        return answer.get("success") is True and gone(answer.get("nodes") or [], node_id)
+
+
+def gone(nodes: list[dict[str, Any]], node_id: str) -> bool:
+    """Whether the listing shows node_id unregistered: its key is refused for good."""
+    return any(str(n.get("node-id")) == node_id and n.get("status") in GONE for n in nodes)
 
 
 def parse(stdout: str, fallback: str) -> dict[str, Any]:
@@ -184,12 +206,22 @@ def main(argv: list[str]) -> int:
     cli = Cli(pathlib.Path(args.work), args.cli_config, args.address, args.root_certificates)
     if args.mode == "reap":
         return reap(cli, args.interval, args.grace)
-    public = ensure_key(pathlib.Path(args.key_dir))
+    key_dir = pathlib.Path(args.key_dir)
+    public = ensure_key(key_dir)
     print(f"public key: {public.read_text().strip()}", flush=True)
     last = ""
     marker = pathlib.Path(args.work) / REGISTERED
-    while True:
-        done, said = cli.register(public)
+    for turn in range(sys.maxsize):
+        done, said, node_id = cli.register(public)
+        if node_id is not None:
+            (key_dir / NODE_ID).write_text(node_id)
+        elif done and (args.mode == "identity" or turn % CHECK_EVERY == 0) and _unregistered(cli, key_dir):
+            public = ensure_key(key_dir, new=True)
+            print(f"node {(key_dir / NODE_ID).read_text()} was unregistered: a new key pair, to join as a new node",
+                  flush=True)  # fmt: skip
+            (key_dir / NODE_ID).unlink()
+            last = ""
+            continue
         if said != last:
             print(f"{'ok' if done else 'waiting for the SuperLink'}: {said}", flush=True)
             last = said
@@ -199,6 +231,13 @@ def main(argv: list[str]) -> int:
         if done and args.mode == "identity":
             return 0
         time.sleep(args.interval if done else min(args.interval, 5.0))
+    return 1
+
+
+def _unregistered(cli: Cli, key_dir: pathlib.Path) -> bool:
+    """Whether the node this key registered as has been unregistered (unknown node: no)."""
+    node = key_dir / NODE_ID
+    return node.exists() and cli.unregistered(node.read_text().strip())
 
 
 def reap(cli: Cli, interval: float, grace: float) -> int:

@@ -96,6 +96,20 @@ def test_registration_outcomes(tmp_path, monkeypatch, answer, done, reason):
 
 
 @pytest.mark.parametrize(
+    ("nodes", "node_id", "burned", "reason"),
+    [
+        ([{"node-id": 7, "status": "unregistered"}], "7", True, "unregistered: its key is refused for good"),
+        ([{"node-id": "7", "status": "deleted"}], "7", True, "deleted, as some releases say"),
+        ([{"node-id": 7, "status": "offline"}], "7", False, "offline comes back under the same key"),
+        ([{"node-id": 8, "status": "unregistered"}], "7", False, "another node's"),
+        ([], "7", False, "not listed: cannot tell, keep the key"),
+    ],
+)
+def test_an_unregistered_node_is_told_apart(nodes, node_id, burned, reason):
+    assert identity_program.gone(nodes, node_id) is burned, reason
+
+
+@pytest.mark.parametrize(
     ("style", "path", "target", "reason"),
     [
         ("pyproject", "app/pyproject.toml", [".", "federation"], "up to 1.25: a Flower app's pyproject.toml"),

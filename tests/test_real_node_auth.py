@@ -196,9 +196,28 @@ def test_daemonset_identities_one_per_node(release: Release, tmp_path: pathlib.P
     with start(release, tmp_path, "DaemonSet") as (runner, _, _):
         pods = supernode_pods(runner)
         assert len(pods) == 2
-        assert len(public_keys(runner, pods)) == 2, "SuperNodes share a key"
-        wait_for(runner, "2 SuperNodes online", lambda ls: len(online(ls)) == 2, ONLINE_TIMEOUT)
+        keys = public_keys(runner, pods)
+        assert len(keys) == 2, "SuperNodes share a key"
+        first = wait_for(runner, "2 SuperNodes online", lambda ls: len(online(ls)) == 2, ONLINE_TIMEOUT)
         assert runner.exited() == [], runner.logs()
+
+        # Unregistered (by hand here, by the reaper after an outage): Flower never takes that key back.
+        # Its pod makes a new key pair and joins as a new node, with nobody acting.
+        victim = sorted(online(first))[0]
+        argv = runner.pod(NAMESPACE, "flwr-cli").containers["cli"].spec["env"]["FLWR_CLI"].split()
+        argv[2:3] = ["unregister", victim]
+        done = runner.exec(NAMESPACE, "flwr-cli", "cli", argv, timeout=60)
+        text = done.stdout
+        assert json.loads(text[text.find("{") : text.rfind("}") + 1] or "{}").get("success") is True, done
+        restarts: list[str] = []
+
+        def rejoined(listing: list[dict[str, Any]]) -> bool:
+            return len(online(listing)) == 2 and victim not in online(listing)
+
+        back = wait_for(runner, "2 SuperNodes online, one under a new key", rejoined, ONLINE_TIMEOUT * 2, restarts)
+        assert online(first) - {victim} <= online(back)
+        now = public_keys(runner, pods)
+        assert len(now) == 2 and len(now & keys) == 1, "not exactly one key replaced"
 
 
 @pytest.mark.parametrize("release", ["1.25.0", "1.41.0", "1.42.0"], indirect=True)

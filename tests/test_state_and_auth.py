@@ -130,8 +130,9 @@ def test_each_supernode_makes_and_registers_its_own_key(s, claim, memory):
         assert "--address=fed-superlink.team-a.svc:9093" in c["args"]
         assert "--root-certificates=/app/tls/ca.crt" in c["args"]
         assert "--cli-config=pyproject" in c["args"]  # Flower 1.25 reads a Flower app's pyproject.toml
+    # Both write: the first makes the key, the sidecar replaces one the SuperLink unregistered.
     assert {"name": "supernode-identity", "mountPath": "/app/auth"} in first["volumeMounts"]
-    assert {"name": "supernode-identity", "mountPath": "/app/auth", "readOnly": True} in keep["volumeMounts"]
+    assert {"name": "supernode-identity", "mountPath": "/app/auth"} in keep["volumeMounts"]
     node = next(c for c in template["containers"] if c["name"] == "supernode")
     assert "--auth-supernode-private-key=/app/auth/supernode.key" in node["args"]
     assert {"name": "supernode-identity", "mountPath": "/app/auth", "readOnly": True} in node["volumeMounts"]
