@@ -370,8 +370,7 @@ def superlink_resources(fed: Federation, external: placement.External) -> dict[s
         ),
     }
     if fed.spec.tls is not None and fed.spec.tls.certManager is not None:
-        loopback = fed.flower.superlink_dialect.runtime_tls
-        certificate = tls.certificate(fed.name, fed.namespace, fed.spec, external.address, loopback=loopback)
+        certificate = tls.certificate(fed.name, fed.namespace, fed.spec, external.address)
         out[CERTIFICATE] = Composed(certificate, hub)
     return out
 

@@ -98,13 +98,12 @@ def pool_volume(secret: str, key: str, *, name: str = TLS_VOLUME) -> dict[str, A
     }
 
 
-def certificate(
-    federation: str, namespace: str, spec: FederationSpec, external: str | None, *, loopback: bool = False
-) -> dict[str, Any]:
-    """A cert-manager Certificate for the SuperLink Service, and its external address if any.
+def certificate(federation: str, namespace: str, spec: FederationSpec, external: str | None) -> dict[str, Any]:
+    """A cert-manager Certificate for the SuperLink Service, its loopback and its external address if any.
 
-    loopback: the pod's own SuperExec dials the SuperLink over this TLS too
-    (Flower 1.37 and later), at localhost.
+    The loopback (localhost, 127.0.0.1) is where users reach the Control API,
+    through `kubectl port-forward` to the SuperLink's pod, and where the pod's
+    own SuperExec dials it over this TLS (Flower 1.37 and later).
     """
     cert_manager = _tls(spec).certManager
     if cert_manager is None:
@@ -112,10 +111,8 @@ def certificate(
         raise ValueError(msg)
     service = names.superlink(federation)
     dns = [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
-    ips: list[str] = []
-    if loopback:
-        dns.append("localhost")
-        ips.append("127.0.0.1")
+    dns.append("localhost")
+    ips = ["127.0.0.1"]
     if external:
         host = (
             external.rsplit(":", 1)[0].strip("[]")

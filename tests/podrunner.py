@@ -47,7 +47,9 @@ would do, as far as these tests need:
   secret and configMap (items, defaultMode, mode, optional), projected
   secret and configMap sources, persistentVolumeClaim and
   volumeClaimTemplates (a directory per claim), owned as fsGroup says.
-* `exec()` runs a command in a running container, as `kubectl exec` does.
+* `exec()` runs a command in a running container, as `kubectl exec` does;
+  `port_forward()` leads a port of this machine's 127.0.0.1 to a port of a
+  pod's own loopback, as `kubectl port-forward` does.
   Logs go to `<workdir>/logs/<namespace>_<pod>_<container>.log`.
 * `stop()` sends SIGTERM to every container's process group, SIGKILL to
   what is left after 10 s, and removes the namespaces, veths and Service
@@ -713,6 +715,20 @@ class PodRunner:
     def pod(self, namespace: str, name: str) -> Pod:
         return next(p for p in self.pods if (p.namespace, p.name) == (namespace, name))
 
+    def port_forward(self, namespace: str, pod: str, port: int) -> int:
+        """As `kubectl port-forward`: a port on this machine's 127.0.0.1 leading to port on the pod's loopback.
+
+        What the kubelet reaches for it is the pod's own network namespace, so a
+        process bound to 127.0.0.1 there answers, as no other pod's could.
+        """
+        if self._proxy is None:
+            msg = "port_forward() before start()"
+            raise RuntimeError(msg)
+        netns = f"/var/run/netns/{self.pod(namespace, pod).netns}"
+        local = _free_port()
+        self._proxy.listen("127.0.0.1", local, lambda: [(f"netns:{netns}", port)])
+        return local
+
     def exec(
         self, namespace: str, pod: str, container: str, argv: list[str], timeout: float = 60
     ) -> subprocess.CompletedProcess[str]:
@@ -822,8 +838,20 @@ class _Proxy:
         for i in range(len(candidates)):
             host, port = candidates[(start + i) % len(candidates)]
             with contextlib.suppress(OSError, asyncio.TimeoutError):
+                if host.startswith("netns:"):  # a pod's loopback (port_forward)
+                    return await self._connect_in(host.removeprefix("netns:"), port)
                 return await asyncio.wait_for(asyncio.open_connection(host, port), 5)
         return None
+
+    async def _connect_in(self, netns: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        sock = _socket_in(netns)
+        sock.settimeout(0)  # non-blocking, as the loop needs it
+        try:
+            await asyncio.wait_for(self.loop.sock_connect(sock, ("127.0.0.1", port)), 5)
+        except BaseException:
+            sock.close()
+            raise
+        return await asyncio.open_connection(sock=sock)
 
     async def _shutdown(self) -> None:
         for server in self.servers:
@@ -838,6 +866,27 @@ class _Proxy:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
         self.loop.close()
+
+
+def _socket_in(netns: str) -> socket.socket:
+    """A TCP socket of another network namespace: made there by this thread, which then comes back."""
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(netns, os.O_RDONLY)
+    try:
+        _sys(_libc.setns(target, CLONE_NEWNET), "setns net")
+        try:
+            return socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # it stays in the namespace it was made in
+        finally:
+            _sys(_libc.setns(own, CLONE_NEWNET), "setns net back")
+    finally:
+        os.close(own)
+        os.close(target)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -284,6 +285,16 @@ def test_services_reach_pods_and_loopback_stays_private(runner):
     assert f"{web0.ip}  " in headless
     own = sh(runner, "getent hosts web-0", pod="web-0", container="private")  # its FQDN, as the kubelet writes it
     assert own.split() == [web0.ip, "web-0.web-headless.team.svc.cluster.local", "web-0"]
+
+
+def test_port_forward_reaches_what_only_the_pods_loopback_serves(runner):
+    # web-0's "private" container binds 127.0.0.1:8081: no Service reaches it (above), a port-forward does.
+    local = runner.port_forward("team", "web-0", 8081)
+    with urllib.request.urlopen(f"http://127.0.0.1:{local}/", timeout=10) as response:
+        assert response.status == 200
+    closed = runner.port_forward("team", "web-0", 8082)  # nothing listens there: the client sees the refusal
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{closed}/", timeout=10)
 
 
 def test_claims_are_directories_per_pod(runner):

@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import pathlib
+import re
 import shutil
 import ssl
 import subprocess
@@ -32,6 +33,7 @@ from typing import Any
 import pytest
 import yaml
 
+from function.spec import CONTROL_PORT
 from peers import ROOT, need
 from podrunner import Manifest, Pod, PodRunner, flower_images, unwrap
 
@@ -359,14 +361,60 @@ def flwr_run(runner: PodRunner, release: Release) -> subprocess.CompletedProcess
     )
 
 
+@dataclass(frozen=True)
+class LocalCli:
+    """The release's `flwr` on this machine, as a user runs it: its own config, the SuperLink's CA, an address."""
+
+    release: Release
+    home: pathlib.Path  # FLWR_HOME and HOME
+    app: pathlib.Path  # a copy of examples/app
+
+    @classmethod
+    def at(cls, release: Release, tmp: pathlib.Path, address: str, ca: pathlib.Path) -> LocalCli:
+        home, app = tmp / "flwr-home", tmp / "flwr-app"
+        home.mkdir()
+        shutil.copytree(APP, app, ignore=shutil.ignore_patterns("__pycache__"))
+        connection = f'address = "{address}"\nroot-certificates = "{ca}"\n'
+        if release.reads_pyproject:  # up to 1.25: a federation in the app's pyproject.toml
+            with (app / "pyproject.toml").open("a") as pyproject:
+                pyproject.write(
+                    f'\n[tool.flwr.federations]\ndefault = "k8s"\n\n[tool.flwr.federations.k8s]\n{connection}'
+                )
+        else:
+            (home / "config.toml").write_text(f'[superlink]\ndefault = "k8s"\n\n[superlink.k8s]\n{connection}')
+        return cls(release, home, app)
+
+    def __call__(self, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "FLWR_HOME": str(self.home), "HOME": str(self.home), "NO_COLOR": "1"}
+        return subprocess.run([str(self.release.bin / "flwr"), *argv], cwd=self.app, env=env, capture_output=True,
+                              text=True, timeout=timeout, check=False)  # fmt: skip
+
+    def online(self) -> int:
+        listing = ["supernode", "ls", ".", "k8s"] if self.release.reads_pyproject else ["supernode", "list"]
+        proc = self(*listing, "--format", "json")
+        text = proc.stdout
+        nodes = json.loads(text[text.find("{") : text.rfind("}") + 1] or "{}").get("nodes") or []
+        return sum(1 for n in nodes if n.get("status") == "online")
+
+
 @pytest.mark.parametrize("release", ["1.25.0", "1.41.0", "1.42.0"], indirect=True)
 @pytest.mark.parametrize(("isolation", "tls"), [("process", True)], ids=["process-tls"])
 def test_a_federated_run_completes(release: Release, tmp_path: pathlib.Path, isolation: str, *, tls: bool):
-    """`flwr run` of examples/app through a rendered Federation: every round trains on every SuperNode."""
-    with federation(release, tmp_path, isolation, tls=tls, cli=with_app(release, tls)) as (runner, supernodes):
-        online, last = online_supernodes(runner, time.monotonic() + ONLINE_TIMEOUT, len(supernodes))
-        assert online == len(supernodes), f"{last}\n{runner.logs()}"
-        proc = flwr_run(runner, release)
+    """`flwr run` of examples/app through a rendered Federation: every round trains on every SuperNode.
+
+    From this machine, as the docs tell users: `kubectl port-forward` to the
+    SuperLink pod's Control port, `flwr` with the SuperLink's CA (its
+    certificate names 127.0.0.1), not through the Service.
+    """
+    with federation(release, tmp_path, isolation, tls=tls) as (runner, supernodes):
+        superlink = next(p for p in runner.pods if p.labels.get("app.kubernetes.io/name") == "superlink")
+        local = runner.port_forward(NAMESPACE, superlink.name, CONTROL_PORT)
+        cli = LocalCli.at(release, tmp_path, f"127.0.0.1:{local}", tmp_path / "ca.crt")
+        deadline = time.monotonic() + ONLINE_TIMEOUT
+        while cli.online() < len(supernodes) and time.monotonic() < deadline and not runner.exited():
+            time.sleep(1)
+        assert cli.online() == len(supernodes), runner.logs()
+        proc = cli("run", ".", "k8s", "--stream", timeout=RUN_TIMEOUT)
         out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         # Two rounds of +1 on each SuperNode, averaged: 2.0 everywhere, from both SuperNodes' work.
         assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, f"{out}\n{runner.logs()}"
@@ -421,3 +469,50 @@ def test_a_pool_before_1_40_joins_through_the_grpc_fleet_adapter(release: Releas
         out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, f"{out}\n{runner.logs()}"
         assert "Received 2 results and 0 failures" in proc.stdout, out
+
+
+# The kubelet's gRPC probe, asked from inside the pod: the health service's answer, or why none came.
+GRPC_PROBE = (
+    "import sys, grpc; from grpc_health.v1 import health_pb2 as h, health_pb2_grpc as g; "
+    "stub = g.HealthStub(grpc.insecure_channel(sys.argv[1])); "
+    "answer = stub.Check(h.HealthCheckRequest(), timeout=float(sys.argv[2])); "
+    "print(h.HealthCheckResponse.ServingStatus.Name(answer.status))"
+)
+
+
+def test_a_supernode_that_can_never_connect_is_restarted(release: Release, tmp_path: pathlib.Path):
+    """A SuperNode that does not trust the SuperLink's certificate never joins: it must not look alive.
+
+    From 1.41 it exits and the kubelet restarts it; Flower 1.35 keeps the process up
+    with its HTTP /health answering, and only the gRPC liveness probe the function
+    renders tells the kubelet to restart it.
+    """
+
+    def distrust(manifest: Manifest) -> None:
+        if manifest["kind"] == "StatefulSet" and manifest["metadata"]["name"].endswith("-supernode-default"):
+            node = next(c for c in manifest["spec"]["template"]["spec"]["containers"] if c["name"] == "supernode")
+            # The public CAs (the host's bundle): none signed the SuperLink's certificate.
+            public = "--root-certificates=/etc/ssl/certs/ca-certificates.crt"
+            node["args"] = [re.sub(r"^--root-certificates=.*", public, a) for a in node["args"]]
+
+    with federation(release, tmp_path, "subprocess", tls=True, change=distrust) as (runner, supernodes):
+        deadline = time.monotonic() + ONLINE_TIMEOUT
+        verdicts: dict[str, str] = {}
+        while time.monotonic() < deadline and len(verdicts) < len(supernodes):
+            for pod in supernodes:
+                container = pod.containers["supernode"]
+                if not container.running():
+                    verdicts[pod.name] = f"exited {container.popen.returncode}"
+                    continue
+                liveness = next(c for c in pod.spec["containers"] if c["name"] == "supernode")["livenessProbe"]
+                port, timeout = liveness["grpc"]["port"], liveness.get("timeoutSeconds", 1)
+                ask = ["python", "-c", GRPC_PROBE, f"127.0.0.1:{port}", str(timeout)]
+                try:
+                    probe = runner.exec(NAMESPACE, pod.name, "supernode", ask)
+                except RuntimeError:  # it exited meanwhile: the next turn says so
+                    continue
+                if probe.returncode != 0:
+                    verdicts[pod.name] = f"liveness probe fails: {probe.stderr.strip().splitlines()[-1:]}"
+            time.sleep(2)
+        assert len(verdicts) == len(supernodes), f"alive and never connected: {verdicts}\n{runner.logs()}"
+        assert online_supernodes(runner, time.monotonic() + 5, len(supernodes))[0] == 0

@@ -133,7 +133,7 @@ def test_cert_manager_certificate_names_the_service_and_the_external_address():
     assert cert["spec"]["secretName"] == "fed-superlink-tls"
     assert cert["spec"]["issuerRef"] == {"name": "flower-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
     assert "fed-superlink.team-a.svc" in cert["spec"]["dnsNames"]
-    assert cert["spec"]["ipAddresses"] == ["203.0.113.7"]
+    assert cert["spec"]["ipAddresses"] == ["127.0.0.1", "203.0.113.7"]
     hostname = spec(CERT_MANAGER, superlink__externalAddress="fleet.example.com:443")
     _, objects, _ = run(hostname, None, TLS_SECRET)
     assert "fleet.example.com" in manifest(objects, "superlink-certificate")["spec"]["dnsNames"]
@@ -245,13 +245,13 @@ def test_crank_render_with_required_resources(crank, functions_file, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("reason", "release", "loopback"),
+    ("reason", "release"),
     [
-        ("1.25: the sidecar dials a plain port", "1.25.0", False),
-        ("1.41: the sidecar dials the SuperLink's TLS at localhost", "1.41.0", True),
+        ("1.25: users reach Control through a port-forward to the pod", "1.25.0"),
+        ("1.41: so do they, and the sidecar dials the SuperLink's TLS at localhost", "1.41.0"),
     ],
 )
-def test_cert_manager_certificate_names_localhost_where_the_sidecar_dials_it(reason, release, loopback):
+def test_cert_manager_certificate_names_the_loopback(reason, release):
     s = spec(
         PROCESS,
         tls={"certManager": {"issuerRef": {"name": "ca", "kind": "ClusterIssuer"}}},
@@ -259,8 +259,8 @@ def test_cert_manager_certificate_names_localhost_where_the_sidecar_dials_it(rea
         supernodes__image=f"flwr/supernode:{release}",
     )
     certificate = manifests(s)["superlink-certificate"]["spec"]
-    assert ("localhost" in certificate["dnsNames"]) is loopback, reason
-    assert ("127.0.0.1" in certificate.get("ipAddresses", [])) is loopback, reason
+    assert "localhost" in certificate["dnsNames"], reason
+    assert "127.0.0.1" in certificate["ipAddresses"], reason
 
 
 def _whole_secret_mounts(pod_spec: dict) -> list[str]:
