@@ -15,6 +15,8 @@ CELCHECK := .cache/bin/celcheck
 XRD2CRD := .cache/bin/xrd2crd
 PSSCHECK := .cache/bin/psscheck
 NETPOLICY := .cache/bin/netpolicy
+# The CRDs of the pinned Crossplane and provider-kubernetes, from their modules (tests/peers.py).
+CRDS := .cache/crds/.installed
 # Supported Kubernetes minors: one CRD validator each, pinned in tools/crdcheck
 # (go.mod is the newest minor, go.1.NN.mod each older one).
 KUBE_NEWEST := $(shell sed -n 's/^[[:space:]]*k8s.io\/apiextensions-apiserver v0\.\([0-9]*\)\..*/1.\1/p' tools/crdcheck/go.mod)
@@ -112,7 +114,11 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
 # The Go programs the fast suite runs, and one venv per Flower release it runs.
-unit-tools: $(CRANK) $(CELCHECK) $(XRD2CRD) $(PSSCHECK) $(NETPOLICY) $(CRDCHECKS)
+unit-tools: $(CRANK) $(CELCHECK) $(XRD2CRD) $(PSSCHECK) $(NETPOLICY) $(CRDCHECKS) $(CRDS)
+
+$(CRDS): hack/e2e/build-tools.sh tools/crank/go.mod tools/provider-kubernetes/go.mod tools/cert-manager/go.mod
+	hack/e2e/build-tools.sh $(dir $(CRDS)) crds
+	touch $@
 flower-venvs: $(FLWR_VENVS)
 
 # The fast suite: every test but the real control plane. hack/stages.py builds

@@ -86,7 +86,7 @@ def validate_cache(tmp_path_factory, shared_crds) -> list[str]:
     cache = tmp_path_factory.mktemp("crank-cache")
     image_dir = cache / "local" / "crossplane@offline"
     image_dir.mkdir(parents=True)
-    docs = [p.read_text() for p in sorted((shared_crds / "crossplane").glob("*.yaml"))]
+    docs = [p.read_text() for p in sorted((shared_crds / "crossplane-crds").glob("*.yaml"))]
     (image_dir / "package.yaml").write_text("\n---\n".join(docs) + "\n---\n")
     return [f"--cache-dir={cache}", "--crossplane-image=local/crossplane:offline"]
 

@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-# provider-kubernetes' and Crossplane's CRDs, as data for offline validation.
-SHARED_CRDS = pathlib.Path(os.environ.get("CRDS_DIR") or ROOT.parent / "shared" / "crds")
+# provider-kubernetes' and Crossplane's CRDs, as data for offline validation: those of the
+# pinned modules (`make unit-tools`: crossplane-crds/, provider-crds/).
+SHARED_CRDS = pathlib.Path(os.environ.get("CRDS_DIR") or ROOT / ".cache" / "crds")
 EXAMPLES = ROOT / "examples"
 CLAIMS = sorted((EXAMPLES / "claims").glob("*.yaml"))
 INVALID = sorted((EXAMPLES / "invalid").glob("*.yaml"))

@@ -238,7 +238,7 @@ def test_provider_configs_example_is_valid(crank, validate_cache, shared_crds):
             "validate",
             *validate_cache,
             "--error-on-missing-schemas",
-            str(shared_crds / "provider-kubernetes"),
+            str(shared_crds / "provider-crds"),
             str(EXAMPLES / "multicluster" / "providerconfigs.yaml"),
         ],
         capture_output=True,

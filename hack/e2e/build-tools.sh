@@ -5,8 +5,9 @@
 #
 # Usage: hack/e2e/build-tools.sh OUTDIR [PART ...]
 # PART is `common` (etcd, Crossplane, crane, provider-kubernetes,
-# KWOK, cert-manager and their CRDs) or `kube-1.NN` (one minor's control
-# plane, and kubectl with the newest); none means all. Parts build side by side (hack/stages.py), so a
+# KWOK, cert-manager and their CRDs), `crds` (those CRDs alone, from the
+# modules: the unit tests validate against them) or `kube-1.NN` (one minor's
+# control plane, and kubectl with the newest); none means all but `crds`. Parts build side by side (hack/stages.py), so a
 # control plane can start while the other minor still compiles.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -59,7 +60,7 @@ kube() { # kube MODULE_DIR: one minor's control plane
 newest() { ls -d tools/kube-* | sort -t. -k2 -n | tail -n 1; }
 
 common() {
-  local crossplane provider core certmanager
+  local crossplane
   build tools/etcd "$out/etcd" go.etcd.io/etcd/server/v3
   crossplane=$(pinned tools/crank github.com/crossplane/crossplane/v2)
   build tools/crank "$out/crossplane" github.com/crossplane/crossplane/v2/cmd/crossplane \
@@ -69,9 +70,15 @@ common() {
   build tools/kwok "$out/kwok" sigs.k8s.io/kwok/cmd/kwok
   build tools/kwok "$out/kwokctl" sigs.k8s.io/kwok/cmd/kwokctl
   build tools/cert-manager "$out/cert-manager" .
+  crds
+}
 
+crds() { # the CRDs of the pinned Crossplane, provider-kubernetes and cert-manager
+  local provider core certmanager
   # provider-kubernetes' CRDs ship in its module.
   (cd tools/provider-kubernetes && go mod download github.com/crossplane-contrib/provider-kubernetes)
+  (cd tools/crank && go mod download github.com/crossplane/crossplane/v2)
+  (cd tools/cert-manager && go mod download github.com/cert-manager/cert-manager)
   provider=$(cd tools/provider-kubernetes && go list -m -f '{{.Dir}}' github.com/crossplane-contrib/provider-kubernetes)
   rm -rf "$out/provider-crds" && cp -r "$provider/package/crds" "$out/provider-crds" && chmod -R u+w "$out/provider-crds"
   # Crossplane's CRDs ship in its module (cluster/crds).
@@ -86,6 +93,7 @@ common() {
 for part in "${parts[@]}"; do
   case $part in
     common) common ;;
+    crds) crds ;;
     kube-1.*) [ -d "tools/$part" ] || { echo "no tools/$part" >&2; exit 2; }; kube "tools/$part" ;;
     *) echo "unknown part $part: common or kube-1.NN" >&2; exit 2 ;;
   esac
