@@ -396,6 +396,11 @@ class ControlPlane:
                 "--kube-controller-manager-binary", self.tools.kube("kube-controller-manager"),
                 "--kube-scheduler-binary", self.tools.kube("kube-scheduler"),
                 "--kwok-controller-binary", self.tools.kwok,
+                # One of each, so nothing to elect. With election on, a scheduler whose API
+                # server answered a lease renewal late (5 s, on two loaded cores) exited,
+                # and kwokctl does not restart it: pods stayed Pending for the rest of the run.
+                "--extra-args", "kube-scheduler=leader-elect=false",
+                "--extra-args", "kube-controller-manager=leader-elect=false",
                 "--wait", "3m",
             )  # fmt: skip
         kubeconfig = self.workdir / f"{name}.kubeconfig"
