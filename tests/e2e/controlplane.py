@@ -68,6 +68,7 @@ POLL_SECONDS = 2
 # there the same step has taken twice that (measured: every example Ready in 159 s
 # alone, 351 s beside the rest). A wait that passes returns at once all the same.
 SLACK = 2
+GET_ATTEMPTS = 3  # Cluster.get: a read that hangs is asked again, up to this many times
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 180, interval: float = POLL_SECONDS) -> Any:
@@ -80,6 +81,8 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 180, interval
             last = check()
         except subprocess.CalledProcessError as e:
             last = e.stderr or e
+        except subprocess.TimeoutExpired as e:  # a kubectl that hung on a loaded API server: ask again
+            last = e
         else:
             if last:
                 return last
@@ -155,7 +158,11 @@ class Cluster:
         return proc
 
     def get(self, resource: str, name: str = "", namespace: str = "", selector: str = "") -> Any:
-        """One object (with a name) or the list of items, as JSON; None when not found."""
+        """One object (with a name) or the list of items, as JSON; None when not found.
+
+        A read is asked again when kubectl hangs: on two loaded cores one waited
+        over 60 s (rediscovering the API groups after new CRDs) and failed a test.
+        """
         args = ["get", resource, *([name] if name else []), "-o", "json"]
         if namespace:
             args += ["-n", namespace]
@@ -163,13 +170,19 @@ class Cluster:
             args += ["-l", selector]
         if not name and not namespace:
             args.append("--all-namespaces")
-        try:
-            out = json.loads(self.kubectl(*args))
-        except subprocess.CalledProcessError as e:
-            if "NotFound" in (e.stderr or ""):
-                return None
-            raise
-        return out if name else out["items"]
+        for attempt in range(GET_ATTEMPTS):
+            try:
+                out = json.loads(self.kubectl(*args))
+            except subprocess.CalledProcessError as e:
+                if "NotFound" in (e.stderr or ""):
+                    return None
+                raise
+            except subprocess.TimeoutExpired:
+                if attempt + 1 == GET_ATTEMPTS:
+                    raise
+                continue
+            return out if name else out["items"]
+        return None  # not reached: the last attempt returns or raises
 
     def kubeconfig_text(self) -> str:
         return self.kubeconfig.read_text()
