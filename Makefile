@@ -119,6 +119,7 @@ unit-tools: $(CRANK) $(CELCHECK) $(XRD2CRD) $(PSSCHECK) $(NETPOLICY) $(CRDCHECKS
 $(CRDS): hack/e2e/build-tools.sh tools/crank/go.mod tools/provider-kubernetes/go.mod tools/cert-manager/go.mod
 	hack/e2e/build-tools.sh $(dir $(CRDS)) crds
 	touch $@
+
 flower-venvs: $(FLWR_VENVS)
 
 # The fast suite: every test but the real control plane. hack/stages.py builds

@@ -15,18 +15,18 @@ Modes:
 * `keep` (a SuperNode pod's sidecar): register the key again every interval.
   A key the SuperLink knows is refused as already in use, which is the answer
   wanted; a SuperLink that lost its registrations (no --database) gets it back.
+* `reap` (the SuperLink pod's sidecar): unregister every SuperNode that has been
+  offline, or registered and never online, for longer than the grace period:
+  the keys of replicas and pools that are gone. A SuperNode back within the
+  grace period keeps its node ID; one back later joins under a new key (below).
 
 Flower never takes back an unregistered key: registering it again is refused
 as already in use, and a SuperNode holding it is refused for good. So each
 registration's node ID is kept beside the key, and when the key is in use
-both modes ask (the init container at once, the sidecar every few intervals)
+`identity` and `keep` ask (the init container at once, the sidecar every few intervals)
 whether that node was unregistered, by the reaper or by hand: then the key is
 replaced by a new pair, which registers as a new node, and the SuperNode,
 refused under its old key and restarted by the kubelet, joins with it.
-* `reap` (the SuperLink pod's sidecar): unregister every SuperNode that has been
-  offline, or registered and never online, for longer than the grace period:
-  the keys of replicas and pools that are gone. A SuperNode back within the
-  grace period keeps its node ID; one back later registers anew.
 
 Each talks to the SuperLink through the release's own `flwr` CLI, configured
 the way that release reads it (a Flower app's pyproject.toml up to 1.25,
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
 import os
 import pathlib
@@ -211,7 +212,9 @@ def main(argv: list[str]) -> int:
     print(f"public key: {public.read_text().strip()}", flush=True)
     last = ""
     marker = pathlib.Path(args.work) / REGISTERED
-    for turn in range(sys.maxsize):
+    turns = itertools.count()
+    while True:
+        turn = next(turns)
         done, said, node_id = cli.register(public)
         if node_id is not None:
             (key_dir / NODE_ID).write_text(node_id)
@@ -231,7 +234,6 @@ def main(argv: list[str]) -> int:
         if done and args.mode == "identity":
             return 0
         time.sleep(args.interval if done else min(args.interval, 5.0))
-    return 1
 
 
 def _unregistered(cli: Cli, key_dir: pathlib.Path) -> bool:

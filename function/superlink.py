@@ -16,6 +16,8 @@ from function.spec import (
     Persistence,
 )
 
+# The CIDRs of every address: a Service or NetworkPolicy admitting one is open to all.
+WORLD = ("0.0.0.0/0", "::/0")
 # Flower's switch for its gRPC Fleet adapter (1.40+; flower.Releases.legacy_fleet).
 LEGACY_FLEET_ENV = {"name": "FLWR_INTERNAL_GRPC_FLEET_API", "value": "1"}
 
@@ -256,9 +258,6 @@ def source_ranges(spec: FederationSpec) -> list[str]:
     return list(spec.networkPolicy.fleetCIDRs) if spec.networkPolicy.enabled else []
 
 
-WORLD = ("0.0.0.0/0", "::/0")
-
-
 def exposure_warnings(spec: FederationSpec) -> list[str]:
     """What an exposed Fleet API lets anyone do, said where the user looks (the XR's events)."""
     svc = spec.superlink.service
@@ -268,7 +267,8 @@ def exposure_warnings(spec: FederationSpec) -> list[str]:
             f"The SuperLink's {svc.type} Service carries the Fleet API without TLS to every address that "
             "reaches it: set spec.tls"
         )
-    if svc.type == "LoadBalancer" and (not source_ranges(spec) or set(source_ranges(spec)) & set(WORLD)):
+    ranges = set(source_ranges(spec))
+    if svc.type == "LoadBalancer" and (not ranges or ranges & set(WORLD)):
         warnings.append(
             "The SuperLink's LoadBalancer admits every address that reaches it: list the addresses remote "
             "SuperNodes come from in spec.networkPolicy.fleetCIDRs (or spec.superlink.service.loadBalancerSourceRanges)"

@@ -93,11 +93,12 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 Manifest = dict[str, Any]
+Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 PREFIX = "fpr"  # flower pod runner: netns fpr-<n>, veths fpr<n>h/fpr<n>p
 SERVICE_NET = "10.214.255"  # Service addresses, /32s on the host's loopback
@@ -724,10 +725,7 @@ class PodRunner:
         if self._proxy is None:
             msg = "port_forward() before start()"
             raise RuntimeError(msg)
-        netns = f"/var/run/netns/{self.pod(namespace, pod).netns}"
-        local = _free_port()
-        self._proxy.listen("127.0.0.1", local, lambda: [(f"netns:{netns}", port)])
-        return local
+        return self._proxy.forward(f"/var/run/netns/{self.pod(namespace, pod).netns}", port)
 
     def exec(
         self, namespace: str, pod: str, container: str, argv: list[str], timeout: float = 60
@@ -813,10 +811,20 @@ class _Proxy:
         self.thread.start()
 
     def listen(self, ip: str, port: int, endpoints: Callable[[], list[tuple[str, int]]]) -> None:
+        """Service ip:port: each connection to a ready pod the endpoints name, in turn."""
+        self._serve(ip, port, lambda: self._connect(endpoints()))
+
+    def forward(self, netns: str, port: int) -> int:
+        """A port of this machine's 127.0.0.1 (returned) leading to port on the loopback of netns."""
+        return self._serve("127.0.0.1", 0, lambda: self._connect_in(netns, port))
+
+    def _serve(self, ip: str, port: int, connect: Callable[[], Awaitable[Connection | None]]) -> int:
+        """Accept on ip:port (0: any free one), piping each connection to what connect() opens; the port."""
+
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             # Cancelled at stop(): end quietly, or asyncio reports the handler's task as failed.
             with contextlib.suppress(asyncio.CancelledError):
-                upstream = await self._connect(endpoints())
+                upstream = await connect()
                 if not upstream:
                     # No pod took it: a reset, as a client of kube-proxy would see a refusal. A plain close
                     # would look like a server that hung up mid-handshake (Flower 1.41 gives up on that).
@@ -828,29 +836,28 @@ class _Proxy:
             writer.close()
 
         future = asyncio.run_coroutine_threadsafe(asyncio.start_server(handle, ip, port), self.loop)
-        self.servers.append(future.result(timeout=10))
+        server = future.result(timeout=10)
+        self.servers.append(server)
+        return int(server.sockets[0].getsockname()[1])
 
-    async def _connect(
-        self, candidates: list[tuple[str, int]]
-    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    async def _connect(self, candidates: list[tuple[str, int]]) -> Connection | None:
         """A connection to one of the pods, in turn; one that refuses is skipped."""
         start = next(self.turn)
         for i in range(len(candidates)):
             host, port = candidates[(start + i) % len(candidates)]
             with contextlib.suppress(OSError, asyncio.TimeoutError):
-                if host.startswith("netns:"):  # a pod's loopback (port_forward)
-                    return await self._connect_in(host.removeprefix("netns:"), port)
                 return await asyncio.wait_for(asyncio.open_connection(host, port), 5)
         return None
 
-    async def _connect_in(self, netns: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _connect_in(self, netns: str, port: int) -> Connection | None:
+        """A connection to port on the loopback of netns, or None when nothing answers there."""
         sock = _socket_in(netns)
         sock.settimeout(0)  # non-blocking, as the loop needs it
         try:
             await asyncio.wait_for(self.loop.sock_connect(sock, ("127.0.0.1", port)), 5)
-        except BaseException:
+        except OSError:  # refused, or TimeoutError (an OSError) from wait_for
             sock.close()
-            raise
+            return None
         return await asyncio.open_connection(sock=sock)
 
     async def _shutdown(self) -> None:
@@ -881,12 +888,6 @@ def _socket_in(netns: str) -> socket.socket:
     finally:
         os.close(own)
         os.close(target)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -7,8 +7,9 @@
 # PART is `common` (etcd, Crossplane, crane, provider-kubernetes,
 # KWOK, cert-manager and their CRDs), `crds` (those CRDs alone, from the
 # modules: the unit tests validate against them) or `kube-1.NN` (one minor's
-# control plane, and kubectl with the newest); none means all but `crds`. Parts build side by side (hack/stages.py), so a
-# control plane can start while the other minor still compiles.
+# control plane, and kubectl with the newest); none means all but `crds`.
+# Parts build side by side (hack/stages.py), so a control plane can start
+# while the other minor still compiles.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=$(mkdir -p "$1" && cd "$1" && pwd)
@@ -95,7 +96,7 @@ for part in "${parts[@]}"; do
     common) common ;;
     crds) crds ;;
     kube-1.*) [ -d "tools/$part" ] || { echo "no tools/$part" >&2; exit 2; }; kube "tools/$part" ;;
-    *) echo "unknown part $part: common or kube-1.NN" >&2; exit 2 ;;
+    *) echo "unknown part $part: common, crds or kube-1.NN" >&2; exit 2 ;;
   esac
 done
 echo "e2e tools ready in $out" >&2
