@@ -180,6 +180,17 @@ def openssl_tls_secret(name: str, namespace: str, hosts: list[str]) -> dict[str,
 # -- scenarios ------------------------------------------------------------------------------
 
 
+def test_no_cluster_elects_a_scheduler_or_controller_manager(plane):
+    # With leader election on, a lease renewal answered late by a loaded API server
+    # made the scheduler exit for good (kwokctl restarts nothing). Without it, no
+    # lease is ever written, and each cluster's one scheduler keeps scheduling.
+    for cluster in plane.clusters:
+        held = {
+            lease["metadata"]["name"] for lease in cluster.get("leases.coordination.k8s.io", namespace="kube-system")
+        }
+        assert not held & {"kube-scheduler", "kube-controller-manager"}, (cluster.name, held)
+
+
 def test_function_installed_by_the_package_manager(plane):
     hub = plane.hub
     function = hub.get("functions.pkg.crossplane.io", FUNCTION)
