@@ -5,6 +5,7 @@ VENV := .venv
 FLWR_RELEASES := $(patsubst tests/flower/%.txt,%,$(wildcard tests/flower/*.txt))
 FLWR_VENVS := $(foreach r,$(FLWR_RELEASES),.cache/flwr/$(r)/.installed)
 FLWR_NEWEST := $(lastword $(sort $(FLWR_RELEASES)))
+NGINX_ROOT := .cache/nginx
 FUZZ_EXAMPLES ?= 10000
 # pytest-xdist workers for the unit suite: one per core.
 UNIT_WORKERS ?= auto
@@ -51,6 +52,16 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	rm -rf $(dir $@)
 	$(PYTHON) -m venv $(dir $@)
 	$(dir $@)bin/pip install --quiet --no-deps -r $<
+	touch $@
+
+# nginx, the SuperLink's Fleet API proxy from Flower 1.40, for the real runs: no
+# container runtime here, so Debian's package, unpacked (its libraries are the
+# machine's). apt's lists may be absent on a new machine: then fetched once.
+$(NGINX_ROOT)/.installed:
+	rm -rf $(NGINX_ROOT) && mkdir -p $(NGINX_ROOT)/deb
+	cd $(NGINX_ROOT)/deb && (apt-get download nginx 2>/dev/null || (apt-get update -qq && apt-get download nginx))
+	dpkg-deb -x $(NGINX_ROOT)/deb/nginx_*.deb $(NGINX_ROOT)
+	$(NGINX_ROOT)/usr/sbin/nginx -v
 	touch $@
 
 # The Crossplane CLI, built from the Go module proxy at the version tools/crank pins.
@@ -120,7 +131,7 @@ $(CRDS): hack/e2e/build-tools.sh tools/crank/go.mod tools/provider-kubernetes/go
 	hack/e2e/build-tools.sh $(dir $(CRDS)) crds
 	touch $@
 
-flower-venvs: $(FLWR_VENVS)
+flower-venvs: $(FLWR_VENVS) $(NGINX_ROOT)/.installed
 
 # The fast suite: every test but the real control plane. hack/stages.py builds
 # what it needs side by side (lint, the venvs, the Go tools), then unit-run.
@@ -132,6 +143,7 @@ unit-run:
 		PSSCHECK="$(CURDIR)/$(PSSCHECK)" NETPOLICY="$(CURDIR)/$(NETPOLICY)" \
 		CRDCHECK_DIR="$(CURDIR)/.cache/bin" \
 		FLWR_PYTHON="$(CURDIR)/.cache/flwr/1.25.0"/bin/python FLWR_VENVS="$(CURDIR)/.cache/flwr" \
+		NGINX_ROOT="$(CURDIR)/$(NGINX_ROOT)" \
 		$(VENV)/bin/pytest --ignore=tests/e2e -n $(UNIT_WORKERS) --dist loadgroup --durations=25 -m "$(UNIT_MARKS)" $(PYTEST_ARGS)
 
 # The runtime image, built without a container daemon (needs root).

@@ -9,6 +9,7 @@ from typing import Any
 
 from function import (
     clusters,
+    fleet_proxy,
     flower,
     gpu,
     identity,
@@ -23,7 +24,7 @@ from function import (
     tls,
     validation,
 )
-from function.spec import CONTROL_PORT, FederationSpec, PoolSpec, ProviderConfigRef
+from function.spec import CONTROL_PORT, FLEET_PROXY_PORT, FederationSpec, PoolSpec, ProviderConfigRef
 from function.validation import SpecError
 
 OBJECT_API = "kubernetes.crossplane.io/v1alpha2"
@@ -50,6 +51,7 @@ CROSSPLANE_SPEC_FIELDS = (
 SUPERLINK = "superlink"
 SERVICE = "superlink-service"
 CERTIFICATE = "superlink-certificate"
+FLEET_PROXY_CONFIG = "superlink-fleet-proxy"
 
 
 def pool_resource(pool_name: str) -> str:
@@ -309,13 +311,12 @@ def registration_address(fed: Federation, pool: PoolSpec, fleet: str | None, *, 
 def fleet_address(fed: Federation, pool: PoolSpec, external: placement.External, *, remote: bool) -> str | None:
     """The Fleet address a pool dials: the Service's cluster DNS name, or else the external address.
 
-    Beside Flower's gRPC Fleet adapter an HTTP pool dials the Control port,
-    the HTTP listener's other door (flower.Releases.legacy_fleet).
+    Beside Flower's gRPC Fleet adapter an HTTP pool dials the `fleet-http`
+    port, the Fleet API proxy's (flower.Releases.legacy_fleet).
     """
     if remote:
         return external.address
-    ports = fed.spec.superlink.service.ports
-    port = ports.extra if fed.flower.dials_control_port(pool.name) else ports.grpc
+    port = FLEET_PROXY_PORT if fed.flower.dials_proxy_port(pool.name) else fed.spec.superlink.service.ports.grpc
     return f"{superlink.service_address(fed.name, fed.namespace)}:{port}"
 
 
@@ -344,16 +345,19 @@ def hold_reason(fleet: str | None, *, copies_ca: bool, ca_known: bool) -> Hold |
 
 
 def superlink_resources(fed: Federation, external: placement.External) -> dict[str, Composed]:
-    """The SuperLink, its Service and, from cert-manager, its certificate, in the hub."""
+    """The SuperLink, its Service, from 1.40 its Fleet proxy's configuration and, from cert-manager, its certificate."""
     hub = placement.superlink_ref(fed.spec)
+    dialect = fed.flower.superlink_dialect
+    opened = control_open(fed)
     out = {
         SUPERLINK: Composed(
             superlink.statefulset(
                 fed.name,
                 fed.namespace,
                 fed.spec,
-                fed.flower.superlink_dialect,
+                dialect,
                 legacy_fleet=fed.flower.legacy_fleet,
+                control_open=opened,
                 registration=_registration(fed, control_address(fed)) if reaps(fed) else None,
             ),
             hub,
@@ -363,16 +367,37 @@ def superlink_resources(fed: Federation, external: placement.External) -> dict[s
                 fed.name,
                 fed.namespace,
                 fed.spec,
-                fed.flower.superlink_dialect,
-                fleet_target=fed.flower.fleet_target,
+                dialect,
+                legacy_fleet=fed.flower.legacy_fleet,
+                control_open=opened,
             ),
             hub,
         ),
     }
+    if dialect.fleet_api == "http":
+        config = fleet_proxy.configmap(fed.name, fed.namespace, fed.spec, control=registers_remotely(fed))
+        out[FLEET_PROXY_CONFIG] = Composed(config, hub)
     if fed.spec.tls is not None and fed.spec.tls.certManager is not None:
         certificate = tls.certificate(fed.name, fed.namespace, fed.spec, external.address)
         out[CERTIFICATE] = Composed(certificate, hub)
     return out
+
+
+def control_open(fed: Federation) -> bool:
+    """Whether the Control API listens on the SuperLink pod's address, not its loopback alone.
+
+    When the user opens it in the cluster, and, for now, with node
+    authentication: the SuperNodes and the reaper register and unregister keys
+    through it (docs/tls-and-authentication.md).
+    """
+    return fed.spec.superlink.inClusterControlAPI or reaps(fed)
+
+
+def registers_remotely(fed: Federation) -> bool:
+    """Whether pools in other clusters register keys at the Fleet address, through the Fleet proxy."""
+    return any(
+        identity.generated(fed.spec, pool) and placement.remote(fed.spec, pool) for pool in fed.spec.supernodes.pools
+    )
 
 
 def reaps(fed: Federation) -> bool:
@@ -483,13 +508,19 @@ def network_policies(fed: Federation, pools: list[PlacedPool], external: placeme
     local = [namespace for (_, namespace), (_, remote) in places.items() if not remote]
     fleet_ports = fed.flower.fleet_ports
     registers = reaps(fed)
-    if registers and CONTROL_PORT not in fleet_ports:
+    if registers:
         # SuperNodes register their keys at the Control API.
         fleet_ports = (*fleet_ports, CONTROL_PORT)
     out = {
         "networkpolicy-superlink": Composed(
             netpol.superlink_policy(
-                fed.name, fed.namespace, fed.spec, local, fleet_ports=fleet_ports, reaper=registers
+                fed.name,
+                fed.namespace,
+                fed.spec,
+                local,
+                fleet_ports=fleet_ports,
+                control=control_open(fed),
+                reaper=registers,
             ),
             placement.superlink_ref(fed.spec),
         )

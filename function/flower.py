@@ -24,10 +24,13 @@ import re
 from typing import Literal
 
 from function import identity, placement
-from function.spec import CONTROL_PORT, FLEET_PORT, SERVERAPPIO_PORT, FederationSpec
+from function.spec import CONTROL_PORT, FLEET_PORT, FLEET_PROXY_PORT, SERVERAPPIO_PORT, FederationSpec
 from function.validation import SpecError
 
 API = Literal["grpc", "http"]
+LOOPBACK = "127.0.0.1"
+# Flower's SimulationIO API, apart from ServerAppIO until 1.28.
+SIMULATIONIO_PORT = 9096
 ALLOW_DEPENDENCIES = "--allow-runtime-dependency-installation"
 # The images a Federation that names only spec.version runs, tagged with that release.
 IMAGES = {"superlink": "flwr/superlink", "supernode": "flwr/supernode", "superexec": "flwr/superexec"}
@@ -77,6 +80,8 @@ class Dialect:
     runtime_api: API
     control_api: API
     fleet_api: API
+    # The SimulationIO API, on its own address until 1.28 merges it into ServerAppIO.
+    simulationio_api: bool
     # The SuperNode's app-facing API: ClientAppIO over gRPC, or Runtime over
     # HTTP on its own --host/--port (1.35).
     supernode_runtime_api: API
@@ -98,27 +103,39 @@ class Dialect:
     # ([tool.flwr.federations]) or $FLWR_HOME/config.toml ([superlink.NAME], 1.26).
     cli_config: Literal["pyproject", "config-toml"]
 
-    def superlink_listen_args(self) -> list[str]:
-        """Where the SuperLink's HTTP listener binds, if it has one.
+    def superlink_listen_args(self, *, control_open: bool) -> list[str]:
+        """Where the SuperLink's listeners bind: the Fleet API and health on every address, the rest on the loopback.
 
-        The gRPC APIs' defaults are the operator's ports on every address. The
-        HTTP listener binds the loopback by default: right while only the
-        in-pod SuperExec uses it (1.35, 1.36), not once the Control API is on it.
+        Open-source Flower authenticates no caller of the Control or Runtime
+        API, so they listen on the pod's loopback, where only the pod's own
+        containers and `kubectl port-forward` reach them; control_open puts the
+        Control API (and the listener it shares) on every address instead. The
+        gRPC Fleet API keeps its default, the operator's port on every address.
+        From 1.40 the one HTTP listener serves Fleet too, and the pod's Fleet
+        API proxy (function/fleet_proxy.py) passes only Fleet and health to it.
         """
+        anywhere = "0.0.0.0"  # noqa: S104 - the pod's address, for the APIs other pods reach
+        args = []
+        if self.control_api == "grpc":
+            args.append(f"--control-api-address={anywhere if control_open else LOOPBACK}:{CONTROL_PORT}")
         if self.runtime_api == "grpc":
-            return []
-        host = "0.0.0.0" if self.control_api == "http" else "127.0.0.1"  # noqa: S104 - the pod's own listener
-        return [f"--host={host}", f"--port={self.runtime_port}"]
+            args.append(f"--serverappio-api-address={LOOPBACK}:{SERVERAPPIO_PORT}")
+        if self.simulationio_api:
+            args.append(f"--simulationio-api-address={LOOPBACK}:{SIMULATIONIO_PORT}")
+        if self.runtime_api == "http":
+            host = anywhere if control_open and self.control_api == "http" else LOOPBACK
+            args += [f"--host={host}", f"--port={self.runtime_port}"]
+        return args
 
     @property
     def runtime_port(self) -> int:
-        """The SuperLink port its SuperExec dials: ServerAppIO, the HTTP listener from 1.35."""
+        """The SuperLink port its SuperExec dials: ServerAppIO, the HTTP listener from 1.35 (9093 with Control)."""
         return CONTROL_PORT if self.control_api == "http" else SERVERAPPIO_PORT
 
     @property
     def fleet_port(self) -> int:
-        """The SuperLink container port SuperNodes reach, behind the Service's Fleet port."""
-        return CONTROL_PORT if self.fleet_api == "http" else FLEET_PORT
+        """The SuperLink pod's port SuperNodes reach, behind the Service's Fleet port: from 1.40 its proxy's."""
+        return FLEET_PROXY_PORT if self.fleet_api == "http" else FLEET_PORT
 
     @property
     def runtime_tls(self) -> bool:
@@ -155,6 +172,7 @@ _1_24 = Dialect(
     runtime_api="grpc",
     control_api="grpc",
     fleet_api="grpc",
+    simulationio_api=True,
     supernode_runtime_api="grpc",
     storage_dir=True,
     superexec_auth=False,
@@ -165,8 +183,9 @@ _1_24 = Dialect(
     cli_config="pyproject",
 )
 _1_26 = dataclasses.replace(_1_24, since=Release(1, 26), cli_config="config-toml")
+_1_28 = dataclasses.replace(_1_26, since=Release(1, 28), simulationio_api=False)
 _1_29 = dataclasses.replace(
-    _1_26, since=Release(1, 29), storage_dir=False, superexec_auth=True, dependency_install="opt-in"
+    _1_28, since=Release(1, 29), storage_dir=False, superexec_auth=True, dependency_install="opt-in"
 )
 _1_32 = dataclasses.replace(_1_29, since=Release(1, 32), dependency_install="opt-out")
 _1_35 = dataclasses.replace(
@@ -177,7 +196,7 @@ _1_37 = dataclasses.replace(_1_36, since=Release(1, 37), control_api="http")
 _1_38 = dataclasses.replace(_1_37, since=Release(1, 38), superexec_plugin_type=False)
 _1_40 = dataclasses.replace(_1_38, since=Release(1, 40), fleet_api="http")
 
-DIALECTS = (_1_24, _1_26, _1_29, _1_32, _1_35, _1_36, _1_37, _1_38, _1_40)
+DIALECTS = (_1_24, _1_26, _1_28, _1_29, _1_32, _1_35, _1_36, _1_37, _1_38, _1_40)
 
 
 def dialect(release: Release) -> Dialect:
@@ -223,8 +242,8 @@ class Releases:
         as a compatibility adapter while SuperNodes move to HTTP; 1.25 and 1.39
         SuperNodes join through it, beside HTTP ones (tests/test_real_flower.py).
         It then holds the Service's Fleet port, where the old SuperNodes have
-        always dialled, and HTTP SuperNodes dial the Service's Control port,
-        which leads to the one HTTP listener that serves the Fleet API too.
+        always dialled, and HTTP SuperNodes dial the Service's `fleet-http`
+        port, which leads to the pod's Fleet API proxy.
         """
         return self.superlink_dialect.fleet_api == "http" and any(
             dialect(release).fleet_api == "grpc" for release in self.pools.values()
@@ -242,8 +261,8 @@ class Releases:
             return (FLEET_PORT, self.superlink_dialect.fleet_port)
         return (self.superlink_dialect.fleet_port,)
 
-    def dials_control_port(self, pool: str) -> bool:
-        """Whether a pool dials the Fleet API at the Service's Control port: an HTTP pool beside the adapter."""
+    def dials_proxy_port(self, pool: str) -> bool:
+        """Whether a pool dials the Fleet API at the Service's `fleet-http` port: an HTTP pool beside the adapter."""
         return self.legacy_fleet and self.pool_dialect(pool).fleet_api == "http"
 
 
@@ -304,7 +323,7 @@ def _refuse_unreachable(spec: FederationSpec, releases: Releases, errors: list[t
 
     A gRPC SuperLink (before 1.40) cannot serve an HTTP SuperNode. An HTTP
     SuperLink serves older pools through its gRPC Fleet adapter (see
-    Releases.legacy_fleet); its HTTP pools then dial the Control port, which
+    Releases.legacy_fleet); its HTTP pools then dial the proxy's port, which
     pools in other clusters have no address for.
     """
     superlink, fleet = releases.superlink, releases.superlink_dialect.fleet_api
@@ -321,7 +340,7 @@ def _refuse_unreachable(spec: FederationSpec, releases: Releases, errors: list[t
                     ),
                 )
             )
-        elif releases.dials_control_port(pool.name) and placement.remote(spec, pool):
+        elif releases.dials_proxy_port(pool.name) and placement.remote(spec, pool):
             errors.append(
                 (
                     f"spec.supernodes.pools[{i}]",

@@ -1,15 +1,15 @@
 """NetworkPolicies that admit only the traffic Flower needs.
 
 The SuperLink takes Fleet traffic from its SuperNodes (and listed remote
-ranges) and Control traffic from listed namespaces and ranges; SuperNode pods
+ranges) and, only where the Control API leaves the pod's loopback, Control
+traffic from listed namespaces and ranges; SuperNode pods
 take no traffic and reach only the SuperLink, DNS, HTTPS when apps may
 install their dependencies, and what the user adds.
 In-pod links (AppIO, health) never leave the pod.
 
 The rules name the SuperLink's container ports, which follow its Flower
-release. From 1.40 the Fleet and Control APIs share one port: a peer admitted
-for one reaches both, so controlNamespaces and controlCIDRs then add who may
-reach the Control API and no longer keep SuperNodes from it.
+release: from 1.40 the Fleet API proxy's port, which passes the Fleet API
+alone, and the Control port only when that listener is opened.
 """
 
 from __future__ import annotations
@@ -44,10 +44,12 @@ def superlink_policy(
     pool_namespaces: list[str],
     *,
     fleet_ports: tuple[int, ...] = (FLEET_PORT,),
+    control: bool = False,
     reaper: bool = False,
 ) -> dict[str, Any]:
     """Ingress to the SuperLink pod. pool_namespaces: namespaces of its cluster with pools.
 
+    control: the Control API listens on the pod's address, for controlNamespaces and controlCIDRs;
     reaper: its own pod reaches the Control API through the Service (function/identity.py).
     """
     policy = spec.networkPolicy
@@ -58,8 +60,10 @@ def superlink_policy(
             peer["namespaceSelector"] = _namespace(ns)
         fleet_from.append(peer)
     fleet_from += [{"ipBlock": {"cidr": cidr}} for cidr in policy.fleetCIDRs]
-    control_from = [{"namespaceSelector": _namespace(ns)} for ns in policy.controlNamespaces]
-    control_from += [{"ipBlock": {"cidr": cidr}} for cidr in policy.controlCIDRs]
+    control_from: list[dict[str, Any]] = []
+    if control:
+        control_from += [{"namespaceSelector": _namespace(ns)} for ns in policy.controlNamespaces]
+        control_from += [{"ipBlock": {"cidr": cidr}} for cidr in policy.controlCIDRs]
     if reaper:
         control_from.append({"podSelector": superlink_selector(federation)})
     ingress = []

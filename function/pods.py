@@ -63,7 +63,9 @@ def _scratch_volume(container: str) -> str:
 
 def _harden_container(container: dict[str, Any], spec: FederationSpec) -> dict[str, Any]:
     out = dict(container)
-    port = HEALTH_PORTS[out["name"]]
+    port = HEALTH_PORTS.get(out["name"])
+    if port is None:
+        return _harden_helper(out, spec)
     if spec.healthProbes:
         out["args"] = [*out["args"], f"--health-server-address=0.0.0.0:{port}"]
         # A builder that knows a better readiness signal has set it already.
@@ -89,6 +91,16 @@ def _harden_container(container: dict[str, Any], spec: FederationSpec) -> dict[s
     ]
     if scratch:
         out["volumeMounts"] = [*out.get("volumeMounts", []), *scratch]
+    return out
+
+
+def _harden_helper(container: dict[str, Any], spec: FederationSpec) -> dict[str, Any]:
+    """A container that is no Flower process (the Fleet API proxy): restricted, with a scratch /tmp, its own probes."""
+    out = {**container, "securityContext": CONTAINER_SECURITY}
+    if spec.imagePullPolicy:
+        out["imagePullPolicy"] = spec.imagePullPolicy
+    scratch = {"name": _scratch_volume(out["name"]), "mountPath": "/tmp", "subPath": "tmp"}  # noqa: S108 - its emptyDir
+    out["volumeMounts"] = [*out.get("volumeMounts", []), scratch]
     return out
 
 

@@ -114,6 +114,11 @@ def _pool_superexec_set(spec: FederationSpec) -> Iterator[Violation]:
         )
 
 
+def _control_api_outside_cluster(spec: FederationSpec) -> Iterator[Violation]:
+    if spec.superlink.inClusterControlAPI and spec.superlink.service.type != "ClusterIP":
+        yield "spec.superlink.inClusterControlAPI", ""
+
+
 def _mount_all_without_vendor(spec: FederationSpec) -> Iterator[Violation]:
     for field, pool in _pools(spec):
         if pool.gpu is not None and pool.gpu.mountAll and not pool.gpu.vendor:
@@ -385,6 +390,16 @@ RULES: tuple[Rule, ...] = (
         cel="!has(self.nodeAuthentication) || !has(self.nodeAuthentication.enabled) || "
         "!self.nodeAuthentication.enabled || has(self.tls)",
         check=_auth_without_tls,
+    ),
+    Rule(
+        name="control-api-in-cluster-only",
+        field="spec.superlink.inClusterControlAPI",
+        message="spec.superlink.inClusterControlAPI needs spec.superlink.service.type ClusterIP: the Control API "
+        "authenticates no caller and is never served on an external address",
+        cel="!has(self.superlink) || !has(self.superlink.inClusterControlAPI) || !self.superlink.inClusterControlAPI "
+        "|| !has(self.superlink.service) || !has(self.superlink.service.type) || "
+        "self.superlink.service.type == 'ClusterIP'",
+        check=_control_api_outside_cluster,
     ),
     Rule(
         name="auth-key-one-supernode",

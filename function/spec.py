@@ -32,6 +32,12 @@ FLEET_PORT = 9092
 SERVERAPPIO_PORT = 9091
 CONTROL_PORT = 9093
 CLIENTAPPIO_PORT = 9094
+# From Flower 1.40 the Fleet API shares the SuperLink's one HTTP listener with
+# the Control and Runtime APIs, so that listener stays on the pod's loopback
+# and an L7 proxy in the pod serves the Fleet API alone on this port.
+FLEET_PROXY_PORT = 9099
+# nginx, built to run as any user, from its maintainers; pinned, overridable.
+FLEET_PROXY_IMAGE = "nginxinc/nginx-unprivileged:1.28.0-alpine"
 # gRPC health servers, one per container: containers of a pod share its ports.
 HEALTH_PORTS = {"superlink": 9095, "superexec-serverapp": 9096, "supernode": 9097, "superexec-clientapp": 9098}
 # The user the Flower images run as.
@@ -154,8 +160,14 @@ class ProviderConfigRef(Model):
 
 class ServicePorts(Model):
     grpc: Port = Field(default=FLEET_PORT, description="Fleet API port SuperNodes dial.")
-    serverAppIO: Port = Field(default=SERVERAPPIO_PORT, description="ServerAppIO API port (process mode).")
-    extra: Port = Field(default=CONTROL_PORT, description="Control API port, the one `flwr run` talks to.")
+    serverAppIO: Port = Field(
+        default=SERVERAPPIO_PORT,
+        description="Unused, kept for the operator's manifests: the ServerAppIO API never leaves the SuperLink pod.",
+    )
+    extra: Port = Field(
+        default=CONTROL_PORT,
+        description="Control API port, the one `flwr run` talks to, with spec.superlink.inClusterControlAPI.",
+    )
 
 
 class ServiceSpec(Model):
@@ -323,6 +335,26 @@ class SuperLinkSpec(Storage):
             "SuperExec ServerApp sidecar image; process mode only. Defaults to flwr/superexec tagged with "
             "the SuperLink's release when spec.version is set."
         ),
+    )
+    inClusterControlAPI: bool = Field(
+        default=False,
+        description=(
+            "Serve the Control API (`flwr run`, `flwr supernode ...`) and, from Flower 1.37, the Runtime API "
+            "on the Service's Control port, to the namespaces and addresses spec.networkPolicy.controlNamespaces "
+            "and controlCIDRs name. Open-source Flower authenticates no caller of either: for one trusted team "
+            "only, and only on a ClusterIP Service. Off, they listen on the SuperLink pod's loopback alone, where "
+            "`kubectl port-forward` (RBAC: pods/portforward) reaches them."
+        ),
+    )
+    proxyImage: Image | None = Field(
+        default=None,
+        description=(
+            f"From Flower 1.40: image of the nginx that serves the Fleet API alone in the SuperLink pod; "
+            f"defaults to {FLEET_PROXY_IMAGE}. It runs `nginx` with the function's configuration."
+        ),
+    )
+    proxyResources: K8sObject = k8s(
+        "io.k8s.api.core.v1.ResourceRequirements", "Resources of the Fleet API proxy container (Flower 1.40+)."
     )
     resources: K8sObject = k8s("io.k8s.api.core.v1.ResourceRequirements", "Resources of the superlink container.")
     superexecResources: K8sObject = k8s(
@@ -506,10 +538,14 @@ class NetworkPolicySpec(Model):
         description="Addresses SuperNodes in other clusters reach the Fleet API from (their egress or NAT ranges).",
     )
     controlNamespaces: list[Annotated[str, Field(pattern=DNS_LABEL_PATTERN, max_length=63)]] = Field(
-        default_factory=list, description="Namespaces whose pods may reach the Control API (`flwr run`)."
+        default_factory=list,
+        description=(
+            "With spec.superlink.inClusterControlAPI: namespaces whose pods may reach the Control API (`flwr run`)."
+        ),
     )
     controlCIDRs: list[Annotated[str, Field(pattern=CIDR_PATTERN)]] = Field(
-        default_factory=list, description="Addresses that may reach the Control API."
+        default_factory=list,
+        description="With spec.superlink.inClusterControlAPI: addresses that may reach the Control API.",
     )
     supernodeEgress: K8sList = k8s_list(
         "io.k8s.api.networking.v1.NetworkPolicyEgressRule",

@@ -10,8 +10,8 @@ from typing import Any
 
 from crossplane.function.resource import Condition
 
-from function import compose, identity, placement, readiness, superlink, tls
-from function.spec import PoolSpec
+from function import compose, identity, names, placement, readiness, superlink, tls
+from function.spec import CONTROL_PORT, PoolSpec
 from function.status_model import Endpoints, FederationStatus, PoolStatus
 
 
@@ -117,7 +117,13 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
         registeredSupernodes=registered,
         clusters=len({(r.kind, r.name) for r in (placement.pool_ref(fed.spec, p) for p in fed.spec.supernodes.pools)}),
         endpoints=Endpoints(
-            superlinkService=f"{address}:{ports.extra}",
+            superlinkService=f"{address}:{ports.extra}"
+            if fed.spec.superlink.inClusterControlAPI
+            else f"127.0.0.1:{CONTROL_PORT}",
+            portForward=(
+                f"kubectl -n {fed.namespace} port-forward pod/{names.superlink(fed.name)}-0 "
+                f"{CONTROL_PORT}:{CONTROL_PORT}"
+            ),
             fleet=f"{address}:{ports.grpc}",
             external=built.external.address or None,
         ),

@@ -30,7 +30,15 @@ class PoolStatus(Model):
 
 
 class Endpoints(Model):
-    superlinkService: str = Field(description="Control API address for `flwr run`.")
+    superlinkService: str = Field(
+        description=(
+            "Control API address for `flwr run`: the Service's Control port with "
+            "spec.superlink.inClusterControlAPI, else 127.0.0.1 at the local end of portForward."
+        )
+    )
+    portForward: str = Field(
+        description="The command that leads the Control API to 127.0.0.1:9093 on your machine (RBAC: pods/portforward)."
+    )
     fleet: str = Field(description="Fleet API address SuperNodes dial.")
     external: str | None = Field(
         default=None, description="Fleet API address pools in other clusters dial, once known."

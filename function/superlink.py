@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from function import identity, merge, names, pods, superexec_auth, tls
+from function import fleet_proxy, identity, merge, names, pods, superexec_auth, tls
 from function.flower import Dialect
 from function.spec import (
     CONTROL_PORT,
     FLEET_PORT,
-    SERVERAPPIO_PORT,
+    FLEET_PROXY_PORT,
     STATE_PATH,
     STATE_VOLUME,
     FederationSpec,
@@ -18,6 +18,11 @@ from function.spec import (
 
 # The CIDRs of every address: a Service or NetworkPolicy admitting one is open to all.
 WORLD = ("0.0.0.0/0", "::/0")
+NODE_AUTH_CONTROL_WARNING = (
+    "With node authentication SuperNodes register their keys through the Control API, so it listens "
+    "beyond the SuperLink pod (to the SuperNodes and, for pools in other clusters, at the Fleet "
+    "address): whoever reaches it there can register keys and run code"
+)
 # Flower's switch for its gRPC Fleet adapter (1.40+; flower.Releases.legacy_fleet).
 LEGACY_FLEET_ENV = {"name": "FLWR_INTERNAL_GRPC_FLEET_API", "value": "1"}
 
@@ -27,9 +32,9 @@ def service_address(federation: str, namespace: str) -> str:
     return f"{names.superlink(federation)}.{namespace}.svc"
 
 
-def _args(spec: FederationSpec, dialect: Dialect) -> list[str]:
+def _args(spec: FederationSpec, dialect: Dialect, *, control_open: bool) -> list[str]:
     link = spec.superlink
-    args = [f"--isolation={spec.isolationMode}", *dialect.superlink_listen_args()]
+    args = [f"--isolation={spec.isolationMode}", *dialect.superlink_listen_args(control_open=control_open)]
     if tls.insecure(spec):
         args.append("--insecure")
     if tls.enabled(spec):
@@ -53,23 +58,20 @@ def _image(spec: FederationSpec) -> str:
     return spec.superlink.image
 
 
-def _container(spec: FederationSpec, dialect: Dialect, *, legacy_fleet: bool) -> dict[str, Any]:
+def _container(spec: FederationSpec, dialect: Dialect, *, legacy_fleet: bool, control_open: bool) -> dict[str, Any]:
     link = spec.superlink
-    ports = _ports(spec, dialect)
-    if legacy_fleet:
-        # Flower's gRPC Fleet adapter (flower.Releases.legacy_fleet), on
-        # --fleet-api-address's default, 0.0.0.0:9092.
-        ports = [{"containerPort": FLEET_PORT, "name": "fleet", "protocol": "TCP"}, *ports]
     container: dict[str, Any] = {
         "name": "superlink",
         "image": _image(spec),
-        "args": _args(spec, dialect),
-        "ports": ports,
+        "args": _args(spec, dialect, control_open=control_open),
     }
-    if spec.healthProbes and dialect.control_api == "http":
-        # From 1.37 the HTTP listener binds every address, so the kubelet can
-        # ask GET /health; the gRPC health server always says SERVING and stays
-        # the liveness probe.
+    ports = _ports(dialect, legacy_fleet=legacy_fleet, control_open=control_open)
+    if ports:
+        container["ports"] = ports
+    if spec.healthProbes and dialect.control_api == "http" and control_open:
+        # From 1.37 an HTTP listener on every address lets the kubelet ask
+        # GET /health (on the loopback, the Fleet API proxy asks it); the gRPC
+        # health server always says SERVING and stays the liveness probe.
         scheme = "HTTPS" if tls.enabled(spec) else "HTTP"
         container["readinessProbe"] = {
             "httpGet": {"path": "/health", "port": CONTROL_PORT, "scheme": scheme},
@@ -93,21 +95,20 @@ def _container(spec: FederationSpec, dialect: Dialect, *, legacy_fleet: bool) ->
     return container
 
 
-def _ports(spec: FederationSpec, dialect: Dialect) -> list[dict[str, Any]]:
-    """The ports other pods reach: a listener bound to the loopback is no container port."""
-    if dialect.fleet_api == "http":
-        return [{"containerPort": CONTROL_PORT, "name": "http", "protocol": "TCP"}]
-    if dialect.control_api == "http":
-        return [
-            {"containerPort": FLEET_PORT, "name": "fleet", "protocol": "TCP"},
-            {"containerPort": CONTROL_PORT, "name": "http", "protocol": "TCP"},
-        ]
-    ports = [
-        {"containerPort": FLEET_PORT, "name": "fleet", "protocol": "TCP"},
-        {"containerPort": CONTROL_PORT, "name": "control", "protocol": "TCP"},
-    ]
-    if spec.isolationMode == "process" and dialect.runtime_api == "grpc":
-        ports.append({"containerPort": SERVERAPPIO_PORT, "name": "serverappio", "protocol": "TCP"})
+def _ports(dialect: Dialect, *, legacy_fleet: bool, control_open: bool) -> list[dict[str, Any]]:
+    """The ports other pods reach: the gRPC Fleet API, and Control when it is opened.
+
+    A listener on the loopback (Control, Runtime, ServerAppIO) is no container
+    port; from 1.40 the Fleet API proxy's container holds the HTTP Fleet port.
+    """
+    ports = []
+    if dialect.fleet_api == "grpc" or legacy_fleet:
+        # legacy_fleet: Flower's gRPC Fleet adapter (flower.Releases.legacy_fleet),
+        # on --fleet-api-address's default, 0.0.0.0:9092.
+        ports.append({"containerPort": FLEET_PORT, "name": "fleet", "protocol": "TCP"})
+    if control_open:
+        name = "http" if dialect.control_api == "http" else "control"
+        ports.append({"containerPort": CONTROL_PORT, "name": name, "protocol": "TCP"})
     return ports
 
 
@@ -145,6 +146,20 @@ def _superexec(spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
     return container
 
 
+def _containers(
+    federation: str, spec: FederationSpec, dialect: Dialect, *, legacy_fleet: bool, control_open: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The pod's long-running containers, and the volumes: the user's, and the Fleet proxy's configuration."""
+    containers = [_container(spec, dialect, legacy_fleet=legacy_fleet, control_open=control_open)]
+    if spec.isolationMode == "process":
+        containers.append(_superexec(spec, dialect))
+    volumes = merge.by_name(spec.superlink.volumes)
+    if dialect.fleet_api == "http":
+        containers.append(fleet_proxy.container(spec))
+        volumes = merge.add_missing(volumes, [fleet_proxy.volume(federation)])
+    return containers, volumes
+
+
 def statefulset(
     federation: str,
     namespace: str,
@@ -152,20 +167,19 @@ def statefulset(
     dialect: Dialect,
     *,
     legacy_fleet: bool = False,
+    control_open: bool = False,
     registration: identity.Registration | None = None,
 ) -> dict[str, Any]:
-    """The SuperLink's one-replica StatefulSet, its SuperExec sidecar in process mode.
+    """The SuperLink's one-replica StatefulSet: its SuperExec sidecar in process mode, from 1.40 its Fleet proxy.
 
     legacy_fleet: also serve the gRPC Fleet API, for pools before 1.40;
+    control_open: the Control API on every address, not the loopback alone;
     registration: with node authentication, how its reaper reaches the Control API.
     """
     name = names.superlink(federation)
     labels = names.superlink_labels(federation)
-    containers = [_container(spec, dialect, legacy_fleet=legacy_fleet)]
-    if spec.isolationMode == "process":
-        containers.append(_superexec(spec, dialect))
+    containers, volumes = _containers(federation, spec, dialect, legacy_fleet=legacy_fleet, control_open=control_open)
     pod_spec: dict[str, Any] = {"containers": containers}
-    volumes = merge.by_name(spec.superlink.volumes)
     init: list[dict[str, Any]] = []
     if superexec_auth.enabled(spec, dialect):
         init.append(superexec_auth.init_container(_image(spec)))
@@ -207,26 +221,37 @@ def statefulset(
 
 
 def service(
-    federation: str, namespace: str, spec: FederationSpec, dialect: Dialect, *, fleet_target: int | None = None
+    federation: str,
+    namespace: str,
+    spec: FederationSpec,
+    dialect: Dialect,
+    *,
+    legacy_fleet: bool = False,
+    control_open: bool = False,
 ) -> dict[str, Any]:
-    """The SuperLink's Service: Fleet and Control ports, ServerAppIO too in process mode while it is gRPC.
+    """The SuperLink's Service: the Fleet API, and the Control API only when it is opened in the cluster.
 
-    Its ports stay the operator's whatever the release, so addresses users
-    and remote pools hold keep working across upgrades: from 1.40 both lead
-    to the one HTTP listener, unless fleet_target keeps the Fleet port on the
-    gRPC Fleet adapter for older pools.
+    Its Fleet port stays the operator's whatever the release, so addresses
+    users and remote pools hold keep working across upgrades: from 1.40 it
+    leads to the Fleet API proxy, unless legacy_fleet keeps it on Flower's
+    gRPC Fleet adapter for older pools; HTTP pools then dial `fleet-http`.
     """
     svc = spec.superlink.service
     managed = names.superlink_labels(federation)
-    target = dialect.fleet_port if fleet_target is None else fleet_target
     ports = [
-        {"name": "fleet", "port": svc.ports.grpc, "protocol": "TCP", "targetPort": target},
-        {"name": "control", "port": svc.ports.extra, "protocol": "TCP", "targetPort": CONTROL_PORT},
+        {
+            "name": "fleet",
+            "port": svc.ports.grpc,
+            "protocol": "TCP",
+            "targetPort": FLEET_PORT if legacy_fleet else dialect.fleet_port,
+        }
     ]
-    if spec.isolationMode == "process" and dialect.runtime_api == "grpc":
+    if legacy_fleet:
         ports.append(
-            {"name": "serverappio", "port": svc.ports.serverAppIO, "protocol": "TCP", "targetPort": SERVERAPPIO_PORT}
+            {"name": "fleet-http", "port": FLEET_PROXY_PORT, "protocol": "TCP", "targetPort": FLEET_PROXY_PORT}
         )
+    if control_open:
+        ports.append({"name": "control", "port": svc.ports.extra, "protocol": "TCP", "targetPort": CONTROL_PORT})
     metadata: dict[str, Any] = {
         "name": names.superlink(federation),
         "namespace": namespace,
@@ -260,7 +285,8 @@ def source_ranges(spec: FederationSpec) -> list[str]:
 
 def exposure_warnings(spec: FederationSpec) -> list[str]:
     """What an exposed Fleet API lets anyone do, said where the user looks (the XR's events)."""
-    svc = spec.superlink.service
+    link = spec.superlink
+    svc = link.service
     warnings = []
     if svc.type != "ClusterIP" and tls.insecure(spec):
         warnings.append(
@@ -273,6 +299,14 @@ def exposure_warnings(spec: FederationSpec) -> list[str]:
             "The SuperLink's LoadBalancer admits every address that reaches it: list the addresses remote "
             "SuperNodes come from in spec.networkPolicy.fleetCIDRs (or spec.superlink.service.loadBalancerSourceRanges)"
         )
+    if link.inClusterControlAPI:
+        warnings.append(
+            "spec.superlink.inClusterControlAPI serves the Control and Runtime APIs, which open-source Flower "
+            "authenticates no caller of, to every pod spec.networkPolicy admits to them: whoever reaches them "
+            "can run code on every SuperNode"
+        )
+    if any(identity.generated(spec, pool) for pool in spec.supernodes.pools):
+        warnings.append(NODE_AUTH_CONTROL_WARNING)
     if spec.networkPolicy.enabled and set(spec.networkPolicy.fleetCIDRs) & set(WORLD):
         warnings.append(
             "spec.networkPolicy.fleetCIDRs admits every address to the Fleet API: list the addresses "

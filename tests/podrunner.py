@@ -113,6 +113,7 @@ WORKLOADS = ("StatefulSet", "Deployment", "DaemonSet", "Pod")
 # put it inside the /tmp every container gets empty, and a path with spaces
 # cannot be a script's #! line.
 VENV = "/opt/venv"
+NGINX = "/opt/nginx"
 # The helper processes run this module as it was imported, not as the file may read by then.
 _SOURCE = pathlib.Path(__file__).read_text()
 
@@ -127,6 +128,7 @@ class Image:
     user: tuple[int, int] = (0, 0)
     paths: tuple[str, ...] = ()  # host directories the image holds, bound read-only at the same place
     venv: str = ""  # a host venv the image holds at VENV, whatever the host path (under /tmp, with spaces)
+    binds: tuple[tuple[str, str], ...] = ()  # (host directory, where the image holds it), read-only
 
 
 def venv_image(bin_dir: pathlib.Path, entrypoint: tuple[str, ...] = (), **config: Any) -> Image:
@@ -143,6 +145,14 @@ def venv_image(bin_dir: pathlib.Path, entrypoint: tuple[str, ...] = (), **config
     env = {"PATH": f"{VENV}/bin:{SYSTEM_PATH}", **config.pop("env", {})}
     entry = tuple(f"{VENV}/bin/{e}" if "/" not in e else e for e in entrypoint)
     return Image(entry, env, paths=(str(home),), venv=str(venv), **config)
+
+
+def nginx_image(root: pathlib.Path) -> Image:
+    """nginx as its images hold it (`nginx` on PATH, user 101), from Debian's package unpacked at root.
+
+    Bound at /opt/nginx whatever the host path, as a venv image's venv is.
+    """
+    return Image((), {"PATH": f"{NGINX}/usr/sbin:{SYSTEM_PATH}"}, user=(101, 101), binds=((str(root), NGINX),))
 
 
 def flower_images(bin_dir: pathlib.Path, superexec_repositories: tuple[str, ...] = ()) -> dict[str, Image]:
@@ -559,7 +569,10 @@ class PodRunner:
             "layers": str(layers),
             "paths": list(image.paths),
             # The venv where the image holds it, its bin/ (scripts' #! lines) over it.
-            "binds": [[image.venv, VENV], [self._venv_bins[image.venv], f"{VENV}/bin"]] if image.venv else [],
+            "binds": [
+                *([[image.venv, VENV], [self._venv_bins[image.venv], f"{VENV}/bin"]] if image.venv else []),
+                *(list(b) for b in image.binds),
+            ],
             "mounts": self._mounts(pod, c),
             "read_only_root": bool(sc.get("readOnlyRootFilesystem")),
             "working_dir": c.get("workingDir") or image.working_dir,

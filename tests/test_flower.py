@@ -82,18 +82,34 @@ def test_each_row_changes_something_and_rows_are_ordered():
         assert changed, f"row {after.since} repeats row {before.since}"
 
 
+LOOP_CONTROL = "--control-api-address=127.0.0.1:9093"
+LOOP_SERVERAPPIO = "--serverappio-api-address=127.0.0.1:9091"
+
+
 @pytest.mark.parametrize(
-    ("reason", "release", "listen", "fleet_port", "runtime_port"),
+    ("reason", "release", "control_open", "listen", "fleet_port", "runtime_port"),
     [
-        ("gRPC everywhere, the defaults are the operator's ports", "1.25.0", [], 9092, 9091),
-        ("Runtime over HTTP, loopback for the sidecar", "1.35.0", ["--host=127.0.0.1", "--port=9091"], 9092, 9091),
-        ("Control joins the HTTP listener: all addresses", "1.37.0", ["--host=0.0.0.0", "--port=9093"], 9092, 9093),
-        ("Fleet too: one listener", "1.41.0", ["--host=0.0.0.0", "--port=9093"], 9093, 9093),
+        ("gRPC everywhere: all but Fleet on the loopback", "1.25.0", False,
+         [LOOP_CONTROL, LOOP_SERVERAPPIO, "--simulationio-api-address=127.0.0.1:9096"], 9092, 9091),
+        ("SimulationIO merged into ServerAppIO", "1.28.0", False, [LOOP_CONTROL, LOOP_SERVERAPPIO], 9092, 9091),
+        ("Control opened in the cluster", "1.29.0", True,
+         ["--control-api-address=0.0.0.0:9093", LOOP_SERVERAPPIO], 9092, 9091),
+        ("Runtime over HTTP, loopback for the sidecar", "1.35.0", False,
+         [LOOP_CONTROL, "--host=127.0.0.1", "--port=9091"], 9092, 9091),
+        ("opened Control is gRPC; the Runtime listener stays on the loopback", "1.36.0", True,
+         ["--control-api-address=0.0.0.0:9093", "--host=127.0.0.1", "--port=9091"], 9092, 9091),
+        ("Control joins the HTTP listener, on the loopback", "1.37.0", False, ["--host=127.0.0.1", "--port=9093"],
+         9092, 9093),
+        ("Control opened: the listener it shares on all addresses", "1.37.0", True,
+         ["--host=0.0.0.0", "--port=9093"], 9092, 9093),
+        ("Fleet too: one listener, behind the Fleet proxy", "1.41.0", False, ["--host=127.0.0.1", "--port=9093"],
+         9099, 9093),
     ],
 )  # fmt: skip
-def test_superlink_listeners(reason, release, listen, fleet_port, runtime_port):
+def test_superlink_listeners(reason, release, control_open, listen, fleet_port, runtime_port):
     d = flower.dialect(Release.parse(release))
-    assert (d.superlink_listen_args(), d.fleet_port, d.runtime_port) == (listen, fleet_port, runtime_port), reason
+    got = (d.superlink_listen_args(control_open=control_open), d.fleet_port, d.runtime_port)
+    assert got == (listen, fleet_port, runtime_port), reason
 
 
 @pytest.mark.parametrize(

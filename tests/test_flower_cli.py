@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from conftest import CLAIMS, EXAMPLES, ROOT, load_all, need
-from function import compose, flower, render
+from function import compose, fleet_proxy, flower, render
 
 HERE = pathlib.Path(__file__).parent
 BINARY = {
@@ -44,6 +44,8 @@ def containers():
             if not template:
                 continue
             for c in template["spec"]["containers"]:
+                if c["name"] == fleet_proxy.CONTAINER:
+                    continue  # nginx, which reads its own configuration (tests/test_fleet_proxy.py)
                 release = flower.release_of_image(c["image"]) or superlink
                 yield example.stem, manifest["metadata"]["name"], c, release
 
@@ -97,11 +99,15 @@ def test_flower_parses_every_container_command_line():
     sidecar = by_name[("statefulset-process", "federation-process-supernode-default", "superexec-clientapp")]
     assert (sidecar["plugin_type"], sidecar["appio_api_address"]) == ("clientapp", "localhost:9094")
     superlink = by_name[("flower-141", "flower-141-superlink", "superlink")]
-    assert (superlink["host"], superlink["port"], superlink["isolation"]) == ("0.0.0.0", 9093, "process")  # noqa: S104 - what the pod binds
+    assert (superlink["host"], superlink["port"], superlink["isolation"]) == ("127.0.0.1", 9093, "process")
     sidecar = by_name[("flower-141", "flower-141-superlink", "superexec-serverapp")]
     assert sidecar["runtime_api_address"] == "localhost:9093"
     superlink = by_name[("flower-135", "flower-135-superlink", "superlink")]
-    assert (superlink["host"], superlink["port"]) == ("127.0.0.1", 9091)
+    assert (superlink["host"], superlink["port"], superlink["control_api_address"]) == (
+        "127.0.0.1",
+        9091,
+        "127.0.0.1:9093",
+    )
 
 
 def load_all_text(text):
@@ -130,6 +136,7 @@ def test_every_tested_release_parses_its_own_command_lines(release, isolation):
         items += [
             {"binary": BINARY[c["name"]], "args": c["args"]}
             for c in (template or {"spec": {"containers": []}})["spec"]["containers"]
+            if c["name"] != fleet_proxy.CONTAINER
         ]
     assert len(items) == (4 if isolation == "process" else 2)
     results = parse(venv_for(release), items)

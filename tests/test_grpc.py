@@ -50,7 +50,9 @@ def test_v1_composes_objects(channel):
     assert obj["spec"]["providerConfigRef"] == {"name": "default"}
     assert obj["spec"]["forProvider"]["manifest"]["metadata"]["name"] == "fed-supernode-default"
     status = resource.struct_to_dict(rsp.desired.composite.resource)["status"]
-    assert status["endpoints"]["superlinkService"] == "fed-superlink.team-a.svc:9093"
+    # The Control API is on the SuperLink pod's loopback: kubectl port-forward leads there.
+    assert status["endpoints"]["superlinkService"] == "127.0.0.1:9093"
+    assert status["endpoints"]["portForward"] == "kubectl -n team-a port-forward pod/fed-superlink-0 9093:9093"
 
 
 def test_v1beta1_is_served_too(channel):

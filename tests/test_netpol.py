@@ -10,6 +10,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from conftest import CLAIMS, ROOT, load_all
 from function import compose, fn, names, render
+from function.spec import CONTROL_PORT
 from helpers import BASE, manifests, spec, xr
 from netpol_judge import allowed, connections, external, pod, ports, probe
 
@@ -58,11 +59,16 @@ def test_remote_ranges_reach_only_the_fleet_port(netpolicy):
     assert not allowed(netpolicy, hub(), external("198.51.100.23"), SUPERLINK, 9093)
 
 
-def test_control_api_from_listed_namespaces_and_ranges_only(netpolicy):
-    assert allowed(netpolicy, hub(), pod("ml-users", {"app": "notebook"}), SUPERLINK, 9093)
-    assert allowed(netpolicy, hub(), external("192.0.2.5"), SUPERLINK, 9093)
-    assert not allowed(netpolicy, hub(), pod("default", {"app": "notebook"}), SUPERLINK, 9093)
-    assert not allowed(netpolicy, hub(), external("192.0.2.100"), SUPERLINK, 9093)
+def test_control_api_from_no_one_unless_opened_then_from_listed_namespaces_and_ranges_only(netpolicy):
+    # Listed, but the Control API is on the pod's loopback: kubectl port-forward is the way in.
+    assert not allowed(netpolicy, hub(), pod("ml-users", {"app": "notebook"}), SUPERLINK, 9093)
+    assert not allowed(netpolicy, hub(), external("192.0.2.5"), SUPERLINK, 9093)
+    opened = hub(spec(REMOTE, superlink__inClusterControlAPI=True))
+    assert allowed(netpolicy, opened, pod("ml-users", {"app": "notebook"}), SUPERLINK, 9093)
+    assert allowed(netpolicy, opened, external("192.0.2.5"), SUPERLINK, 9093)
+    assert not allowed(netpolicy, opened, pod("default", {"app": "notebook"}), SUPERLINK, 9093)
+    assert not allowed(netpolicy, opened, external("192.0.2.100"), SUPERLINK, 9093)
+    assert not allowed(netpolicy, opened, SUPERNODE, SUPERLINK, 9093)
 
 
 def test_supernodes_reach_dns_and_what_the_user_allows_and_nothing_else(netpolicy):
@@ -83,7 +89,7 @@ def test_allowing_dependency_installation_opens_https_for_supernodes_alone(netpo
 
 
 def test_beside_the_grpc_fleet_adapter_supernodes_reach_both_fleet_listeners(netpolicy):
-    # A 1.41 SuperLink serving a 1.25 pool over gRPC (9092) and a 1.41 pool over HTTP (9093).
+    # A 1.41 SuperLink serving a 1.25 pool over gRPC (9092) and a 1.41 pool over HTTP (its proxy, 9099).
     upgrading = spec(
         BASE,
         providerConfigRef={"name": "hub"},
@@ -95,9 +101,10 @@ def test_beside_the_grpc_fleet_adapter_supernodes_reach_both_fleet_listeners(net
             {"name": "new", "replicas": 1},
         ],
     )
-    for port in (9092, 9093):
+    for port in (9092, 9099):
         assert allowed(netpolicy, hub(upgrading), SUPERNODE, SUPERLINK, port), port
         assert not allowed(netpolicy, hub(upgrading), STRANGER, SUPERLINK, port), port
+    assert not allowed(netpolicy, hub(upgrading), SUPERNODE, SUPERLINK, 9093)
 
 
 def test_remote_supernodes_reach_the_external_address(netpolicy):
@@ -138,10 +145,9 @@ def test_remote_pools_without_fleet_cidrs_are_warned_about():
 # The intended matrix, written once: SuperNodes reach the SuperLink on the Fleet ports pools
 # dial, DNS, and only what their spec opens (HTTPS for dependency installation, the user's
 # supernodeEgress, a remote SuperLink's address); nothing reaches a SuperNode; the SuperLink
-# takes the Control API (the port its status tells users) only from the listed namespaces and
-# ranges, and nothing from anyone else. Where the Fleet and Control APIs share one port (from
-# Flower 1.40), a listed namespace reaches that port, which is both: the matrix says so by
-# comparing ports, not API names. The SuperLink's own egress is not narrowed (its ServerApps'
+# takes the Control API only where it leaves the pod's loopback (inClusterControlAPI, and node
+# authentication's registrations for now), then only from the listed namespaces and ranges, and
+# nothing from anyone else. The SuperLink's own egress is not narrowed (its ServerApps'
 # needs are the user's), so the matrix says nothing of it.
 
 DNS = {("UDP", 53), ("TCP", 53)}
@@ -213,7 +219,8 @@ class Intent:
     fleet: set  # the SuperLink pod's ports SuperNodes may reach
     control: tuple  # the SuperLink pod's Control API port
     opened: set  # what SuperNodes may reach anywhere: DNS, HTTPS for installs, the user's egress
-    control_namespaces: list
+    control_namespaces: list  # the namespaces that may reach the Control API
+    listed: list  # the namespaces the spec lists (probed, whether or not they may)
     ranges: list
 
 
@@ -226,14 +233,17 @@ def intent(spec_, status, manifests) -> Intent:
     superlinks = [_key(m) for m in manifests if _role(m) == "superlink"]
     if not superlinks:  # the SuperLink is in another cluster: its address, on the port pools dial
         opened |= {_pod_port(manifests, _dialled(m)) for m in supernodes.values()}
-    control = _pod_port(manifests, status["endpoints"]["superlinkService"])
+    control = ("TCP", CONTROL_PORT)
     # What the pools dial, and the Control API where they register their keys.
     fleet = {_pod_port(manifests, _dialled(m)) for m in supernodes.values()}
-    if (spec_.get("nodeAuthentication") or {}).get("enabled"):
+    registers = bool((spec_.get("nodeAuthentication") or {}).get("enabled"))
+    if registers:
         fleet.add(control)
-    cidrs = policy.get("fleetCIDRs", []) + policy.get("controlCIDRs", [])
-    return Intent(manifests, supernodes, superlinks, fleet, control, opened,
-                  policy.get("controlNamespaces", []), [ipaddress.ip_network(c) for c in cidrs])  # fmt: skip
+    control_open = registers or bool((spec_.get("superlink") or {}).get("inClusterControlAPI"))
+    listed = policy.get("controlNamespaces", [])
+    cidrs = policy.get("fleetCIDRs", []) + (policy.get("controlCIDRs", []) if control_open else [])
+    return Intent(manifests, supernodes, superlinks, fleet, control, opened, listed if control_open else [],
+                  listed, [ipaddress.ip_network(c) for c in cidrs])  # fmt: skip
 
 
 def violations(conns, want: Intent) -> list[str]:
@@ -280,7 +290,7 @@ def judge_example(netpolicy, spec_, status, clusters) -> dict[str, list[str]]:
         assert want.supernodes or want.superlinks, cluster
         namespaces = sorted({m["metadata"]["namespace"] for m in rendered if m["metadata"].get("namespace")})
         probes = [probe("stranger", n, {"app": "stranger"}) for n in [*namespaces, "elsewhere"]]
-        probes += [probe("notebook", n, {"app": "notebook"}) for n in want.control_namespaces]
+        probes += [probe("notebook", n, {"app": "notebook"}) for n in want.listed]
         out[cluster] = violations(connections(netpolicy, rendered + probes), want)
     return out
 
@@ -326,11 +336,13 @@ RELEASES = sorted(p.stem for p in (ROOT / "tests" / "flower").glob("*.txt"))
 
 
 @pytest.mark.parametrize("release", RELEASES)
-def test_per_release_what_the_control_namespaces_reach(netpolicy, release):
-    """Up to 1.39 the Control API has a port of its own; from 1.40 Fleet joins it, so a listed
-    namespace reaches the port SuperNodes use as well: a policy cannot tell the two APIs apart."""
+@pytest.mark.parametrize("opened", [False, True], ids=["loopback", "in-cluster"])
+def test_per_release_what_the_control_namespaces_reach(netpolicy, release, opened):
+    """A listed namespace reaches nothing while the Control API stays on the pod's loopback; opened,
+    it reaches the Control port alone, never the port SuperNodes use, whatever the release (from
+    1.40 the Fleet API proxy's port passes the Fleet API alone)."""
     s = spec(BASE, version=release, superlink__image=None, supernodes__image=None,
-             networkPolicy={"controlNamespaces": ["ml-users"]})  # fmt: skip
+             superlink__inClusterControlAPI=opened, networkPolicy={"controlNamespaces": ["ml-users"]})  # fmt: skip
     claim = xr(s)
     docs, _ = render.render(claim, [])
     rendered = [d["spec"]["forProvider"]["manifest"] for d in docs[1:]]
@@ -338,8 +350,7 @@ def test_per_release_what_the_control_namespaces_reach(netpolicy, release):
     want = intent(s, docs[0]["status"], rendered)
     conns = connections(netpolicy, [*rendered, probe("notebook", "ml-users", {"app": "notebook"})])
     superlink = want.superlinks[0]
-    notebook = next(_reach(c["conn"]) for c in conns if c["src"] == "ml-users/notebook[Pod]" and c["dst"] == superlink)
+    notebook = [_reach(c["conn"]) for c in conns if c["src"] == "ml-users/notebook[Pod]" and c["dst"] == superlink]
     supernode = next(_reach(c["conn"]) for c in conns if c["src"] in want.supernodes and c["dst"] == superlink)
-    shared = tuple(int(n) for n in release.split(".")[:2]) >= (1, 40)
-    assert notebook == {want.control}, release
-    assert (notebook == supernode) is shared, (release, notebook, supernode)
+    assert notebook == ([{want.control}] if opened else []), release
+    assert want.control not in supernode, (release, supernode)

@@ -2,10 +2,11 @@
 
 The pod runner (podrunner.py) plays kubelet, kube-proxy and cluster DNS for
 what `function render` composes, with the images mapped to the venv of the
-Flower release the Federation names. A pod of its own runs that release's
-`flwr` CLI against the SuperLink Service, as a user in the cluster would, and
-the test waits until the CLI lists every SuperNode as online and no
-container has exited (the runner restarts none). Needs root (network and
+Flower release the Federation names. A container added to the SuperLink's pod
+runs that release's `flwr` CLI against the Control API on the pod's loopback,
+where `kubectl port-forward` leads a user (nothing else reaches it), and the
+test waits until the CLI lists every SuperNode as online and no container has
+exited (the runner restarts none). Needs root (network and
 mount namespaces), and openssl for TLS.
 
 A release's venv is $FLWR_VENVS/<release> (as `make unit` builds them), for
@@ -33,9 +34,10 @@ from typing import Any
 import pytest
 import yaml
 
-from function.spec import CONTROL_PORT
+from function import identity_program
+from function.spec import CONTROL_PORT, FLEET_PROXY_IMAGE
 from peers import ROOT, need
-from podrunner import Manifest, Pod, PodRunner, flower_images, unwrap
+from podrunner import Image, Manifest, Pod, PodRunner, flower_images, nginx_image, repository, unwrap
 
 # The oldest supported, the first with HTTP runtime APIs, the last two (1.42 runs 1.41's command lines).
 RELEASES = ["1.25.0", "1.35.0", "1.41.0", "1.42.0"]
@@ -152,9 +154,32 @@ def render(tmp: pathlib.Path, federation: dict[str, Any], required: list[dict[st
     return [d for d in yaml.safe_load_all(out) if d]
 
 
-def cli_pod(release: Release, address: str, *, tls: bool) -> list[dict[str, Any]]:
-    """A pod with the release's flwr CLI (every Flower image has it) and its connection config."""
-    ca = "/app/tls/ca.crt"
+CLI_CONTAINER = "cli"
+
+
+def nginx_root() -> pathlib.Path:
+    """nginx unpacked from Debian's package (`make unit`): the Fleet API proxy's image from Flower 1.40."""
+    root = pathlib.Path(os.environ.get("NGINX_ROOT") or ROOT / ".cache" / "nginx")
+    need(os.access(root / "usr" / "sbin" / "nginx", os.X_OK), f"nginx from Debian's package ({root}; `make unit`)")
+    return root
+
+
+def images(bin_dir: pathlib.Path, superexec_repositories: tuple[str, ...] = ()) -> dict[str, Image]:
+    """Flower's images at one release's venv, and the Fleet API proxy's nginx."""
+    return flower_images(bin_dir, superexec_repositories) | {repository(FLEET_PROXY_IMAGE): nginx_image(nginx_root())}
+
+
+def superlink_pod(manifests: list[Manifest]) -> str:
+    """The SuperLink's pod: its StatefulSet's one replica."""
+    sts = next(m for m in manifests if m["kind"] == "StatefulSet" and m["metadata"]["name"].endswith("-superlink"))
+    return f"{sts['metadata']['name']}-0"
+
+
+def cli_parts(
+    release: Release, address: str, *, tls: bool, configmap: str = "flwr-cli", namespace: str = NAMESPACE
+) -> tuple[Manifest, Manifest, list[Manifest]]:
+    """A container with the release's flwr CLI configured for address: (its ConfigMap, the container, its volumes)."""
+    ca = "/app/cli-tls/ca.crt"
     security = f'root-certificates = "{ca}"' if tls else "insecure = true"
     if release.reads_pyproject:
         path, config = "/app/cli/pyproject.toml", (
@@ -170,47 +195,53 @@ def cli_pod(release: Release, address: str, *, tls: bool) -> list[dict[str, Any]
         config = f'[superlink]\ndefault = "k8s"\n\n[superlink.k8s]\naddress = "{address}"\n{security}\n'
         argv = ["flwr", "supernode", "list", "--format", "json"]
     # The CLI writes beside its config (1.25: <app>/.flwr), so that directory is an emptyDir.
-    volumes = [{"name": "config", "configMap": {"name": "flwr-cli"}}, {"name": "cli", "emptyDir": {}}]
+    volumes = [{"name": "cli-config", "configMap": {"name": configmap}}, {"name": "cli", "emptyDir": {}}]
     directory = str(pathlib.PurePosixPath(path).parent)
     mounts = [
         {"name": "cli", "mountPath": directory},
-        {"name": "config", "mountPath": path, "subPath": "config", "readOnly": True},
+        {"name": "cli-config", "mountPath": path, "subPath": "config", "readOnly": True},
     ]
-    if tls:  # only the CA, as the SuperNodes get it
-        volumes.append(
-            {"name": "tls", "secret": {"secretName": "superlink-tls", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
-        )
-        mounts.append({"name": "tls", "mountPath": "/app/tls", "readOnly": True})
+    if tls:  # only the CA, as a user's machine has it
+        items = [{"key": "ca.crt", "path": "ca.crt"}]
+        volumes.append({"name": "cli-tls", "secret": {"secretName": "superlink-tls", "items": items}})
+        mounts.append({"name": "cli-tls", "mountPath": "/app/cli-tls", "readOnly": True})
     container = {
-        "name": "cli",
+        "name": CLI_CONTAINER,
         "image": f"flwr/superlink:{release.version}",
         "command": ["sleep", "infinity"],
         "workingDir": directory,
         "volumeMounts": mounts,
         "env": [{"name": "FLWR_CLI", "value": " ".join(argv)}],
     }
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "flwr-cli", "namespace": NAMESPACE},
-        "spec": {"containers": [container], "volumes": volumes},
-    }
-    configmap = {
+    config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": "flwr-cli", "namespace": NAMESPACE},
+        "metadata": {"name": configmap, "namespace": namespace},
         "data": {"config": config},
     }
-    return [configmap, pod]
+    return config_map, container, volumes
 
 
-def control_address(manifests: list[dict[str, Any]], federation: str) -> str:
-    """The SuperLink Service's control port, by its cluster name."""
-    service = next(
-        m for m in manifests if m["kind"] == "Service" and m["metadata"]["name"] == f"{federation}-superlink"
-    )
-    port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "control")
-    return f"{service['metadata']['name']}.{NAMESPACE}.svc:{port}"
+def add_cli(manifests: list[Manifest], release: Release, *, tls: bool) -> list[Manifest]:
+    """A `cli` container with the release's flwr CLI in the SuperLink's pod; returns the ConfigMap it reads.
+
+    The Control API listens on that pod's loopback alone: this is where
+    `kubectl port-forward` leads, so the CLI dials 127.0.0.1, with the CA where
+    TLS is on (the certificate names 127.0.0.1). Changes the SuperLink's
+    StatefulSet in manifests.
+    """
+    configmap, container, volumes = cli_parts(release, f"127.0.0.1:{CONTROL_PORT}", tls=tls)
+    sts = next(m for m in manifests if m["kind"] == "StatefulSet" and m["metadata"]["name"].endswith("-superlink"))
+    pod_spec = sts["spec"]["template"]["spec"]
+    pod_spec["containers"].append(container)
+    pod_spec["volumes"] = [*pod_spec.get("volumes", []), *volumes]
+    return [configmap]
+
+
+def cli_exec(runner: PodRunner, argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """A command in the SuperLink pod's `cli` container."""
+    pod = next(p for p in runner.pods if CLI_CONTAINER in p.containers)
+    return runner.exec(NAMESPACE, pod.name, CLI_CONTAINER, argv, timeout=timeout)
 
 
 def online_supernodes(runner: PodRunner, deadline: float, expected: int) -> tuple[int, str]:
@@ -218,10 +249,11 @@ def online_supernodes(runner: PodRunner, deadline: float, expected: int) -> tupl
 
     A container that exited ends the wait too: the runner restarts nothing.
     """
-    argv = runner.pod(NAMESPACE, "flwr-cli").containers["cli"].spec["env"]["FLWR_CLI"].split()
+    pod = next(p for p in runner.pods if CLI_CONTAINER in p.containers)
+    argv = pod.containers[CLI_CONTAINER].spec["env"]["FLWR_CLI"].split()
     online, last = 0, ""
     while time.monotonic() < deadline and not runner.exited():
-        proc = runner.exec(NAMESPACE, "flwr-cli", "cli", argv, timeout=30)
+        proc = cli_exec(runner, argv)
         last = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         if proc.returncode == 0:  # 1.25 exits 0 with "success": false too; then there are no nodes
             nodes = json.loads(proc.stdout).get("nodes") or []
@@ -240,19 +272,23 @@ def federation(
     *,
     tls: bool,
     change: Callable[[Manifest], None] | None = None,
-    cli: Callable[[str], list[dict[str, Any]]] | None = None,
+    app: bool = False,
 ) -> Iterator[tuple[PodRunner, list[Pod]]]:
-    """A Federation rendered and run with the CLI pod beside it: the runner and the SuperNode pods."""
+    """A Federation rendered and run with the CLI in the SuperLink's pod: the runner and the SuperNode pods.
+
+    app: the smoke-test app mounted in the CLI's container too (flwr_run).
+    """
     name = f"fed-{isolation}{'-tls' if tls else ''}"
     secrets = [tls_secret(tmp, f"{name}-superlink")] if tls else []
     rendered = render(tmp, claim(name, release.version, isolation, tls=tls), secrets)
     manifests = [unwrap(r) for r in rendered]
     for manifest in manifests if change else []:
         change(manifest)
-    address = control_address(manifests, name)
-    cli_pods = cli(address) if cli else cli_pod(release, address, tls=tls)
-    with PodRunner(tmp / "cluster", flower_images(release.bin, SUPEREXEC_IMAGES), secrets) as runner:
-        runner.start([*rendered, *cli_pods])
+    extra = add_cli(manifests, release, tls=tls)
+    if app:
+        extra += add_app(manifests)
+    with PodRunner(tmp / "cluster", images(release.bin, SUPEREXEC_IMAGES), secrets) as runner:
+        runner.start([*rendered, *extra])
         supernodes = [p for p in runner.pods if p.labels.get("app.kubernetes.io/name") == "supernode"]
         assert len(supernodes) == REPLICAS
         yield runner, supernodes
@@ -271,10 +307,11 @@ def test_every_supernode_comes_online(release: Release, tmp_path: pathlib.Path, 
         report = f"exited: {runner.exited()}; flwr said: {last}\n{runner.logs()}"
         assert runner.exited() == [], report
         assert online == len(supernodes), report
-        # The rendered HTTP readiness probes (the SuperLink from 1.37) answer as the kubelet would ask.
+        # The rendered HTTP readiness probes answer as the kubelet would ask.
         probes = http_readiness(runner)
         assert all(status == 200 for *_, status in probes), probes
-        assert bool(probes) == (tuple(map(int, release.version.split(".")[:2])) >= (1, 37)), probes
+        # From 1.40 the Fleet proxy's, which passes GET /health on to the SuperLink's loopback listener.
+        assert bool(probes) == (tuple(map(int, release.version.split(".")[:2])) >= (1, 40)), probes
 
 
 def http_readiness(runner: PodRunner) -> list[tuple[str, str, int]]:
@@ -328,22 +365,19 @@ def app_configmap() -> tuple[dict[str, Any], list[dict[str, str]]]:
     return configmap, [{"key": f.replace("/", "__"), "path": f} for f in files]
 
 
-def with_app(release: Release, tls: bool):  # noqa: FBT001 - passed through as cli_pod takes it
-    """cli_pod, with the app mounted read-only at /app/smoke-src."""
-
-    def make(address: str) -> list[dict[str, Any]]:
-        configmap, items = app_configmap()
-        cli_config, pod = cli_pod(release, address, tls=tls)
-        pod["spec"]["volumes"].append({"name": "app", "configMap": {"name": "smoke-app", "items": items}})
-        container = pod["spec"]["containers"][0]
-        container["volumeMounts"].append({"name": "app", "mountPath": "/app/smoke-src", "readOnly": True})
-        return [cli_config, configmap, pod]
-
-    return make
+def add_app(manifests: list[Manifest]) -> list[Manifest]:
+    """The app, mounted read-only at /app/smoke-src in the CLI's container (add_cli first); its ConfigMap."""
+    configmap, items = app_configmap()
+    sts = next(m for m in manifests if m["kind"] == "StatefulSet" and m["metadata"]["name"].endswith("-superlink"))
+    pod_spec = sts["spec"]["template"]["spec"]
+    pod_spec["volumes"].append({"name": "app", "configMap": {"name": "smoke-app", "items": items}})
+    container = next(c for c in pod_spec["containers"] if c["name"] == CLI_CONTAINER)
+    container["volumeMounts"].append({"name": "app", "mountPath": "/app/smoke-src", "readOnly": True})
+    return [configmap]
 
 
 def flwr_run(runner: PodRunner, release: Release) -> subprocess.CompletedProcess[str]:
-    """`flwr run` of the app in the CLI pod (with_app), streaming until the run ends."""
+    """`flwr run` of the app in the CLI's container (add_app), streaming until the run ends."""
     # The app, writable (the CLI writes beside it), with the federation's address where the release reads it.
     copy = "import shutil, sys; shutil.copytree(sys.argv[1], sys.argv[2])"
     steps = [["python", "-c", copy, "/app/smoke-src", "/app/.flwr/smoke"]]
@@ -354,11 +388,9 @@ def flwr_run(runner: PodRunner, release: Release) -> subprocess.CompletedProcess
         )
         steps.append(["python", "-c", append, "/app/cli/pyproject.toml", "/app/.flwr/smoke/pyproject.toml"])
     for argv in steps:
-        proc = runner.exec(NAMESPACE, "flwr-cli", "cli", argv, timeout=30)
+        proc = cli_exec(runner, argv)
         assert proc.returncode == 0, proc.stderr
-    return runner.exec(
-        NAMESPACE, "flwr-cli", "cli", ["flwr", "run", "/app/.flwr/smoke", "k8s", "--stream"], timeout=RUN_TIMEOUT
-    )
+    return cli_exec(runner, ["flwr", "run", "/app/.flwr/smoke", "k8s", "--stream"], timeout=RUN_TIMEOUT)
 
 
 @dataclass(frozen=True)
@@ -392,8 +424,7 @@ class LocalCli:
     def online(self) -> int:
         listing = ["supernode", "ls", ".", "k8s"] if self.release.reads_pyproject else ["supernode", "list"]
         proc = self(*listing, "--format", "json")
-        text = proc.stdout
-        nodes = json.loads(text[text.find("{") : text.rfind("}") + 1] or "{}").get("nodes") or []
+        nodes = identity_program.parse(proc.stdout, proc.stderr).get("nodes") or []
         return sum(1 for n in nodes if n.get("status") == "online")
 
 
@@ -450,12 +481,12 @@ def test_a_pool_before_1_40_joins_through_the_grpc_fleet_adapter(release: Releas
     secrets = [tls_secret(tmp_path, f"{name}-superlink")]
     rendered = render(tmp_path, federation, secrets)
     manifests = [unwrap(r) for r in rendered]
-    address = control_address(manifests, name)
+    extra = [*add_cli(manifests, release, tls=True), *add_app(manifests)]
     # Each image at its own release: the 1.25 pool's SuperNode and (defaulted) SuperExec from the 1.25 venv.
-    images = flower_images(release.bin)
-    images |= {f"{repo}:{old}": image for repo, image in flower_images(old_python.parent).items()}
-    with PodRunner(tmp_path / "cluster", images, secrets) as runner:
-        runner.start([*rendered, *with_app(release, tls=True)(address)])
+    pod_images = images(release.bin)
+    pod_images |= {f"{repo}:{old}": image for repo, image in flower_images(old_python.parent).items()}
+    with PodRunner(tmp_path / "cluster", pod_images, secrets) as runner:
+        runner.start([*rendered, *extra])
         supernodes = [p for p in runner.pods if p.labels.get("app.kubernetes.io/name") == "supernode"]
         assert sorted(c["image"] for p in supernodes for c in p.spec["containers"]) == [
             f"flwr/superexec:{old}",

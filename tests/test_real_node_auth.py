@@ -12,7 +12,6 @@ tests/test_real_flower.py.
 from __future__ import annotations
 
 import contextlib
-import json
 import pathlib
 import time
 from collections.abc import Iterator
@@ -21,18 +20,21 @@ from typing import Any
 import pytest
 import yaml
 
-from podrunner import PodRunner, flower_images, unwrap
+from function import identity_program
+from podrunner import PodRunner, unwrap
 from test_real_flower import (
+    CLI_CONTAINER,
     NAMESPACE,
     SUPEREXEC_IMAGES,
     Release,
+    add_app,
+    add_cli,
     claim,
-    cli_pod,
-    control_address,
+    cli_exec,
     flwr_run,
+    images,
     render,
     tls_secret,
-    with_app,
 )
 from test_real_flower import release as release  # noqa: PLC0414 - the fixture, re-exported for pytest
 
@@ -67,14 +69,17 @@ def auth_claim(name: str, version: str, mode: str) -> dict[str, Any]:
 
 
 def nodes(runner: PodRunner) -> list[dict[str, Any]]:
-    """The SuperLink's registered SuperNodes, as the CLI pod lists them (none when it cannot answer)."""
-    argv = runner.pod(NAMESPACE, "flwr-cli").containers["cli"].spec["env"]["FLWR_CLI"].split()
-    proc = runner.exec(NAMESPACE, "flwr-cli", "cli", argv, timeout=30)
+    """The SuperLink's registered SuperNodes, as the CLI lists them (none when it cannot answer)."""
+    proc = cli_exec(runner, cli_argv(runner))
     if proc.returncode != 0:
         return []
-    text = proc.stdout
-    answer = json.loads(text[text.find("{") : text.rfind("}") + 1] or "{}")
-    return list(answer.get("nodes") or [])
+    return list(identity_program.parse(proc.stdout, proc.stderr).get("nodes") or [])
+
+
+def cli_argv(runner: PodRunner) -> list[str]:
+    """The release's `flwr` listing command, as add_cli wrote it for the CLI's container."""
+    pod = next(p for p in runner.pods if CLI_CONTAINER in p.containers)
+    return pod.containers[CLI_CONTAINER].spec["env"]["FLWR_CLI"].split()
 
 
 def wait_for(
@@ -106,15 +111,16 @@ def online(listing: list[dict[str, Any]]) -> set[str]:
 
 @contextlib.contextmanager
 def start(release: Release, tmp: pathlib.Path, mode: str) -> Iterator[tuple[PodRunner, list[dict[str, Any]], str]]:
-    """The Federation rendered and running, with a CLI pod beside it: the runner, the manifests, its name."""
+    """The Federation rendered and running, with the CLI in the SuperLink's pod: the runner, the manifests, its name."""
     name = f"fed-auth-{mode.lower()}"
     secrets = [tls_secret(tmp, f"{name}-superlink")]
     rendered = render(tmp, auth_claim(name, release.version, mode), secrets)
     text = yaml.safe_dump_all(rendered)
     assert "PRIVATE KEY" not in text, "a private key in a composed resource"
     manifests = [unwrap(r) for r in rendered]
-    with PodRunner(tmp / "cluster", flower_images(release.bin), secrets) as runner:
-        runner.start([*rendered, *cli_pod(release, control_address(manifests, name), tls=True)])
+    extra = add_cli(manifests, release, tls=True)
+    with PodRunner(tmp / "cluster", images(release.bin), secrets) as runner:
+        runner.start([*rendered, *extra])
         yield runner, manifests, name
 
 
@@ -168,13 +174,11 @@ def test_statefulset_identities_register_survive_a_superlink_restart_and_are_rea
             "open(sys.argv[1], 'wb').write(k.private_bytes(s.Encoding.PEM, s.PrivateFormat.OpenSSH, s.NoEncryption()))"
         )
         scratch = "/app/cli" if release.reads_pyproject else "/app/.flwr"
-        made = runner.exec(NAMESPACE, "flwr-cli", "cli", ["python", "-c", keygen, f"{scratch}/stranger.key"])
+        made = cli_exec(runner, ["python", "-c", keygen, f"{scratch}/stranger.key"])
         assert made.returncode == 0, made.stderr
-        stranger = runner.exec(
-            NAMESPACE,
-            "flwr-cli",
-            "cli",
-            ["flower-supernode", f"--superlink={fleet}", "--root-certificates=/app/tls/ca.crt",
+        stranger = cli_exec(
+            runner,
+            ["flower-supernode", f"--superlink={fleet}", "--root-certificates=/app/cli-tls/ca.crt",
              f"--auth-supernode-private-key={scratch}/stranger.key"],
             timeout=90,
         )  # fmt: skip
@@ -204,11 +208,10 @@ def test_daemonset_identities_one_per_node(release: Release, tmp_path: pathlib.P
         # Unregistered (by hand here, by the reaper after an outage): Flower never takes that key back.
         # Its pod makes a new key pair and joins as a new node, with nobody acting.
         victim = sorted(online(first))[0]
-        argv = runner.pod(NAMESPACE, "flwr-cli").containers["cli"].spec["env"]["FLWR_CLI"].split()
+        argv = cli_argv(runner)
         argv[2:3] = ["unregister", victim]
-        done = runner.exec(NAMESPACE, "flwr-cli", "cli", argv, timeout=60)
-        text = done.stdout
-        assert json.loads(text[text.find("{") : text.rfind("}") + 1] or "{}").get("success") is True, done
+        done = cli_exec(runner, argv, timeout=60)
+        assert identity_program.parse(done.stdout, done.stderr).get("success") is True, done
         restarts: list[str] = []
 
         def rejoined(listing: list[dict[str, Any]]) -> bool:
@@ -229,9 +232,9 @@ def test_a_federated_run_completes_with_authentication(release: Release, tmp_pat
     secrets = [tls_secret(tmp_path, f"{name}-superlink")]
     rendered = render(tmp_path, federation, secrets)
     manifests = [unwrap(r) for r in rendered]
-    address = control_address(manifests, name)
-    with PodRunner(tmp_path / "cluster", flower_images(release.bin, SUPEREXEC_IMAGES), secrets) as runner:
-        runner.start([*rendered, *with_app(release, tls=True)(address)])
+    extra = [*add_cli(manifests, release, tls=True), *add_app(manifests)]
+    with PodRunner(tmp_path / "cluster", images(release.bin, SUPEREXEC_IMAGES), secrets) as runner:
+        runner.start([*rendered, *extra])
         wait_for(runner, "2 SuperNodes online", lambda ls: len(online(ls)) == 2, ONLINE_TIMEOUT)
         proc = flwr_run(runner, release)
         out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"

@@ -240,6 +240,28 @@ CASES = [
     ),
     keeps("auth-needs-tls", spec(BASE, nodeAuthentication={"enabled": False}), "authentication off"),
     breaks(
+        "control-api-in-cluster-only",
+        spec(BASE, superlink__inClusterControlAPI=True, superlink__service__type="LoadBalancer"),
+        "spec.superlink.inClusterControlAPI",
+        "a LoadBalancer would carry the unauthenticated Control API to every address outside the cluster",
+    ),
+    breaks(
+        "control-api-in-cluster-only",
+        spec(BASE, superlink__inClusterControlAPI=True, superlink__service__type="NodePort"),
+        "spec.superlink.inClusterControlAPI",
+        "a NodePort opens it on every node's address",
+    ),
+    keeps(
+        "control-api-in-cluster-only",
+        spec(BASE, superlink__inClusterControlAPI=True),
+        "the default ClusterIP Service keeps it in the cluster",
+    ),
+    keeps(
+        "control-api-in-cluster-only",
+        spec(BASE, superlink__service__type="LoadBalancer"),
+        "exposed Fleet API, Control API on the loopback",
+    ),
+    breaks(
         "auth-key-one-supernode",
         pool(spec(BASE, tls={"secretName": "s"}), authKeySecretRef={"name": "k", "key": "supernode.key"}),
         "spec.supernodes.pools[0].authKeySecretRef",

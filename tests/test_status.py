@@ -136,6 +136,7 @@ SCENARIOS = [
         conditions={"SuperNodesRegistered": ("False", REGISTRATION_PENDING)},
         unready=["pool-default"],
         registered=1,
+        warnings=["SuperNodes register their keys through the Control API"],
     ),
     Scenario(
         name="keys-registered",
@@ -149,6 +150,7 @@ SCENARIOS = [
             "SuperNodesRegistered": ("True", "2/2 SuperNode keys registered"),
         },
         registered=2,
+        warnings=["SuperNodes register their keys through the Control API"],
     ),
     Scenario(
         name="nothing-created",
@@ -402,7 +404,7 @@ STATUS = {
     "readySupernodes": 0,
     "clusters": 1,
     "desiredSupernodes": 1,
-    "endpoints": {"superlinkService": "s:9093", "fleet": "s:9092"},
+    "endpoints": {"superlinkService": "127.0.0.1:9093", "portForward": "kubectl port-forward", "fleet": "s:9092"},
     "pools": [POOL],
 }
 

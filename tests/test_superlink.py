@@ -23,25 +23,55 @@ def test_statefulset_shape_names_and_labels():
     assert sts["spec"]["template"]["metadata"]["labels"] == MANAGED
 
 
+DISABLE_INSTALL = "--disable-runtime-dependency-installation"
+LOOPBACK_1_25 = [
+    "--control-api-address=127.0.0.1:9093",
+    "--serverappio-api-address=127.0.0.1:9091",
+    "--simulationio-api-address=127.0.0.1:9096",
+]
+
+
 @pytest.mark.parametrize(
-    ("base", "insecure", "args", "ports", "containers"),
+    ("base", "insecure", "changes", "args", "ports", "containers"),
     [
-        (BASE, True, ["--isolation=subprocess", "--insecure"], [9092, 9093], ["superlink"]),
-        (BASE, False, ["--isolation=subprocess"], [9092, 9093], ["superlink"]),
+        (BASE, True, {}, ["--isolation=subprocess", *LOOPBACK_1_25, "--insecure"], [9092], ["superlink"]),
+        (BASE, False, {}, ["--isolation=subprocess", *LOOPBACK_1_25], [9092], ["superlink"]),
         (
             PROCESS,
             True,
-            ["--isolation=process", "--insecure"],
-            [9092, 9093, 9091],
+            {},
+            ["--isolation=process", *LOOPBACK_1_25, "--insecure"],
+            [9092],
             ["superlink", "superexec-serverapp"],
+        ),
+        (
+            BASE,
+            True,
+            {"superlink__inClusterControlAPI": True},
+            [
+                "--isolation=subprocess",
+                "--control-api-address=0.0.0.0:9093",
+                *LOOPBACK_1_25[1:],
+                "--insecure",
+            ],
+            [9092, 9093],
+            ["superlink"],
+        ),
+        (
+            BASE,
+            True,
+            {"superlink__image": "flwr/superlink:1.41.0", "supernodes__image": "flwr/supernode:1.41.0"},
+            ["--isolation=subprocess", "--host=127.0.0.1", "--port=9093", "--insecure", DISABLE_INSTALL],
+            None,
+            ["superlink", "fleet-proxy"],
         ),
     ],
 )
-def test_superlink_args_ports_and_sidecar(base, insecure, args, ports, containers):
-    s = spec(base, insecure=insecure)
+def test_superlink_args_ports_and_sidecar(base, insecure, changes, args, ports, containers):
+    s = spec(base, insecure=insecure, **changes)
     c = container(s, "superlink", "superlink")
     assert c["args"] == args
-    assert [p["containerPort"] for p in c["ports"]] == ports
+    assert [p["containerPort"] for p in c["ports"]] if ports else "ports" not in c, "what other pods reach"
     assert [c["name"] for c in pod(s, "superlink")["containers"]] == containers
 
 
@@ -112,20 +142,27 @@ def test_superlink_pod_template_merge():
 
 
 @pytest.mark.parametrize(
-    ("base", "ports", "expected"),
+    ("reason", "base", "changes", "expected"),
     [
-        (BASE, {}, [("fleet", 9092, 9092), ("control", 9093, 9093)]),
-        (BASE, {"grpc": 30092, "extra": 30093}, [("fleet", 30092, 9092), ("control", 30093, 9093)]),
-        (
-            PROCESS,
-            {"serverAppIO": 19091},
-            [("fleet", 9092, 9092), ("control", 9093, 9093), ("serverappio", 19091, 9091)],
-        ),
+        ("the Fleet API alone", BASE, {}, [("fleet", 9092, 9092)]),
+        ("process mode: ServerAppIO stays in the pod", PROCESS, {"ports": {"serverAppIO": 19091}},
+         [("fleet", 9092, 9092)]),
+        ("from 1.40 the Fleet port leads to the proxy", BASE,
+         {"image": "flwr/superlink:1.41.0", "ports": {"grpc": 30092}}, [("fleet", 30092, 9099)]),
+        ("Control opened in the cluster, on its own port", BASE,
+         {"inClusterControlAPI": True, "ports": {"grpc": 30092, "extra": 30093}},
+         [("fleet", 30092, 9092), ("control", 30093, 9093)]),
     ],
-)
-def test_service_ports_map_to_flower_ports(base, ports, expected):
-    svc = manifests(spec(base, superlink__service={"ports": ports}))["superlink-service"]
-    assert [(p["name"], p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == expected
+)  # fmt: skip
+def test_service_ports_map_to_flower_ports(reason, base, changes, expected):
+    link = {k: v for k, v in changes.items() if k != "ports"}
+    s = spec(
+        base, superlink__service={"ports": changes.get("ports", {})}, **{f"superlink__{k}": v for k, v in link.items()}
+    )
+    if "image" in link:
+        s = spec(s, supernodes__image=link["image"].replace("superlink", "supernode"))
+    svc = manifests(s)["superlink-service"]
+    assert [(p["name"], p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == expected, reason
 
 
 @pytest.mark.parametrize("service_type", ["ClusterIP", "NodePort", "LoadBalancer"])
@@ -147,36 +184,32 @@ def test_service_type_labels_annotations_and_selector(service_type):
     assert svc["spec"]["selector"] == MANAGED
 
 
+V141 = {"superlink__image": "flwr/superlink:1.41.0", "supernodes__image": "flwr/supernode:1.41.0"}
+
+
 @pytest.mark.parametrize(
-    ("reason", "changes", "want"),
+    ("reason", "changes", "container_name", "want"),
     [
-        ("1.25: the gRPC health server, which is all there is", {}, {"grpc": {"port": 9095}}),
-        (
-            "1.41: GET /health on the HTTP listener",
-            {"superlink__image": "flwr/superlink:1.41.0", "supernodes__image": "flwr/supernode:1.41.0"},
-            {"httpGet": {"path": "/health", "port": 9093, "scheme": "HTTP"}},
-        ),
-        (
-            "1.41 with TLS: over HTTPS",
-            {
-                "superlink__image": "flwr/superlink:1.41.0",
-                "supernodes__image": "flwr/supernode:1.41.0",
-                "tls": {"secretName": "superlink-tls"},
-            },
-            {"httpGet": {"path": "/health", "port": 9093, "scheme": "HTTPS"}},
-        ),
+        ("1.25: the gRPC health server, which is all there is", {}, "superlink", {"grpc": {"port": 9095}}),
+        ("1.37: the HTTP listener is on the loopback, where the kubelet cannot ask",
+         {"superlink__image": "flwr/superlink:1.37.0", "supernodes__image": "flwr/supernode:1.37.0"},
+         "superlink", {"grpc": {"port": 9095}}),
+        ("1.41: the proxy passes GET /health on to the SuperLink", V141, "fleet-proxy",
+         {"httpGet": {"path": "/health", "port": 9099, "scheme": "HTTP"}}),
+        ("1.41 with TLS: over HTTPS", {**V141, "tls": {"secretName": "superlink-tls"}}, "fleet-proxy",
+         {"httpGet": {"path": "/health", "port": 9099, "scheme": "HTTPS"}}),
+        ("1.41, Control opened: the listener's own /health", {**V141, "superlink__inClusterControlAPI": True},
+         "superlink", {"httpGet": {"path": "/health", "port": 9093, "scheme": "HTTP"}}),
     ],
-)
-def test_superlink_readiness(reason, changes, want):
-    c = next(
-        c
-        for c in manifests(spec(BASE, **changes))["superlink"]["spec"]["template"]["spec"]["containers"]
-        if c["name"] == "superlink"
-    )
+)  # fmt: skip
+def test_superlink_readiness(reason, changes, container_name, want):
+    containers = manifests(spec(BASE, **changes))["superlink"]["spec"]["template"]["spec"]["containers"]
+    c = next(c for c in containers if c["name"] == container_name)
     probe = {k: v for k, v in c["readinessProbe"].items() if k in ("grpc", "httpGet")}
     assert probe == want, reason
     # Liveness stays on the gRPC health server: a static SERVING says the process lives.
-    assert c["livenessProbe"]["grpc"] == {"port": 9095}, reason
+    link = next(c for c in containers if c["name"] == "superlink")
+    assert link["livenessProbe"]["grpc"] == {"port": 9095}, reason
 
 
 TLS = {"tls": {"secretName": "superlink-tls"}}

@@ -279,7 +279,8 @@ def test_only_the_superlink_mounts_its_key_the_containers_that_dial_it_get_the_c
     s = spec(PROCESS, tls={"secretName": "superlink-tls"}, nodeAuthentication={"enabled": True})
     s = yaml.safe_load(yaml.safe_dump(s).replace(":1.25.0", ":1.41.0"))
     superlink = pod(s, "superlink")
-    assert _whole_secret_mounts(superlink) == ["superlink"]
+    # The two that serve its certificate: the SuperLink, and from 1.40 its Fleet proxy.
+    assert _whole_secret_mounts(superlink) == ["fleet-proxy", "superlink"]
     ca_only = {"secretName": "superlink-tls", "items": [{"key": "ca.crt", "path": "ca.crt"}], "defaultMode": 0o440}
     assert {"name": tls.CA_VOLUME, "secret": ca_only} in superlink["volumes"]
     dialing = {c["name"]: c for c in [*superlink["initContainers"], *superlink["containers"]]}
@@ -297,4 +298,4 @@ def test_no_example_mounts_a_whole_secret_but_in_the_superlink(example):
     ]
     assert templates
     for template in templates:
-        assert set(_whole_secret_mounts(template)) <= {"superlink"}
+        assert set(_whole_secret_mounts(template)) <= {"superlink", "fleet-proxy"}
