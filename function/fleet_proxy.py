@@ -89,7 +89,9 @@ def config(spec: FederationSpec, *, control: bool = False) -> str:
         "worker_processes 1;",
         f"pid {_SCRATCH}/nginx.pid;",
         "error_log stderr warn;",
-        "events { worker_connections 4096; }",
+        # One worker is plenty for Fleet's small requests; each SuperNode may hold a
+        # keep-alive connection and each proxied request one more to the SuperLink.
+        "events { worker_connections 16384; }",
         "http {",
         "    access_log off;",
         "    server_tokens off;",
