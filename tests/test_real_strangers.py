@@ -72,16 +72,23 @@ out = []
 for base in json.loads(sys.argv[1]):
     scheme, hostport = base.split("://")
     host, port = hostport.rsplit(":", 1)
+    silent = None  # a port that does not speak HTTP/1.1 (gRPC) answers nothing: asked once
     for method, path in json.loads(sys.argv[2]):
+        if silent:
+            out.append([base, method, path, silent])
+            continue
         try:
             if scheme == "https":
-                conn = http.client.HTTPSConnection(host, int(port), timeout=5, context=context)
+                conn = http.client.HTTPSConnection(host, int(port), timeout=3, context=context)
             else:
-                conn = http.client.HTTPConnection(host, int(port), timeout=5)
+                conn = http.client.HTTPConnection(host, int(port), timeout=3)
             conn.request(method, path, body=b"" if method == "POST" else None,
                          headers={"Content-Type": "application/protobuf"})
             answer = conn.getresponse()
             out.append([base, method, path, answer.status])
+        except TimeoutError as e:
+            silent = type(e).__name__
+            out.append([base, method, path, silent])
         except Exception as e:
             out.append([base, method, path, type(e).__name__])
 print(json.dumps(out))
@@ -132,19 +139,33 @@ def test_strangers_reach_the_fleet_api_and_nothing_else(release: Release, tmp_pa
         supernode = next(p for p in runner.pods if p.labels.get("app.kubernetes.io/name") == "supernode")
         # Every port of the pod's address a listener could be on, and the Service.
         ports = sorted({FLEET_PROXY_PORT, CONTROL_PORT, 9091, 9092, 9096, 8000})
-        bases = [f"https://{superlink.ip}:{port}" for port in ports] + [f"https://{fleet}"]
+        pod_bases = [f"https://{superlink.ip}:{port}" for port in ports]
+        # Outside, the Service's address (cluster DNS names are the cluster's own).
+        service_ip = next(ip for svc, ip in runner.services if svc["metadata"]["name"] == service["metadata"]["name"])
         seats = {
-            "a pod in another namespace": lambda argv: runner.exec(ELSEWHERE, "stranger", "cli", argv, timeout=120),
-            "a SuperNode's pod": lambda argv: runner.exec(NAMESPACE, supernode.name, "supernode", argv, timeout=120),
-            # The Service's address from this machine, as a client outside reaches an exposed Service.
-            "outside the cluster": lambda argv: subprocess.run(
-                [sys.executable, *argv[1:]], capture_output=True, text=True, timeout=120, check=False
+            "a pod in another namespace": (
+                lambda argv: runner.exec(ELSEWHERE, "stranger", "cli", argv, timeout=300),
+                f"https://{fleet}",
+            ),
+            "a SuperNode's pod": (
+                lambda argv: runner.exec(NAMESPACE, supernode.name, "supernode", argv, timeout=300),
+                f"https://{fleet}",
+            ),
+            # As a client outside reaches an exposed Service.
+            "outside the cluster": (
+                lambda argv: subprocess.run(
+                    [sys.executable, *argv[1:]], capture_output=True, text=True, timeout=300, check=False
+                ),
+                f"https://{service_ip}:{fleet_port}",
             ),
         }
-        for seat, run in seats.items():
-            assert answered(probe(run, bases, FORBIDDEN)) == [], seat
+        for seat, (run, at_service) in seats.items():
+            results = probe(run, [*pod_bases, at_service], FORBIDDEN)
+            assert answered(results) == [], seat
+            # Each address was reached (answered, refused or silent): no name failed to resolve.
+            assert not [r for r in results if r[3] == "gaierror"], (seat, results)
             if http_fleet:  # health is the one other thing it passes (the kubelet's probes)
-                assert answered(probe(run, [f"https://{fleet}"], [("GET", "/health")])) != [], seat
+                assert answered(probe(run, [at_service], [("GET", "/health")])) != [], seat
 
         # The CLI of the stranger's pod, at the one address it reaches: refused.
         argv = container["env"][0]["value"].split()
@@ -154,7 +175,7 @@ def test_strangers_reach_the_fleet_api_and_nothing_else(release: Release, tmp_pa
         assert "nodes" not in answer, answer
 
         # The test can fail: on the pod's loopback (kubectl port-forward's end) Flower answers the same asks.
-        local = probe(lambda argv: cli_exec(runner, argv, timeout=120), [f"https://127.0.0.1:{CONTROL_PORT}"],
+        local = probe(lambda argv: cli_exec(runner, argv, timeout=300), [f"https://127.0.0.1:{CONTROL_PORT}"],
                       [("POST", "/v1/control/list-nodes")])  # fmt: skip
         mine = cli_exec(runner, argv)
         assert identity_program.parse(mine.stdout, mine.stderr).get("success") is True, mine
