@@ -154,13 +154,13 @@ DNS = {("UDP", 53), ("TCP", 53)}
 
 
 def _example_clusters(example):
-    """Per cluster: the rendered manifests, the XR's status and spec."""
+    """The XR's spec, and per cluster the rendered manifests."""
     claim = load_all(example)[0]
     docs, _ = render.render(claim, [])
     clusters: dict[str, list] = {}
     for doc in docs[1:]:
         clusters.setdefault(doc["spec"]["providerConfigRef"]["name"], []).append(doc["spec"]["forProvider"]["manifest"])
-    return claim["spec"], docs[0]["status"], clusters
+    return claim["spec"], clusters
 
 
 def _role(manifest):
@@ -224,7 +224,7 @@ class Intent:
     ranges: list
 
 
-def intent(spec_, status, manifests) -> Intent:
+def intent(spec_, manifests) -> Intent:
     policy = spec_.get("networkPolicy") or {}
     opened = DNS | _tcp_ports(policy.get("supernodeEgress", []))
     if spec_.get("allowRuntimeDependencyInstallation"):
@@ -282,11 +282,11 @@ def _superlink_violations(conns, want: Intent) -> list[str]:
     return out
 
 
-def judge_example(netpolicy, spec_, status, clusters) -> dict[str, list[str]]:
+def judge_example(netpolicy, spec_, clusters) -> dict[str, list[str]]:
     """Per cluster, what the analyzer finds against the intended matrix (probe pods added)."""
     out = {}
     for cluster, rendered in clusters.items():
-        want = intent(spec_, status, rendered)
+        want = intent(spec_, rendered)
         assert want.supernodes or want.superlinks, cluster
         namespaces = sorted({m["metadata"]["namespace"] for m in rendered if m["metadata"].get("namespace")})
         probes = [probe("stranger", n, {"app": "stranger"}) for n in [*namespaces, "elsewhere"]]
@@ -300,8 +300,8 @@ EXAMPLES = [*CLAIMS, ROOT / "examples" / "xr.yaml", ROOT / "examples" / "v2" / "
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[f"{p.parent.name}/{p.stem}" for p in EXAMPLES])
 def test_every_example_allows_the_intended_connections_and_no_more(netpolicy, example):
-    spec_, status, clusters = _example_clusters(example)
-    assert judge_example(netpolicy, spec_, status, clusters) == {c: [] for c in clusters}, example.name
+    spec_, clusters = _example_clusters(example)
+    assert judge_example(netpolicy, spec_, clusters) == {c: [] for c in clusters}, example.name
 
 
 def _without(kind_prefix):
@@ -325,10 +325,10 @@ def _open_egress(rendered):
     ],
 )
 def test_the_matrix_can_fail(netpolicy, why, change, found):
-    spec_, status, clusters = _example_clusters(ROOT / "examples" / "claims" / "production.yaml")
+    spec_, clusters = _example_clusters(ROOT / "examples" / "claims" / "production.yaml")
     hub_cluster = next(iter(clusters))
     clusters = {hub_cluster: change(clusters[hub_cluster])}
-    problems = judge_example(netpolicy, spec_, status, clusters)[hub_cluster]
+    problems = judge_example(netpolicy, spec_, clusters)[hub_cluster]
     assert any(found in p for p in problems), (why, problems)
 
 
@@ -346,8 +346,8 @@ def test_per_release_what_the_control_namespaces_reach(netpolicy, release, opene
     claim = xr(s)
     docs, _ = render.render(claim, [])
     rendered = [d["spec"]["forProvider"]["manifest"] for d in docs[1:]]
-    assert judge_example(netpolicy, s, docs[0]["status"], {"hub": rendered}) == {"hub": []}, release
-    want = intent(s, docs[0]["status"], rendered)
+    assert judge_example(netpolicy, s, {"hub": rendered}) == {"hub": []}, release
+    want = intent(s, rendered)
     conns = connections(netpolicy, [*rendered, probe("notebook", "ml-users", {"app": "notebook"})])
     superlink = want.superlinks[0]
     notebook = [_reach(c["conn"]) for c in conns if c["src"] == "ml-users/notebook[Pod]" and c["dst"] == superlink]
