@@ -368,6 +368,27 @@ def check_pod_security(cluster: Cluster, namespace: str, path: pathlib.Path) -> 
     assert labels.get("pod-security.kubernetes.io/enforce") == want, (path.name, namespace, labels)
 
 
+def check_endpoints(
+    plane: ControlPlane, path: pathlib.Path, spec: dict[str, Any], status: dict[str, Any], superlink: dict[str, Any]
+) -> None:
+    """The SuperLink's Service and pod, where the endpoints say: the Fleet API alone on the Service,
+    the Control API on the SuperLink pod's loopback, where the port-forward command leads."""
+    service_host, _, port = status["endpoints"]["fleet"].rpartition(":")
+    service_name, service_ns = service_host.split(".")[:2]
+    service = plane.hub.get("service", service_name, service_ns)
+    names = [p["name"] for p in service["spec"]["ports"]]
+    assert [(p["name"], p["port"]) for p in service["spec"]["ports"]][:1] == [("fleet", int(port))], path.name
+    # The Control port only where the spec opens it (node authentication registers through it, for now).
+    authenticated = (spec.get("nodeAuthentication") or {}).get("enabled", False)
+    opened = authenticated or (spec.get("superlink") or {}).get("inClusterControlAPI", False)
+    assert ("control" in names) == opened, (path.name, names)
+    assert status["endpoints"]["superlinkService"] == "127.0.0.1:9093", path.name
+    namespace, pod_name = superlink["metadata"]["namespace"], f"{superlink['metadata']['name']}-0"
+    forward = f"kubectl -n {namespace} port-forward pod/{pod_name} 9093:9093"
+    assert status["endpoints"]["portForward"] == forward, path.name
+    assert plane.hub.get("pod", pod_name, namespace), path.name
+
+
 def check_status(plane: ControlPlane, path: pathlib.Path, claim: dict[str, Any]) -> None:
     """The claim's status and columns agree with its spec and with the live workloads."""
     spec = claim_of(path)["spec"]
@@ -405,13 +426,9 @@ def check_status(plane: ControlPlane, path: pathlib.Path, claim: dict[str, Any])
     assert status["clusters"] == len({p["providerConfig"] for p in status["pools"]}), path.name
     assert status["supernodes"] == f"{total}/{total}"
     assert (status["readySupernodes"], status["desiredSupernodes"]) == (total, total)
-    # The SuperLink and its Service, where the endpoint says.
     superlink = live_workloads[f"{name}-superlink"]
     assert superlink["status"]["readyReplicas"] == 1
-    service_host, _, port = status["endpoints"]["superlinkService"].rpartition(":")
-    service_name, service_ns = service_host.split(".")[:2]
-    service = plane.hub.get("service", service_name, service_ns)
-    assert int(port) in [p["port"] for p in service["spec"]["ports"]]
+    check_endpoints(plane, path, spec, status, superlink)
     for kind in ("Ready", "Synced"):
         assert condition(claim, kind).get("status") == "True", (path.name, kind, claim["status"]["conditions"])
     # The function's own conditions are on the composite (claims show Crossplane's).
