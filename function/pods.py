@@ -96,9 +96,7 @@ def _harden_container(container: dict[str, Any], spec: FederationSpec) -> dict[s
 
 def _harden_helper(container: dict[str, Any], spec: FederationSpec) -> dict[str, Any]:
     """A container that is no Flower process (the Fleet API proxy): restricted, with a scratch /tmp, its own probes."""
-    out = {**container, "securityContext": CONTAINER_SECURITY}
-    if spec.imagePullPolicy:
-        out["imagePullPolicy"] = spec.imagePullPolicy
+    out = _harden_init_container(container, spec)
     scratch = {"name": _scratch_volume(out["name"]), "mountPath": "/tmp", "subPath": "tmp"}  # noqa: S108 - its emptyDir
     out["volumeMounts"] = [*out.get("volumeMounts", []), scratch]
     return out
