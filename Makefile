@@ -18,11 +18,15 @@ PSSCHECK := .cache/bin/psscheck
 NETPOLICY := .cache/bin/netpolicy
 # The CRDs of the pinned Crossplane and provider-kubernetes, from their modules (tests/peers.py).
 CRDS := .cache/crds/.installed
-# Supported Kubernetes minors: one CRD validator each, pinned in tools/crdcheck
-# (go.mod is the newest minor, go.1.NN.mod each older one).
-KUBE_NEWEST := $(shell sed -n 's/^[[:space:]]*k8s.io\/apiextensions-apiserver v0\.\([0-9]*\)\..*/1.\1/p' tools/crdcheck/go.mod)
-KUBE_MINORS := $(sort $(patsubst tools/crdcheck/go.%.mod,%,$(wildcard tools/crdcheck/go.1.*.mod)) $(KUBE_NEWEST))
+# Supported Kubernetes minors: one CRD validator each. A minor the e2e runs
+# (tools/kube-1.NN) builds it from that control plane's module, so its packages
+# come from the API server's compiled ones; every other minor pins its own
+# k8s.io/apiextensions-apiserver in tools/crdcheck/go.1.NN.mod.
+KUBE_PLANES := $(sort $(patsubst tools/kube-%,%,$(wildcard tools/kube-1.*)))
+KUBE_NEWEST := $(lastword $(sort $(KUBE_PLANES)))
+KUBE_MINORS := $(sort $(patsubst tools/crdcheck/go.%.mod,%,$(wildcard tools/crdcheck/go.1.*.mod)) $(KUBE_PLANES))
 CRDCHECKS := $(foreach m,$(KUBE_MINORS),.cache/bin/crdcheck-$(m))
+CRDCHECKS_KUBE := $(foreach m,$(KUBE_PLANES),.cache/bin/crdcheck-$(m))
 EXAMPLE ?= examples/claims/flower-141.yaml
 IMAGE := .cache/image/function-flower.tar
 PACKAGE := .cache/package/function-flower.xpkg
@@ -36,7 +40,7 @@ E2E_TOOLS := .cache/e2e
 # compile them again.
 GO_BUILD := go build -trimpath -ldflags="-s -w"
 
-.PHONY: render lint unit unit-run unit-tools flower-venvs test e2e e2e-run e2e-tools image package serve crank \
+.PHONY: render lint unit unit-run unit-tools unit-tools-own unit-tools-kube flower-venvs test e2e e2e-run e2e-tools image package serve crank \
 	generate bench fuzz clean
 
 $(VENV)/.installed: pyproject.toml requirements.lock
@@ -81,20 +85,24 @@ $(XRD2CRD): tools/crank/go.mod tools/crank/go.sum tools/crank/xrd2crd/main.go
 
 # The API server's Pod Security admission checks (k8s.io/pod-security-admission),
 # which judge every supported minor from one build.
-$(PSSCHECK): tools/psscheck/go.mod tools/psscheck/go.sum tools/psscheck/main.go
+# psscheck and netpolicy build against the newest control plane's versions of
+# Kubernetes' modules (psscheck from that module itself, netpolicy from a go.mod
+# that requires the same ones): after go-kube-$(KUBE_NEWEST) they compile
+# little more than their own packages.
+$(PSSCHECK): tools/kube-$(KUBE_NEWEST)/go.mod tools/kube-$(KUBE_NEWEST)/go.sum tools/psscheck/main.go
 	mkdir -p $(dir $(PSSCHECK))
-	cd tools/psscheck && $(GO_BUILD) -o "$(CURDIR)/$(PSSCHECK)" .
+	cd tools/psscheck && $(GO_BUILD) -modfile=../kube-$(KUBE_NEWEST)/go.mod -o "$(CURDIR)/$(PSSCHECK)" .
 
-# np-guard's NetworkPolicy connectivity analyzer, the judge of what our policies allow.
-$(NETPOLICY): tools/netpolicy/go.mod tools/netpolicy/go.sum
+$(NETPOLICY): tools/kube-$(KUBE_NEWEST)/go.mod tools/kube-$(KUBE_NEWEST)/go.sum
 	mkdir -p $(dir $(NETPOLICY))
-	cd tools/netpolicy && $(GO_BUILD) -o "$(CURDIR)/$(NETPOLICY)" github.com/np-guard/netpol-analyzer/cmd/netpolicy
+	cd tools/netpolicy && $(GO_BUILD) -modfile=../kube-$(KUBE_NEWEST)/go.mod -o "$(CURDIR)/$(NETPOLICY)" \
+		github.com/np-guard/netpol-analyzer/cmd/netpolicy
 
 # The API server's own CRD validation (CEL cost budget included), once per
 # supported Kubernetes minor, each with that minor's apiextensions-apiserver.
-.cache/bin/crdcheck-$(KUBE_NEWEST): tools/crdcheck/main.go tools/crdcheck/go.mod tools/crdcheck/go.sum
+$(foreach m,$(KUBE_PLANES),.cache/bin/crdcheck-$(m)): .cache/bin/crdcheck-%: tools/crdcheck/main.go tools/kube-%/go.mod tools/kube-%/go.sum
 	mkdir -p $(dir $@)
-	cd tools/crdcheck && $(GO_BUILD) -o "$(CURDIR)/$@" .
+	cd tools/crdcheck && $(GO_BUILD) -modfile=../kube-$*/go.mod -o "$(CURDIR)/$@" .
 
 .cache/bin/crdcheck-%: tools/crdcheck/main.go tools/crdcheck/go.%.mod tools/crdcheck/go.%.sum
 	mkdir -p $(dir $@)
@@ -125,9 +133,14 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
 # The Go programs the fast suite runs, and one venv per Flower release it runs.
-unit-tools: $(CRANK) $(CELCHECK) $(XRD2CRD) $(PSSCHECK) $(NETPOLICY) $(CRDCHECKS) $(CRDS)
+unit-tools: unit-tools-own unit-tools-kube
 
-$(CRDS): hack/e2e/build-tools.sh tools/crank/go.mod tools/provider-kubernetes/go.mod tools/cert-manager/go.mod
+# Those with modules of their own, and those built from the control planes'
+# modules (hack/stages.py builds these after the control planes, reusing them).
+unit-tools-own: $(CRANK) $(CELCHECK) $(XRD2CRD) $(filter-out $(CRDCHECKS_KUBE),$(CRDCHECKS)) $(CRDS)
+unit-tools-kube: $(PSSCHECK) $(NETPOLICY) $(CRDCHECKS_KUBE)
+
+$(CRDS): hack/e2e/build-tools.sh tools/crank/go.mod tools/provider-kubernetes/go.mod
 	hack/e2e/build-tools.sh $(dir $(CRDS)) crds
 	touch $@
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import re
 import shutil
 
 import pytest
@@ -32,12 +31,12 @@ def celcheck() -> str:
 
 
 def _kubernetes_minors() -> list[str]:
-    """The supported Kubernetes minors: one pinned CRD validator each in tools/crdcheck."""
-    crdcheck = ROOT / "tools" / "crdcheck"
-    older = [p.name[len("go.") : -len(".mod")] for p in crdcheck.glob("go.1.*.mod")]
-    newest = re.search(r"k8s.io/apiextensions-apiserver v0\.(\d+)\.", (crdcheck / "go.mod").read_text())
-    assert newest, "tools/crdcheck/go.mod pins no k8s.io/apiextensions-apiserver"
-    return sorted([*older, f"1.{newest.group(1)}"], key=lambda m: int(m.split(".")[1]))
+    """The supported Kubernetes minors: one CRD validator each, from the module of a control
+    plane the e2e runs (tools/kube-1.NN) or pinned alone (tools/crdcheck/go.1.NN.mod)."""
+    planes = [p.name.removeprefix("kube-") for p in (ROOT / "tools").glob("kube-1.*")]
+    older = [p.name[len("go.") : -len(".mod")] for p in (ROOT / "tools" / "crdcheck").glob("go.1.*.mod")]
+    assert planes, "no control plane pinned under tools/kube-1.NN"
+    return sorted({*planes, *older}, key=lambda m: int(m.split(".")[1]))
 
 
 KUBERNETES_MINORS = _kubernetes_minors()

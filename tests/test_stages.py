@@ -117,7 +117,9 @@ def test_wanted_adds_what_the_goals_need_and_refuses_an_unknown_one():
     table = stages.stages()
     e2e = stages.wanted(table, ["e2e"])
     assert {"venv", "crank", "package", "go-e2e"} <= set(e2e)
-    assert not {"unit", "go-unit", "lint", "flower-venvs"} & set(e2e), "the e2e alone builds no unit tools"
+    assert not {"unit", "go-unit", "go-unit-kube", "lint", "flower-venvs"} & set(e2e), (
+        "the e2e alone builds no unit tools"
+    )
     assert set(stages.wanted(table, ["test"])) == set(table)
     with pytest.raises(SystemExit, match="unknown stage or goal 'nope'"):
         stages.wanted(table, ["nope"])
@@ -138,3 +140,6 @@ def test_every_control_plane_waits_for_its_own_minor_and_kubectl():
         assert f"e2e-{newer}" in table[f"e2e-{older}"].needs
     # Real Flower processes beside the control planes' cold builds made those builds, the critical path, slower.
     assert {f"go-kube-{m}" for m in minors} <= set(table["unit-flower"].needs)
+    # The judges built from the control planes' modules wait for those, to reuse their compiled packages.
+    assert {f"go-kube-{m}" for m in minors} <= set(table["go-unit-kube"].needs)
+    assert "go-unit-kube" in table["unit"].needs

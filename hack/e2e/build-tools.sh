@@ -70,7 +70,7 @@ common() {
   build tools/provider-kubernetes "$out/provider-kubernetes" github.com/crossplane-contrib/provider-kubernetes/cmd/provider
   build tools/kwok "$out/kwok" sigs.k8s.io/kwok/cmd/kwok
   build tools/kwok "$out/kwokctl" sigs.k8s.io/kwok/cmd/kwokctl
-  build tools/cert-manager "$out/cert-manager" .
+  build tools/crank "$out/cert-manager" ./certmanager
   crds
 }
 
@@ -79,14 +79,14 @@ crds() { # the CRDs of the pinned Crossplane, provider-kubernetes and cert-manag
   # provider-kubernetes' CRDs ship in its module.
   (cd tools/provider-kubernetes && go mod download github.com/crossplane-contrib/provider-kubernetes)
   (cd tools/crank && go mod download github.com/crossplane/crossplane/v2)
-  (cd tools/cert-manager && go mod download github.com/cert-manager/cert-manager)
+  (cd tools/crank && go mod download github.com/cert-manager/cert-manager)
   provider=$(cd tools/provider-kubernetes && go list -m -f '{{.Dir}}' github.com/crossplane-contrib/provider-kubernetes)
   rm -rf "$out/provider-crds" && cp -r "$provider/package/crds" "$out/provider-crds" && chmod -R u+w "$out/provider-crds"
   # Crossplane's CRDs ship in its module (cluster/crds).
   core=$(cd tools/crank && go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2)
   rm -rf "$out/crossplane-crds" && cp -r "$core/cluster/crds" "$out/crossplane-crds" && chmod -R u+w "$out/crossplane-crds"
   # cert-manager's CRDs ship in its module (deploy/crds).
-  certmanager=$(cd tools/cert-manager && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)
+  certmanager=$(cd tools/crank && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)
   rm -rf "$out/cert-manager-crds" && cp -r "$certmanager/deploy/crds" "$out/cert-manager-crds" \
     && chmod -R u+w "$out/cert-manager-crds"
 }

@@ -81,6 +81,10 @@ func apiextensionsVersion() string {
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, dep := range info.Deps {
 			if dep.Path == "k8s.io/apiextensions-apiserver" {
+				// A control plane's module replaces its staging modules by their releases.
+				if dep.Replace != nil {
+					return dep.Replace.Version
+				}
 				return dep.Version
 			}
 		}

@@ -8,6 +8,9 @@
 // in the cert-manager module's public packages; ACME, Vault, Venafi, the
 // ingress/gateway shims and the webhook are left out (the e2e issues from a
 // CA). It runs on the host with a kubeconfig, like the other e2e controllers.
+//
+// Its release is pinned in tools/crank/go.mod, beside Crossplane's, and its
+// CRDs ship in the same module (deploy/crds).
 package main
 
 import (
@@ -64,9 +67,8 @@ func run(ctx context.Context, kubeconfig, clusterResources string, workers int) 
 		KubernetesAPIBurst: 50,
 		IssuerOptions:      controllerpkg.IssuerOptions{ClusterResourceNamespace: clusterResources},
 		CertificateOptions: controllerpkg.CertificateOptions{
-			// The release's defaults: a failed request is retried after 1h, up to 32h.
+			// The release defaults: a failed request is retried after 1h (up to 32h).
 			CertificateRequestMinimumBackoffDuration: time.Hour,
-			CertificateRequestMaximumBackoffDuration: 32 * time.Hour,
 		},
 	})
 	if err != nil {
