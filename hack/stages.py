@@ -21,6 +21,7 @@ Standard library only: it runs before any virtualenv exists.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import pathlib
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LOGS = ROOT / ".cache" / "stages"
@@ -85,7 +87,10 @@ def stages() -> dict[str, Stage]:
         before = (f"e2e-{m}",)
     table = [
         Stage("venv", [MAKE, "--no-print-directory", ".venv/.installed"]),
-        Stage("flower-venvs", [MAKE, "--no-print-directory", "-j3", "flower-venvs"]),
+        # Only the unit stages need them, and those start once the control planes' builds
+        # are done: behind the builds, not beside them (cold, -j3 pip installs at nice 0
+        # took as much CPU as the critical path for their first eight minutes).
+        Stage("flower-venvs", [MAKE, "--no-print-directory", "-j3", "flower-venvs"], nice=10),
         # The critical path: the control plane's binaries, then the e2e. The
         # Crossplane CLI first of its module: Crossplane and crane (go-e2e) and
         # the unit suite's tools build on what it compiled, where building
@@ -155,6 +160,77 @@ def clock(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s"
 
 
+# The scheduler's weight of a nice value (the kernel's sched_prio_to_weight), for a cgroup's CPU share.
+NICE_WEIGHT = {0: 1024, 1: 820, 2: 655, 3: 526, 4: 423, 5: 335, 6: 272, 7: 215, 8: 172, 9: 137, 10: 110}
+
+
+class CpuShares:
+    """Each stage's processes in a CPU cgroup of its own, weighted as the stage's nice value.
+
+    nice alone does not hold: with the kernel's autogroup on (a common default), every
+    session is scheduled as one group, all groups with the same weight, and nice orders
+    processes only inside their session. KWOK's components and each pod runner container
+    start sessions of their own, so, measured cold, seven Flower processes of the unit
+    stages (nice 5) took as much CPU as the control plane's API server (nice 0), and the
+    control plane, the critical path, ran at half speed. A cgroup holds a stage's whole
+    process tree, new sessions included, and autogroup does not apply inside one.
+
+    Needs a writable CPU controller (root, cgroup v1 or v2); without one, stages keep nice
+    and their own session's autogroup weight.
+    """
+
+    def __init__(self) -> None:
+        """Make this run's parent group, or note that there is none to make."""
+        self.parent: pathlib.Path | None = None
+        self.knob = ""
+        v1, v2 = pathlib.Path("/sys/fs/cgroup/cpu"), pathlib.Path("/sys/fs/cgroup")
+        try:
+            if (v1 / "cpu.shares").exists():
+                self.parent, self.knob = v1 / f"flower-stages-{os.getpid()}", "cpu.shares"
+                self.parent.mkdir()
+            elif "cpu" in (v2 / "cgroup.controllers").read_text().split():
+                (v2 / "cgroup.subtree_control").write_text("+cpu")
+                self.parent, self.knob = v2 / f"flower-stages-{os.getpid()}", "cpu.weight"
+                self.parent.mkdir()
+                (self.parent / "cgroup.subtree_control").write_text("+cpu")
+        except OSError:
+            self.parent = None
+
+    def group(self, stage: Stage) -> pathlib.Path | None:
+        """The stage's group, weighted; None when there is no CPU controller to use."""
+        if self.parent is None:
+            return None
+        weight = NICE_WEIGHT[min(max(stage.nice, 0), 10)]
+        path = self.parent / stage.name
+        try:
+            path.mkdir(exist_ok=True)
+            # cgroup v2's cpu.weight is on a scale of 100 where v1's cpu.shares is on one of 1024.
+            (path / self.knob).write_text(str(weight if self.knob == "cpu.shares" else max(1, weight * 100 // 1024)))
+        except OSError:
+            return None
+        return path
+
+    def close(self) -> None:
+        """Remove the groups that emptied (one with a process left over stays, harmless)."""
+        if self.parent is not None:
+            for path in [*self.parent.iterdir(), self.parent]:
+                if path.is_dir():
+                    with contextlib.suppress(OSError):
+                        path.rmdir()
+
+
+def _enter(group: pathlib.Path | None, nice: int) -> Callable[[], None]:
+    """What a stage's process does before it runs its command: join its group, take its nice value."""
+
+    def enter() -> None:
+        if group is not None:
+            (group / "cgroup.procs").write_text(str(os.getpid()))
+        if nice:
+            os.nice(nice)
+
+    return enter
+
+
 class Runner:
     """Starts each stage once the stages it needs have passed."""
 
@@ -164,6 +240,7 @@ class Runner:
         self.start = time.monotonic()
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
+        self.cpu = CpuShares()
 
     def say(self, text: str) -> None:
         """A line of the report, stamped with the time since the start."""
@@ -187,6 +264,7 @@ class Runner:
                 if all(s.state in ("passed", "failed", "not run") for s in self.table.values()):
                     break
                 self.changed.wait()
+        self.cpu.close()
         return self.report()
 
     def _run(self, stage: Stage) -> None:
@@ -201,7 +279,7 @@ class Runner:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 check=False,
-                preexec_fn=(lambda: os.nice(stage.nice)) if stage.nice else None,
+                preexec_fn=_enter(self.cpu.group(stage), stage.nice),
             )
         stage.seconds = time.monotonic() - began
         with self.changed:

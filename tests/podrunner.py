@@ -83,6 +83,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import signal
 import socket
 import stat
@@ -709,6 +710,19 @@ class PodRunner:
         self._halt([c.popen for c in target.containers.values()], kill=False)
         self.pods.remove(target)
         self.deleted.append(target)
+
+    def create(self, namespace: str, pod: str) -> None:
+        """Start a deleted pod again under its name, as a StatefulSet's controller brings a replica back on
+        scale-up: a new pod (uid, sandbox, empty emptyDirs), its claims as the old one left them."""
+        target = next(p for p in self.deleted if (p.namespace, p.name) == (namespace, pod))
+        if target.sandbox is not None:
+            self._halt([target.sandbox], kill=True)
+        shutil.rmtree(target.dir / "volumes", ignore_errors=True)
+        self.deleted.remove(target)
+        target.containers.clear()
+        target.uid = str(uuid.uuid4())
+        self.pods.append(target)
+        self._start_pod(target)
 
     @staticmethod
     def _halt(procs: list[subprocess.Popen[bytes]], *, kill: bool) -> None:

@@ -5,8 +5,9 @@ every SuperNode of a StatefulSet pool of 3 (or a DaemonSet on the runner's 2
 nodes) comes online under its own key; after the SuperLink process restarts
 they are all online again with the same node IDs; a key nobody registered is
 refused; once a pool shrinks, the SuperLink's reaper leaves only the
-identities that still run; and a `flwr run` completes. Needs root, like
-tests/test_real_flower.py.
+identities that still run, and when it grows again the replicas that were
+gone past every grace period join under new keys (no lockout); and a
+`flwr run` completes. Needs root, like tests/test_real_flower.py.
 """
 
 from __future__ import annotations
@@ -148,6 +149,7 @@ def test_statefulset_identities_register_survive_a_superlink_restart_and_are_rea
         pods = supernode_pods(runner)
         assert len(pods) == 3
         assert len(public_keys(runner, pods)) == 3, "SuperNodes share a key"
+        old_keys = public_keys(runner, pods[1:])
         first = wait_for(runner, "3 SuperNodes online", lambda ls: len(online(ls)) == 3, ONLINE_TIMEOUT)
         ids = online(first)
 
@@ -193,6 +195,22 @@ def test_statefulset_identities_register_survive_a_superlink_restart_and_are_rea
             runner, "1 registered identity", lambda ls: len(registered(ls)) == 1, UNREGISTER_AFTER + 60, restarts=[]
         )
         assert {n["node-id"] for n in registered(left)} <= ids
+
+        # Scaled back to 3: the two replicas return, offline past every grace period, with their claims and
+        # the keys the reaper unregistered (Flower never takes such a key back). Nobody is locked out: each
+        # makes a new key pair, registers it and joins, and the SuperLink holds 3 registered identities.
+        for pod in pods[1:]:
+            runner.create(NAMESPACE, pod)
+        wait_for(
+            runner,
+            "3 SuperNodes online and 3 registered after 3 -> 1 -> 3",
+            lambda ls: len(online(ls)) == 3 and len(registered(ls)) == 3,
+            ONLINE_TIMEOUT,
+            restarts=[],
+        )
+        new_keys = public_keys(runner, pods[1:])
+        assert len(new_keys) == 2, "the returning replicas share a key"
+        assert not new_keys & old_keys, "a returning replica kept a key its SuperLink unregistered"
 
 
 @pytest.mark.parametrize("release", ["1.25.0", "1.41.0", "1.42.0"], indirect=True)
