@@ -108,12 +108,13 @@ def stages() -> dict[str, Stage]:
         # they need no Go tool, but start once the control planes' builds are done:
         # measured cold, running them beside those builds (the critical path) slowed
         # go-kube-1.35 from 12m48s to 16m12s and started the 1.30 plane 9 minutes later.
+        # Then they share the CPU evenly with the control plane: they wait on Flower's
+        # timeouts, and at a fifth of its weight two of them timed out (warm, 0ab59a5).
         Stage(
             "unit-flower",
             [MAKE, "--no-print-directory", "unit-run", "UNIT_MARKS=podrunner", "UNIT_WORKERS=0"],
             needs=("venv", "flower-venvs", *(k.name for k in kube)),
             pytest=True,
-            nice=5,
         ),
         Stage(
             "unit",

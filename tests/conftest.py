@@ -115,7 +115,7 @@ def functions_file(tmp_path_factory, function_address) -> pathlib.Path:
 # starts before the Go builds end (hack/stages.py). One runner per machine at a
 # time (its lock), so under xdist (--dist loadgroup) they share one worker
 # instead of waiting on each other's lock.
-PODRUNNER_MODULES = ("test_podrunner", "test_real_flower", "test_real_node_auth")
+PODRUNNER_MODULES = ("test_podrunner", "test_real_flower", "test_real_node_auth", "test_real_strangers")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
