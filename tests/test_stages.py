@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import pytest
@@ -143,3 +144,22 @@ def test_every_control_plane_waits_for_its_own_minor_and_kubectl():
     # The judges built from the control planes' modules wait for those, to reuse their compiled packages.
     assert {f"go-kube-{m}" for m in minors} <= set(table["go-unit-kube"].needs)
     assert "go-unit-kube" in table["unit"].needs
+
+
+def test_a_stage_runs_in_a_cpu_group_weighted_as_its_nice_value():
+    """Its whole process tree, new sessions included, shares the CPU by the group's weight (autogroup aside)."""
+    cpu = stages.CpuShares()
+    if cpu.parent is None:
+        pytest.skip("no writable CPU controller (needs root)")
+    try:
+        stage = stages.Stage("probe", ["true"], nice=10)
+        group = cpu.group(stage)
+        assert group is not None
+        assert (group / cpu.knob).read_text().strip() == ("110" if cpu.knob == "cpu.shares" else "10")
+        # setsid: a new session, as KWOK's components and the pod runner's containers start.
+        proc = subprocess.run(["setsid", "cat", "/proc/self/cgroup"], capture_output=True, text=True, check=True,
+                              preexec_fn=stages._enter(group, stage.nice))  # fmt: skip
+        assert f"/{cpu.parent.name}/probe" in proc.stdout, proc.stdout
+    finally:
+        cpu.close()
+    assert not cpu.parent.exists(), "the run's groups are removed once empty"
