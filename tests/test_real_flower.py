@@ -48,6 +48,7 @@ ONLINE_TIMEOUT = 60
 # have been up this long before the containers are counted.
 SETTLE = 6
 OFFLINE_WINDOW = 10  # the healthy ones are online within seconds
+ANSWER_GRACE = 60  # a busy machine's CLI may need longer for its first answer
 # Custom SuperExec images, as production.yaml names them: they run flower-superexec too.
 SUPEREXEC_IMAGES = ("registry.example.com/ml/serverapp", "registry.example.com/ml/clientapp")
 
@@ -247,15 +248,25 @@ def cli_exec(runner: PodRunner, argv: list[str], timeout: float = 30) -> subproc
 def online_supernodes(runner: PodRunner, deadline: float, expected: int) -> tuple[int, str]:
     """Ask the CLI until `expected` SuperNodes are online or the deadline passes: (online, last answer).
 
-    A container that exited ends the wait too: the runner restarts nothing.
+    The counts and the answer are the SuperLink's: the wait goes on past the
+    deadline (by ANSWER_GRACE at most) until one answer came from the
+    SuperLink, because from 1.42 `--format json` also exits 0 when the CLI
+    fails (a timeout on a busy machine: "success": false). A container that
+    exited ends the wait too: the runner restarts nothing.
     """
     pod = next(p for p in runner.pods if CLI_CONTAINER in p.containers)
     argv = pod.containers[CLI_CONTAINER].spec["env"]["FLWR_CLI"].split()
-    online, last = 0, ""
-    while time.monotonic() < deadline and not runner.exited():
+    online, last, answered = 0, "", False
+    while not runner.exited():
+        now = time.monotonic()
+        if now >= deadline + ANSWER_GRACE or (now >= deadline and answered):
+            break
         proc = cli_exec(runner, argv)
-        last = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-        if proc.returncode == 0:  # 1.25 exits 0 with "success": false too; then there are no nodes
+        reached = proc.returncode == 0 and '"success": true' in proc.stdout
+        if reached or not answered:
+            last = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        if reached:
+            answered = True
             nodes = json.loads(proc.stdout).get("nodes") or []
             online = sum(1 for n in nodes if n.get("status") == "online")
             if online >= expected:
