@@ -131,6 +131,7 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 # The Go programs the fast suite runs, and one venv per Flower release it runs.
 unit-tools: unit-tools-own unit-tools-kube
@@ -160,7 +161,7 @@ unit-run:
 		$(VENV)/bin/pytest --ignore=tests/e2e -n $(UNIT_WORKERS) --dist loadgroup --durations=25 -m "$(UNIT_MARKS)" $(PYTEST_ARGS)
 
 # The runtime image, built without a container daemon (needs root).
-$(IMAGE): $(VENV)/.installed hack/build_image.py pyproject.toml requirements.lock $(wildcard function/*)
+$(IMAGE): $(VENV)/.installed hack/build_image.py pyproject.toml requirements.lock $(wildcard function/* function/*/*)
 	$(VENV)/bin/python hack/build_image.py $@
 
 # The Crossplane package, with the runtime image embedded.

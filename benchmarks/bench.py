@@ -9,8 +9,8 @@ lifts that cap in its own process and in the server's only.
 "in-process" is the steady state (Crossplane sends the same spec on every
 reconcile, and validation results are cached by content); "cold" empties
 those caches before each call. "grpc" calls the function served as
-`function serve --insecure` runs it (function/main.py: one composing thread,
-function/workers.py), in its own process, over one channel.
+`function serve --insecure` runs it (function/serving/main.py: one composing thread,
+function/serving/workers.py), in its own process, over one channel.
 
 --smoke runs 1 and 256 pools (past the cap: the lifted cap is checked in
 both processes), a few iterations each, in seconds: it proves the script
@@ -43,8 +43,10 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
 
 import served
-from function import caching, fn, spec
-from function import main as function_main
+from function import caching
+from function.api import spec
+from function.serving import fn
+from function.serving import main as function_main
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 POOLS = (1, 16, 128, 256)
@@ -56,7 +58,7 @@ SMOKE_ITERATIONS = 3
 SERVE_FLAG = "--serve-function"
 # A fresh interpreter importing the function takes a second or two on a busy machine.
 START_TIMEOUT_SECONDS = 60
-# The server's grace period (function/serve.py) and its winding down.
+# The server's grace period (function/serving/serve.py) and its winding down.
 STOP_TIMEOUT_SECONDS = 30
 SHOWN_LOG_CHARS = 4000
 
@@ -168,11 +170,11 @@ def serving(*, lift_cap: bool) -> Iterator[Server]:
     """`function serve --insecure` on a free port in its own process, once it listens; SIGTERM at the end.
 
     With lift_cap, this script runs it (--serve-function), having lifted the
-    pool cap first; else `python -m function.main`. The server's exit code is
+    pool cap first; else `python -m function.serving.main`. The server's exit code is
     the yielded Server's exit_code afterwards.
     """
     port = served.free_port()
-    program = (str(pathlib.Path(__file__).resolve()), SERVE_FLAG) if lift_cap else ("-m", "function.main")
+    program = (str(pathlib.Path(__file__).resolve()), SERVE_FLAG) if lift_cap else ("-m", "function.serving.main")
     with tempfile.TemporaryDirectory() as tmp:
         log = pathlib.Path(tmp) / "function.log"
         process = served.serve("--insecure", port=port, log=log, program=program, timeout=START_TIMEOUT_SECONDS)

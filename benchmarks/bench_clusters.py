@@ -27,7 +27,8 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench import fatal_messages, measure, serving
-from function import clusters, fn
+from function.serving import fn
+from function.topology import clusters
 
 LABELS = {"flower.flwr.ai/federation": "fleet"}
 CLUSTERS = (100, 500)

@@ -3,7 +3,7 @@
 The function checks the open, Kubernetes-typed parts of a Federation
 (resources, env, volumes, podTemplate...) against the official schema. Rather
 than ship every Kubernetes version's schemas, this keeps the definitions the
-spec names (function/spec.py) and what they reference, for one version,
+spec names (function/api/spec.py) and what they reference, for one version,
 without descriptions. Run with --check to fail when the file is stale.
 """
 
@@ -21,10 +21,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "hack"))
 
 import generated  # noqa: E402 - needs the sys.path set-up above
-from function.spec import K8S_TYPE, FederationSpec  # noqa: E402 - needs the sys.path set-up above
+from function.api.spec import K8S_TYPE, FederationSpec  # noqa: E402 - needs the sys.path set-up above
 
 KUBERNETES_VERSION = "1.33.0"
-OUT = ROOT / "function" / "k8s_definitions.json"
+OUT = ROOT / "function" / "api" / "k8s_definitions.json"
 
 
 def named_types() -> list[str]:
@@ -75,7 +75,7 @@ def extract() -> dict[str, Any]:
 
 
 def render() -> str:
-    """function/k8s_definitions.json as committed."""
+    """function/api/k8s_definitions.json as committed."""
     return json.dumps(extract(), sort_keys=True, separators=(",", ":")) + "\n"
 
 

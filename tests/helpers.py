@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from function import compose, pods
+from function.builders import pods
+from function.composition import compose
 
 BASE: dict[str, Any] = {
     "mode": "StatefulSet",
@@ -73,7 +74,7 @@ HARDENING_CONTAINER_FIELDS = ("readinessProbe", "livenessProbe")
 
 
 def without_hardening(pod_spec: dict[str, Any]) -> dict[str, Any]:
-    """A pod spec without what function/pods.py adds to every pod (tested in test_pods.py),
+    """A pod spec without what function/builders/pods.py adds to every pod (tested in test_pods.py),
     so builder tests see their own concern only."""
     out = {k: v for k, v in pod_spec.items() if k not in HARDENING_POD_FIELDS}
     volumes = [v for v in out.get("volumes", []) if not v["name"].startswith("scratch-")]

@@ -19,8 +19,9 @@ import yaml
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 import strategies
-from function import fn, names, nodeconfig, wire
-from function.spec import K8S_TYPE, NODE_CONFIG
+from function.api import names, nodeconfig
+from function.api.spec import K8S_TYPE, NODE_CONFIG
+from function.serving import fn, wire
 from helpers import xr
 from peers import ROOT
 
@@ -195,7 +196,7 @@ def node_configs(spec: dict[str, Any], objects: dict[str, dict[str, Any]]) -> li
 
 def _as_sent(value: Any) -> Any:
     # A Struct carries every number as a double, and the function reads whole
-    # ones as ints (function/wire.py): a spec's 2.0 is 2, as it is once the
+    # ones as ints (function/serving/wire.py): a spec's 2.0 is 2, as it is once the
     # API server has stored it. Found by make fuzz (Flower read an int back).
     return int(value) if isinstance(value, float) and value.is_integer() else value
 

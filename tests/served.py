@@ -16,7 +16,7 @@ import grpc
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-# The request and response sizes the function takes and gives (function/main.py
+# The request and response sizes the function takes and gives (function/serving/main.py
 # reads up to 256 MiB; Crossplane sends what it observed, however big).
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
@@ -100,9 +100,9 @@ def serve(
     command: tuple[str, ...] = ("serve",),
     env: dict[str, str] | None = None,
     timeout: float = 60,
-    program: tuple[str, ...] = ("-m", "function.main"),
+    program: tuple[str, ...] = ("-m", "function.serving.main"),
 ) -> subprocess.Popen:
-    """`python -m function.main serve --address 127.0.0.1:port *args`, once it listens; its output in log.
+    """`python -m function.serving.main serve --address 127.0.0.1:port *args`, once it listens; its output in log.
 
     command () runs it as the image does, with no command. program is what
     this interpreter runs: a script that takes the function's command line

@@ -1,7 +1,7 @@
 """Hypothesis strategies for Federation specs, generated from the model itself.
 
 The walk follows the model's own JSON schema (hack/gen_xrd.resolved_schema,
-the same one the XRD is made from), so a field added to function/spec.py is
+the same one the XRD is made from), so a field added to function/api/spec.py is
 generated here without a change. Two things the schema cannot say come from
 small tables: what a Kubernetes-typed field holds (the model keeps those open)
 and, for a few fields, realistic values (an image tag that names a release),
@@ -24,7 +24,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from function import spec as model
+from function.api import spec as model
 from peers import hack_module
 
 gen_xrd = hack_module("gen_xrd")
@@ -124,7 +124,7 @@ def _egress_rule() -> st.SearchStrategy[dict[str, Any]]:
 
 
 # What each Kubernetes type the model keeps open holds. Random JSON beside it
-# tries the function's own schema check (function/k8s_schema.py).
+# tries the function's own schema check (function/api/k8s_schema.py).
 KUBERNETES: dict[str, st.SearchStrategy[Any]] = {
     "io.k8s.api.core.v1.ResourceRequirements": _resources(),
     "io.k8s.api.core.v1.EnvVar": _env_var(),
@@ -274,7 +274,7 @@ def schema_specs() -> st.SearchStrategy[dict[str, Any]]:
 
 @st.composite
 def specs(draw: st.DrawFn) -> dict[str, Any]:
-    """Schema-valid specs, most of which also keep the cross-field rules (function/rules.py).
+    """Schema-valid specs, most of which also keep the cross-field rules (function/api/rules.py).
 
     A spec drawn from the schema alone breaks some rule nearly always (a
     StatefulSet pool without replicas...); settling the few settings those

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from conftest import KUBERNETES_MINORS, ROOT, crdcheck
-from function import rules
+from function.api import rules
 
 FLAVORS = {
     # flavor: (XRD, names of the CRDs Crossplane generates from it)

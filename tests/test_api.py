@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from conftest import EXAMPLES, ROOT
-from function import tls
-from function.spec import MAX_POOLS, FederationSpec
-from function.status_model import FederationStatus
+from function.api.spec import MAX_POOLS, FederationSpec
+from function.api.status_model import FederationStatus
+from function.builders import tls
 
 XRD = yaml.safe_load((ROOT / "apis" / "definition.yaml").read_text())
 SPEC_SCHEMA = XRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]

@@ -1,4 +1,7 @@
-"""Pools that follow clusters by label (function/clusters.py): names, indices, settings, composition, status."""
+"""Pools that follow clusters by label (function/topology/clusters.py).
+
+Their names, indices, settings, composition and status.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +13,12 @@ import pytest
 import yaml
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function import clusters, compose, fn, names, render, wire
-from function.spec import MAX_CLUSTERS, ProviderConfigRef
-from function.validation import SpecError
+from function.api import names
+from function.api.spec import MAX_CLUSTERS, ProviderConfigRef
+from function.api.validation import SpecError
+from function.composition import compose
+from function.serving import fn, render, wire
+from function.topology import clusters
 from helpers import BASE, pool, spec, xr
 from peers import EXAMPLES, ROOT, load_all
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from function import compose, placement
-from function.compose import Hold
+from function.composition import compose
+from function.composition.compose import Hold
+from function.topology import placement
 from helpers import BASE, spec, xr
 
 NO_ADDRESS = placement.External(None, "none", "the LoadBalancer address of the SuperLink Service")

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from conftest import CLAIMS, EXAMPLES, INVALID, ROOT, load_all
-from function import render, superlink
+from function.builders import superlink
+from function.serving import render
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 KUBERNETES_VERSIONS = ["1.28", "1.33"]  # 1.28: the first with the pod-index label

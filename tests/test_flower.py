@@ -7,10 +7,12 @@ import itertools
 
 import pytest
 
-from function import caching, flower, render
-from function.flower import Release
-from function.spec import FederationSpec
-from function.validation import SpecError
+from function import caching
+from function.api.spec import FederationSpec
+from function.api.validation import SpecError
+from function.releases import flower
+from function.releases.flower import Release
+from function.serving import render
 from helpers import spec
 
 

@@ -17,7 +17,10 @@ import pytest
 import yaml
 
 from conftest import CLAIMS, EXAMPLES, ROOT, load_all, need
-from function import compose, fleet_proxy, flower, render
+from function.builders import fleet_proxy
+from function.composition import compose
+from function.releases import flower
+from function.serving import render
 
 HERE = pathlib.Path(__file__).parent
 BINARY = {

@@ -11,8 +11,8 @@ from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
 from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
-from function import wire
-from function.status_model import FederationStatus
+from function.api.status_model import FederationStatus
+from function.serving import wire
 from helpers import BASE, pool, spec, xr
 
 COMPOSED = [

@@ -1,4 +1,4 @@
-"""The identity program's decisions, from the answers Flower's CLI gives (function/identity_program.py).
+"""The identity program's decisions, from the answers Flower's CLI gives (function/builders/identity_program.py).
 
 What it does against real SuperLinks is in tests/test_real_node_auth.py; these
 cases pin the parts that read the CLI's output and pick identities to reap.
@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from function import identity, identity_program
+from function.builders import identity, identity_program
 
 NOW = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.timezone.utc)  # noqa: UP017 - as the program writes it
 

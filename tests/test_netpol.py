@@ -9,8 +9,10 @@ import pytest
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from conftest import CLAIMS, ROOT, load_all
-from function import compose, fn, names, render
-from function.spec import CONTROL_PORT
+from function.api import names
+from function.api.spec import CONTROL_PORT
+from function.composition import compose
+from function.serving import fn, render
 from helpers import BASE, manifests, spec, xr
 from netpol_judge import allowed, connections, external, pod, ports, probe
 

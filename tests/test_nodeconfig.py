@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-from function import nodeconfig, pods
+from function.api import nodeconfig
+from function.builders import pods
 from helpers import BASE, container, manifests, pool, spec
 
 HERE = pathlib.Path(__file__).parent

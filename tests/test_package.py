@@ -41,7 +41,7 @@ def test_dockerfile_steps_build_a_working_function(tmp_path):
     )
     # Only the trimmed definitions ship, not the schemas of every Kubernetes version.
     site = next(env_dir.glob("lib/python*/site-packages"))
-    assert (site / "function" / "k8s_definitions.json").is_file()
+    assert (site / "function" / "api" / "k8s_definitions.json").is_file()
     assert not list(site.glob("kubernetes_validate*"))
     # Nor any other development tool (pytest, linters, type checker and stubs).
     dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]

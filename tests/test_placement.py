@@ -10,8 +10,9 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from conftest import EXAMPLES, ROOT, load_all
-from function import compose, fn, render
-from function.validation import SpecError
+from function.api.validation import SpecError
+from function.composition import compose
+from function.serving import fn, render
 from helpers import BASE, spec, xr
 
 HUB_SPOKES = EXAMPLES / "claims" / "multicluster-hub-spokes.yaml"

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from conftest import CLAIMS, EXAMPLES, KUBERNETES_MINORS, ROOT, load_all
-from function import pods, render
-from function.spec import HEALTH_PORTS
+from function.api.spec import HEALTH_PORTS
+from function.builders import pods
+from function.serving import render
 from helpers import BASE, PROCESS, manifests, pool, spec
 
 # What the API server's PodSecurity admission says of the documented exception:

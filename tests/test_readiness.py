@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from function import readiness
+from function.composition import readiness
 
 STS = {"kind": "StatefulSet", "spec": {"replicas": 2}}
 DS = {"kind": "DaemonSet", "spec": {}}

@@ -34,8 +34,8 @@ from typing import Any
 import pytest
 import yaml
 
-from function import identity_program
-from function.spec import CONTROL_PORT, FLEET_PROXY_IMAGE
+from function.api.spec import CONTROL_PORT, FLEET_PROXY_IMAGE
+from function.builders import identity_program
 from peers import ROOT, need
 from podrunner import Image, Manifest, Pod, PodRunner, flower_images, nginx_image, repository, unwrap
 
@@ -147,7 +147,7 @@ def tls_secret(tmp: pathlib.Path, service: str) -> dict[str, Any]:
 def render(tmp: pathlib.Path, federation: dict[str, Any], required: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """`function render`, the Secret handed over as Crossplane's required resources."""
     (tmp / "claim.yaml").write_text(yaml.safe_dump(federation))
-    args = [sys.executable, "-m", "function.main", "render", str(tmp / "claim.yaml")]
+    args = [sys.executable, "-m", "function.serving.main", "render", str(tmp / "claim.yaml")]
     if required:
         (tmp / "required.yaml").write_text(yaml.safe_dump_all(required))
         args += ["--required", str(tmp / "required.yaml")]

@@ -1,6 +1,6 @@
 """Node authentication as real Flower processes: each SuperNode makes its own key and registers it.
 
-What function/identity.py promises, run through the pod runner with TLS on:
+What function/builders/identity.py promises, run through the pod runner with TLS on:
 every SuperNode of a StatefulSet pool of 3 (or a DaemonSet on the runner's 2
 nodes) comes online under its own key; after the SuperLink process restarts
 they are all online again with the same node IDs; a key nobody registered is
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from function import identity_program
+from function.builders import identity_program
 from podrunner import PodRunner, unwrap
 from test_real_flower import (
     CLI_CONTAINER,

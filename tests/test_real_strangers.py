@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from function import identity_program
-from function.spec import CONTROL_PORT, FLEET_PROXY_PORT
+from function.api.spec import CONTROL_PORT, FLEET_PROXY_PORT
+from function.builders import identity_program
 from podrunner import PodRunner, unwrap
 from test_real_flower import (
     NAMESPACE,

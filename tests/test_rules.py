@@ -19,9 +19,9 @@ from typing import Any
 import pydantic
 import pytest
 
-from function import rules
-from function.spec import FederationSpec
-from function.validation import SpecError, parse
+from function.api import rules
+from function.api.spec import FederationSpec
+from function.api.validation import SpecError, parse
 from helpers import BASE, PROCESS, pool, spec
 from test_api import SPEC_SCHEMA, apply_defaults
 

@@ -25,7 +25,7 @@ from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
 from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
 
 import served
-from function import main
+from function.serving import main
 from helpers import BASE, pool, spec, xr
 from peers import EXAMPLES, need
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from function.validation import SpecError, parse
+from function.api.validation import SpecError, parse
 from helpers import BASE, container, manifests, pod, pool, spec
 
 DURABLE = spec(BASE, superlink__persistence={"size": "5Gi", "storageClassName": "fast"})

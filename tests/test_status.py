@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from conftest import EXAMPLES, ROOT, load_all
-from function import render
-from function.status_model import FederationStatus
+from function.api.status_model import FederationStatus
+from function.serving import render
 
 STS_EXAMPLE = EXAMPLES / "claims" / "gpu-nvidia.yaml"  # pools cpu-only (4) and nvidia-gpus (2)
 DS_EXAMPLE = EXAMPLES / "claims" / "multipools.yaml"  # DaemonSet pools pool-a and pool-b

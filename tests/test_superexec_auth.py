@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from function import fleet_proxy, render, superexec_auth
+from function.builders import fleet_proxy, superexec_auth
+from function.serving import render
 from helpers import PROCESS, spec
 
 FLAG = f"--superexec-auth-secret-file={superexec_auth.FILE}"

@@ -2,8 +2,8 @@
 
 import pytest
 
-from function import pods, superlink
-from function.validation import parse
+from function.api.validation import parse
+from function.builders import pods, superlink
 from helpers import BASE, PROCESS, container, manifests, pod, spec
 
 MANAGED = {

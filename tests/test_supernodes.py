@@ -5,7 +5,7 @@ import random
 import pytest
 import yaml
 
-from function import pods
+from function.builders import pods
 from helpers import BASE, PROCESS, container, manifests, pod, pool, spec, without_hardening
 from properties import shuffled
 

@@ -12,8 +12,9 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from conftest import EXAMPLES, ROOT, load_all
-from function import fn, render, tls
-from function.validation import SpecError, parse
+from function.api.validation import SpecError, parse
+from function.builders import tls
+from function.serving import fn, render
 from helpers import BASE, PROCESS, container, manifests, pod, spec, xr
 
 SECRET = spec(BASE, tls={"secretName": "superlink-tls"})

@@ -2,8 +2,8 @@
 
 import pytest
 
-from function import compose
-from function.validation import SpecError, parse
+from function.api.validation import SpecError, parse
+from function.composition import compose
 from helpers import BASE, PROCESS, pool, spec, xr
 
 DS = spec(BASE, mode="DaemonSet", supernodes__pools=[{"name": "edge"}])

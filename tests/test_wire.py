@@ -10,7 +10,8 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import struct_pb2
 from google.protobuf.message import DecodeError
 
-from function import caching, fn, wire
+from function import caching
+from function.serving import fn, wire
 from helpers import BASE, xr
 
 

@@ -37,7 +37,7 @@ build_image = hack_module("build_image")
 # Pod Security admission as a cluster admin sets it (docs/pods-and-nodeconfig.md#pod-security):
 # every namespace the examples' pods land in refuses pods that break "restricted", but the
 # one of gpu-mountall.yaml, whose AMD pool needs a privileged container. The namespaces
-# the function creates label themselves (function/compose.py).
+# the function creates label themselves (function/composition/compose.py).
 POD_SECURITY = {"default": "restricted", "flower": "restricted", "ml-platform": "restricted",
                 "gpu-privileged": "privileged"}  # fmt: skip
 POD_SECURITY_MODES = ("audit", "enforce", "warn")

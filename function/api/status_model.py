@@ -1,0 +1,67 @@
+"""The Federation status: what the function writes, and the source of the XRD's status schema.
+
+As with function/api/spec.py, hack/gen_xrd.py turns this model into the XRD's
+status schema and hack/gen_api_docs.py documents it, so the schema the API
+server keeps and the status the function writes never drift. Field names are
+the API's camelCase, on the wire and in Python alike. Conditions are not here:
+Crossplane writes status.conditions from the ones the function returns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from function.api.spec import Model
+
+
+class PoolStatus(Model):
+    name: str
+    kind: str
+    desired: int
+    ready: int
+    namespace: str = Field(description="Namespace the pool runs in.")
+    providerConfig: str = Field(description="ProviderConfig of the cluster the pool runs in.")
+    selector: str | None = Field(
+        default=None, description="The pool of the spec whose clusterSelector chose this cluster."
+    )
+    clusterIndex: int | None = Field(default=None, description="The cluster's {clusterIndex} in that pool.")
+
+
+class Endpoints(Model):
+    superlinkService: str = Field(
+        description=(
+            "Control API address for `flwr run`: the Service's Control port with "
+            "spec.superlink.inClusterControlAPI, else 127.0.0.1 at the local end of portForward."
+        )
+    )
+    portForward: str = Field(
+        description="The command that leads the Control API to 127.0.0.1:9093 on your machine (RBAC: pods/portforward)."
+    )
+    fleet: str = Field(description="Fleet API address SuperNodes dial.")
+    external: str | None = Field(
+        default=None, description="Fleet API address pools in other clusters dial, once known."
+    )
+
+
+class FederationStatus(Model):
+    # Unset when the XR carries no integer generation (a render of a bare manifest).
+    observedGeneration: int | None = Field(default=None, description="Generation last processed.")
+    supernodes: str = Field(description="Ready/desired SuperNodes, e.g. 2/3.")
+    readySupernodes: int = Field(description="Ready SuperNodes in all pools.")
+    desiredSupernodes: int = Field(description="Desired SuperNodes in all pools.")
+    registeredSupernodes: int | None = Field(
+        default=None,
+        description=(
+            "With node authentication: SuperNodes of pools that make their own keys whose key the SuperLink "
+            "has confirmed. Such a pod is ready only while its key is registered, so these are its ready pods."
+        ),
+    )
+    clusters: int = Field(description="Clusters SuperNode pools run in.")
+    endpoints: Endpoints = Field(description="Where to reach the SuperLink.")
+    pools: list[PoolStatus] = Field(description="Per-pool status.")
+
+    def wire(self) -> dict[str, Any]:
+        """The status as it goes into the composite: unset fields left out, never written as null."""
+        return self.model_dump(exclude_none=True, mode="json")

@@ -1,0 +1,158 @@
+"""SuperNode identities: one key pair per SuperNode, made in its pod and registered by it.
+
+Flower binds a node ID to a key: two SuperNodes cannot share one. So each
+SuperNode pod makes its own key pair, on a volume of its own, and its private
+key never leaves that volume: no Secret, Object or XR ever holds it.
+
+* StatefulSet pools keep it on a claim per ordinal (volumeClaimTemplates), so a
+  pod that is replaced keeps its key and its node ID.
+* DaemonSet pools keep it in memory (an emptyDir), for as long as the pod runs
+  on its node; a replaced pod is a new identity.
+
+Registration is Flower's own (`flwr supernode register` against the Control
+API), run by the pod that holds the key: an init container registers the key
+before the SuperNode starts, and a sidecar registers it again every interval,
+so registrations lost with a SuperLink's state come back by themselves. In the
+SuperLink's pod a sidecar unregisters SuperNodes that stay offline past a grace
+period: the identities of removed replicas and pools. All three run the
+SuperLink's image, so the CLI always speaks the SuperLink's release, and
+function/builders/identity_program.py, passed to its Python (no shell, no user text).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import posixpath
+from typing import Any
+
+from function.api.spec import (
+    AUTH_KEY_PATH,
+    IDENTITY_VOLUME,
+    FederationSpec,
+    NodeAuthentication,
+)
+from function.builders import identity_program, tls
+from function.releases.flower import Dialect
+
+KEY_DIR = posixpath.dirname(AUTH_KEY_PATH)
+VOLUME = IDENTITY_VOLUME
+WORK_VOLUME = "supernode-identity-work"
+WORK_DIR = "/var/run/flower-identity"
+INIT_CONTAINER = "supernode-identity"
+SIDECAR = "supernode-registration"
+REAPER = "supernode-reaper"
+# The program's text: it runs in the Flower image, which has no copy of this package.
+PROGRAM = inspect.getsource(identity_program)
+# The sidecar is ready while the SuperLink confirmed its key within the last checks:
+# a SuperNode pod is ready only with its key registered, so ready pods count registered identities.
+FRESH = "import os, sys, time; sys.exit(time.time() - os.path.getmtime(sys.argv[1]) > float(sys.argv[2]))"
+
+
+def settings(spec: FederationSpec) -> NodeAuthentication:
+    """The node authentication settings, defaults filled in."""
+    return spec.nodeAuthentication or NodeAuthentication()
+
+
+@dataclasses.dataclass(frozen=True)
+class Registration:
+    """Where and how a pool's SuperNodes register: the SuperLink's Control API and the CLI that speaks it."""
+
+    image: str
+    address: str
+    cli_config: str
+    # With TLS, the CA certificate the CLI trusts, as the pod mounts it.
+    root_certificates: str | None
+    interval: int
+
+    def args(self, mode: str, **extra: str) -> list[str]:
+        """The program's command line."""
+        args = [mode, f"--address={self.address}", f"--cli-config={self.cli_config}", f"--work={WORK_DIR}"]
+        if self.root_certificates:
+            args.append(f"--root-certificates={self.root_certificates}")
+        args.append(f"--interval={self.interval}")
+        return args + [f"--{k.replace('_', '-')}={v}" for k, v in sorted(extra.items())]
+
+
+def registration(spec: FederationSpec, superlink_dialect: Dialect, address: str) -> Registration:
+    """How parts of this Federation reach the Control API at address, with the SuperLink's own CLI."""
+    if spec.superlink.image is None:
+        msg = "spec.superlink.image is unset: compose.federation names it from spec.version"
+        raise ValueError(msg)
+    ca = f"{tls.TLS_DIR}/{tls.CA_FILE}" if tls.enabled(spec) else None
+    return Registration(
+        spec.superlink.image,
+        address,
+        superlink_dialect.cli_config,
+        ca,
+        settings(spec).registrationIntervalSeconds,
+    )
+
+
+def _container(
+    name: str, reg: Registration, args: list[str], mounts: list[dict[str, Any]], *, trust: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """trust: the mount of the CA certificate, where the pod's TLS volume holds more than that."""
+    work = {"name": WORK_VOLUME, "mountPath": WORK_DIR}
+    if reg.root_certificates:
+        mounts = [*mounts, trust or tls.mount()]
+    return {
+        "name": name,
+        "image": reg.image,
+        "command": ["python", "-c", PROGRAM],
+        "args": args,
+        "volumeMounts": [*mounts, work],
+    }
+
+
+def pool_init_containers(reg: Registration) -> list[dict[str, Any]]:
+    """The key maker and first registration, then the sidecar that keeps the key registered."""
+    key = {"name": VOLUME, "mountPath": KEY_DIR}
+    first = _container(INIT_CONTAINER, reg, reg.args("identity", key_dir=KEY_DIR), [key])
+    # Writable: it replaces a key the SuperLink unregistered (identity_program).
+    keep = _container(SIDECAR, reg, reg.args("keep", key_dir=KEY_DIR), [key])
+    # A native sidecar: it runs beside the SuperNode for the pod's life, and its
+    # readiness is the pod's: ready while the last checks found the key registered.
+    keep["restartPolicy"] = "Always"
+    marker = f"{WORK_DIR}/{identity_program.REGISTERED}"
+    keep["readinessProbe"] = {
+        "exec": {"command": ["python", "-c", FRESH, marker, str(3 * reg.interval)]},
+        "periodSeconds": 10,
+        "failureThreshold": 1,
+    }
+    return [first, keep]
+
+
+def supernode_mount() -> dict[str, Any]:
+    """The identity volume in the SuperNode container, where --auth-supernode-private-key points."""
+    return {"name": VOLUME, "mountPath": KEY_DIR, "readOnly": True}
+
+
+def pool_volumes(spec: FederationSpec) -> list[dict[str, Any]]:
+    """The program's scratch space and, for a DaemonSet, the identity itself, in memory."""
+    memory = {"medium": "Memory", "sizeLimit": "1Mi"}
+    volumes = [{"name": WORK_VOLUME, "emptyDir": {}}]
+    if spec.mode == "DaemonSet":
+        volumes.append({"name": VOLUME, "emptyDir": memory})
+    return volumes
+
+
+def claim_template(spec: FederationSpec) -> dict[str, Any]:
+    """A StatefulSet's claim per ordinal: the key outlives the pod, so the node ID does."""
+    volume = settings(spec).identityVolume
+    claim: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": volume.size}}}
+    if volume.storageClassName:
+        claim["storageClassName"] = volume.storageClassName
+    return {"metadata": {"name": VOLUME}, "spec": claim}
+
+
+def reaper(reg: Registration, grace: int) -> dict[str, Any]:
+    """The SuperLink pod's sidecar that unregisters identities offline for longer than grace seconds."""
+    container = _container(REAPER, reg, reg.args("reap", grace=str(grace)), [], trust=tls.ca_mount())
+    container["restartPolicy"] = "Always"
+    return container
+
+
+def reaper_volumes() -> list[dict[str, Any]]:
+    """The reaper's scratch space (the CA it trusts is the SuperLink pod's tls.CA_VOLUME)."""
+    return [{"name": WORK_VOLUME, "emptyDir": {}}]

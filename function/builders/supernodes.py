@@ -1,0 +1,202 @@
+"""SuperNode pools: one DaemonSet or StatefulSet per pool, in the dialect of the pool's Flower release."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from function.api import names, nodeconfig
+from function.api.spec import AUTH_KEY_PATH, CLIENTAPPIO_PORT, FederationSpec, PoolSpec
+from function.builders import gpu, identity, merge, pods, superexec_auth, tls
+from function.releases.flower import Dialect
+
+AUTH_KEY_VOLUME = "auth-key"
+AUTH_KEY_FILE = posixpath.basename(AUTH_KEY_PATH)
+
+
+def _supernode_args(
+    spec: FederationSpec, pool: PoolSpec, dialect: Dialect, fleet: str, *, trusts: bool, registers: bool
+) -> list[str]:
+    args = [f"--superlink={fleet}", f"--isolation={spec.isolationMode}"]
+    if tls.insecure(spec):
+        args.append("--insecure")
+    if trusts:
+        args += tls.supernode_args()
+    if spec.isolationMode == "process":
+        if dialect.supernode_runtime_api == "grpc":
+            args.append(f"--clientappio-api-address=0.0.0.0:{CLIENTAPPIO_PORT}")
+        else:
+            # The sidecar dials it in the pod: the loopback is enough.
+            args += ["--host=127.0.0.1", f"--port={CLIENTAPPIO_PORT}"]
+    if pool.authKeySecretRef is not None or registers:
+        args.append(f"--auth-supernode-private-key={AUTH_KEY_PATH}")
+    if superexec_auth.enabled(spec, dialect):
+        args += superexec_auth.args()
+    if spec.isolationMode == "subprocess":
+        # In process mode the sidecar runs the ClientApp, so it installs.
+        args += dialect.dependency_args(allow=spec.allowRuntimeDependencyInstallation)
+    return [*args, *pool.extraArgs]
+
+
+def _supernode(
+    spec: FederationSpec,
+    pool: PoolSpec,
+    dialect: Dialect,
+    fleet: str,
+    context: nodeconfig.Context,
+    trust: dict[str, Any] | None,
+    *,
+    registers: bool,
+) -> dict[str, Any]:
+    args = _supernode_args(spec, pool, dialect, fleet, trusts=trust is not None, registers=registers)
+    process = spec.isolationMode == "process"
+    env = merge.by_name(spec.supernodes.env, pool.env, gpu.env(pool.gpu))
+    if pool.nodeConfig:
+        text, needs = nodeconfig.build(pool.nodeConfig, context)
+        args += ["--node-config", text]
+        # Ours win over user variables of the same name: the args depend on them.
+        env = merge.by_name(env, nodeconfig.env_vars(needs))
+    container: dict[str, Any] = {
+        "name": "supernode",
+        "image": _image(spec, pool),
+        "args": args,
+    }
+    if dialect.supernode_runtime_api == "grpc":
+        container["ports"] = [{"containerPort": CLIENTAPPIO_PORT, "name": "clientappio", "protocol": "TCP"}]
+    # In process mode the ClientApp, and so the GPU, lives in the sidecar.
+    resources = pool.supernodeResources if process else gpu.with_gpus(pool.supernodeResources, pool.gpu)
+    mounts = pool.volumeMounts
+    if trust is not None:
+        mounts = [*mounts, tls.mount()]
+    if superexec_auth.enabled(spec, dialect):
+        mounts = [*mounts, superexec_auth.mount()]
+    if pool.authKeySecretRef is not None:
+        # The directory, not the file, so a rotated key reaches the pod.
+        mounts = [*mounts, {"name": AUTH_KEY_VOLUME, "mountPath": posixpath.dirname(AUTH_KEY_PATH), "readOnly": True}]
+    if registers:
+        mounts = [*mounts, identity.supernode_mount()]
+    return _with_settings(container, pool, resources, env, mounts)
+
+
+def _superexec(spec: FederationSpec, pool: PoolSpec, dialect: Dialect) -> dict[str, Any]:
+    # The SuperNode's app-facing API is plain inside the pod, whatever the Fleet API uses.
+    args = [*dialect.superexec_args("clientapp", CLIENTAPPIO_PORT), "--insecure"]
+    mounts = pool.superexecVolumeMounts or pool.volumeMounts
+    if superexec_auth.enabled(spec, dialect):
+        args += superexec_auth.args()
+        mounts = [*mounts, superexec_auth.mount()]
+    args += dialect.dependency_args(allow=spec.allowRuntimeDependencyInstallation)
+    container: dict[str, Any] = {"name": "superexec-clientapp", "image": pool.images.superexecClientApp, "args": args}
+    env = merge.by_name(spec.supernodes.env, pool.env, gpu.env(pool.gpu))
+    resources = gpu.with_gpus(pool.superexecResources, pool.gpu)
+    return _with_settings(container, pool, resources, env, mounts)
+
+
+def _image(spec: FederationSpec, pool: PoolSpec) -> str:
+    image = pool.images.supernode or spec.supernodes.image
+    if image is None:
+        msg = f"pool {pool.name} has no SuperNode image: compose.federation names it from spec.version"
+        raise ValueError(msg)
+    return image
+
+
+def _with_settings(
+    container: dict[str, Any],
+    pool: PoolSpec,
+    resources: dict[str, Any] | None,
+    env: list[dict[str, Any]],
+    mounts: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Add what both pool containers take: resources, env, mounts (GPU ones first), security."""
+    if resources:
+        container["resources"] = resources
+    if env:
+        container["env"] = env
+    mounts = merge.by_name(gpu.volume_mounts(pool.gpu), mounts)
+    if mounts:
+        container["volumeMounts"] = mounts
+    security = gpu.security_context(pool.gpu)
+    if security:
+        container["securityContext"] = security
+    return container
+
+
+def _init_and_volumes(
+    spec: FederationSpec,
+    pool: PoolSpec,
+    dialect: Dialect,
+    trust: dict[str, Any] | None,
+    registration: identity.Registration | None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A pool pod's init containers (secret maker, identity) and volumes: the user's, then ours."""
+    volumes = merge.add_missing(merge.by_name(pool.volumes), gpu.volumes(pool.gpu))
+    if trust is not None:
+        volumes = merge.add_missing(volumes, [trust])
+    init: list[dict[str, Any]] = []
+    if superexec_auth.enabled(spec, dialect):
+        init.append(superexec_auth.init_container(_image(spec, pool)))
+        volumes = merge.add_missing(volumes, [superexec_auth.volume()])
+    if registration is not None:
+        init += identity.pool_init_containers(registration)
+        volumes = merge.add_missing(volumes, identity.pool_volumes(spec))
+    if pool.authKeySecretRef is not None:
+        ref = pool.authKeySecretRef
+        secret = {"secretName": ref.name, "items": [{"key": ref.key, "path": AUTH_KEY_FILE}], "defaultMode": 0o440}
+        volumes = merge.add_missing(volumes, [{"name": AUTH_KEY_VOLUME, "secret": secret}])
+    return init, volumes
+
+
+def workload(  # noqa: PLR0913 - where the pool sits and how it is started, named at the call
+    federation: str,
+    namespace: str,
+    spec: FederationSpec,
+    pool: PoolSpec,
+    *,
+    dialect: Dialect,
+    fleet: str,
+    context: nodeconfig.Context,
+    offset: int = 0,
+    trust: dict[str, Any] | None = None,
+    registration: identity.Registration | None = None,
+) -> dict[str, Any]:
+    """The pool's workload in namespace, its SuperNodes dialling the Fleet API at fleet.
+
+    offset is the number of SuperNodes in the StatefulSet pools before this one;
+    trust, with TLS, the volume holding the CA certificate they trust;
+    registration, with node authentication, where each SuperNode registers the key it makes.
+    """
+    name = names.pool(federation, pool.name)
+    labels = names.pool_labels(federation, pool.name)
+    registers = registration is not None
+    containers = [_supernode(spec, pool, dialect, fleet, context, trust, registers=registers)]
+    if spec.isolationMode == "process":
+        containers.append(_superexec(spec, pool, dialect))
+    pod_spec: dict[str, Any] = {"containers": containers}
+    init, volumes = _init_and_volumes(spec, pool, dialect, trust, registration)
+    if init:
+        pod_spec["initContainers"] = init
+    if volumes:
+        pod_spec["volumes"] = volumes
+    runtime_class = gpu.runtime_class(pool.gpu)
+    if runtime_class:
+        pod_spec["runtimeClassName"] = runtime_class
+    workload_spec: dict[str, Any] = {
+        "selector": {"matchLabels": labels},
+        "template": merge.pod_template(labels, pods.harden(pod_spec, federation, spec), pool.podTemplate),
+    }
+    if spec.mode == "StatefulSet":
+        workload_spec = {"replicas": pool.replicas, **workload_spec, "serviceName": name}
+        if nodeconfig.uses_global_index(pool.nodeConfig):
+            # Pod ordinals, and so the pod-index label, count from the pool's offset.
+            workload_spec["ordinals"] = {"start": offset}
+        claims = merge.claim_templates(pool.volumeClaimTemplates)
+        if registers:
+            claims = [*claims, identity.claim_template(spec)]
+        if claims:
+            workload_spec["volumeClaimTemplates"] = claims
+    return {
+        "apiVersion": "apps/v1",
+        "kind": spec.mode,
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": workload_spec,
+    }

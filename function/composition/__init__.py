@@ -1,0 +1,1 @@
+"""One Federation composed: desired resources from the XR, status from observed state."""

@@ -1,0 +1,659 @@
+"""From an observed XR to the desired composed resources: pure, no gRPC."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+from function.api import names, nodeconfig, validation
+from function.api.spec import (
+    CONTROL_PORT,
+    FLEET_PROXY_PORT,
+    FederationSpec,
+    PoolSpec,
+    ProviderConfigRef,
+    generates_identity,
+)
+from function.api.validation import SpecError
+from function.builders import fleet_proxy, gpu, identity, netpol, pods, superlink, supernodes, tls
+from function.composition import readiness
+from function.releases import flower
+from function.topology import clusters, placement
+
+OBJECT_API = "kubernetes.crossplane.io/v1alpha2"
+# Crossplane v2 namespaced XRs compose namespaced Objects.
+NAMESPACED_OBJECT_API = "kubernetes.m.crossplane.io/v1alpha1"
+CLAIM_NAME = "crossplane.io/claim-name"
+CLAIM_NAMESPACE = "crossplane.io/claim-namespace"
+
+# Fields Crossplane itself adds to an XR's spec; they are not ours to check.
+CROSSPLANE_SPEC_FIELDS = (
+    "claimRef",
+    "compositionRef",
+    "compositionRevisionRef",
+    "compositionRevisionSelector",
+    "compositionSelector",
+    "compositionUpdatePolicy",
+    "crossplane",
+    "environmentConfigRefs",
+    "publishConnectionDetailsTo",
+    "resourceRefs",
+    "writeConnectionSecretToRef",
+)
+
+SUPERLINK = "superlink"
+SERVICE = "superlink-service"
+CERTIFICATE = "superlink-certificate"
+FLEET_PROXY_CONFIG = "superlink-fleet-proxy"
+
+
+def pool_resource(pool_name: str) -> str:
+    """Composition resource name of a pool's workload."""
+    return f"pool-{pool_name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Federation:
+    """A checked Federation: its name and namespace as deployed, its spec and the Flower releases it runs."""
+
+    name: str
+    namespace: str
+    spec: FederationSpec
+    flower: flower.Releases
+    # A Crossplane v2 namespaced XR, rather than a cluster-scoped one (claimed or not).
+    namespaced: bool = False
+    # The spec as written, where spec has each selector pool replaced by its clusters' pools.
+    declared: FederationSpec | None = None
+    selection: clusters.Selection = dataclasses.field(default_factory=lambda: clusters.Selection([], [], []))
+
+    @property
+    def written(self) -> FederationSpec:
+        """The spec as written: selector pools not yet expanded."""
+        return self.declared or self.spec
+
+    def member(self, pool: str) -> clusters.Member | None:
+        """The selected cluster a pool of spec stands for, if it comes from a selector."""
+        return self.selection.by_name.get(pool)
+
+
+def federation(
+    xr: dict[str, Any],
+    required: Mapping[str, list[dict[str, Any]] | None] | None = None,
+    observed: dict[str, Any] | None = None,
+) -> Federation:
+    """Read the XR into a checked Federation; raise SpecError naming the field.
+
+    required holds Crossplane's answers to clusters.requirements by key
+    (absent: not answered yet); observed, the composed resources, from which
+    selected clusters keep their index.
+    """
+    metadata = xr.get("metadata") or {}
+    given = xr.get("spec") or {}
+    if not isinstance(given, dict):
+        raise SpecError([("spec", "must be an object")])
+    raw = {k: v for k, v in given.items() if k not in CROSSPLANE_SPEC_FIELDS}
+    spec = validation.parse(raw)
+    labels = metadata.get("labels") or {}
+    claim_ref = (xr.get("spec") or {}).get("claimRef") or {}
+    claim_name = labels.get(CLAIM_NAME) or claim_ref.get("name")
+    claim_namespace = labels.get(CLAIM_NAMESPACE) or claim_ref.get("namespace")
+    namespaced = False
+    if claim_name and claim_namespace:
+        name, namespace = claim_name, claim_namespace
+    elif metadata.get("namespace"):
+        # A Crossplane v2 namespaced XR: like a claim, it owns one namespace.
+        name, namespace, namespaced = metadata.get("name") or "", metadata["namespace"], True
+    else:
+        name, namespace = metadata.get("name") or "", spec.namespace or "default"
+    if not name:
+        raise SpecError([("metadata.name", "is required")])
+    if namespaced or claim_name:
+        _stay_in(namespace, spec)
+    errors = validation.check_names(name, spec)
+    if errors:
+        raise SpecError(errors)
+    releases = flower.resolve(spec)
+    declared = flower.with_default_images(spec, releases)
+    if not any(p.clusterSelector for p in spec.supernodes.pools):
+        return Federation(name, namespace, declared, releases, namespaced)
+    found = clusters.found(spec, required or {}, namespaced=namespaced)
+    context = clusters.Context(
+        name, namespaced, pool_resource, namespace if namespaced or claim_name else None, placement.superlink_ref(spec)
+    )
+    try:
+        selection = clusters.expand(declared, found, observed or {}, context)
+    except clusters.TooManyClustersError as err:
+        raise SpecError([(err.field, err.message)]) from None
+    # Each pool in a cluster runs its selector pool's release.
+    pools = {**releases.pools, **{m.name: releases.pools[m.selector] for m in selection.members}}
+    return Federation(
+        name,
+        namespace,
+        clusters.expanded(declared, selection),
+        dataclasses.replace(releases, pools=pools),
+        namespaced,
+        declared,
+        selection,
+    )
+
+
+def _stay_in(namespace: str, spec: FederationSpec) -> None:
+    """A claim or namespaced XR deploys into its own namespace in the SuperLink's cluster."""
+    errors = []
+    if spec.namespace and spec.namespace != namespace:
+        errors.append(("spec.namespace", f"must be empty or {namespace!r}: a claim deploys into its own namespace"))
+    hub = placement.superlink_ref(spec)
+    for i, pool in enumerate(spec.supernodes.pools):
+        # A selector pool's clusters are checked one by one (clusters.expand).
+        selects = pool.clusterSelector is not None
+        if pool.namespace and pool.namespace != namespace and not selects and placement.pool_ref(spec, pool) == hub:
+            errors.append(
+                (
+                    f"spec.supernodes.pools[{i}].namespace",
+                    f"must be empty or {namespace!r}: a claim's pools in the SuperLink's cluster stay in its namespace",
+                )
+            )
+    if errors:
+        raise SpecError(errors)
+
+
+def live(observed: dict[str, Any], name: str) -> Any:
+    """status.atProvider.manifest of an observed Object: the live object."""
+    node: Any = observed.get(name)
+    for key in ("status", "atProvider", "manifest"):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+@dataclasses.dataclass(frozen=True)
+class Composed:
+    """One composed Kubernetes object and the cluster (ProviderConfig) it goes to."""
+
+    manifest: dict[str, Any]
+    provider_config: ProviderConfigRef
+
+
+class Hold(enum.Enum):
+    """What a pool waits for before it is composed; the value is how status names it."""
+
+    ADDRESS = "the SuperLink's external address"
+    CA = "the CA certificate"
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacedPool:
+    """A pool, where it runs, the Fleet address it dials, the CA it trusts, or what it waits for."""
+
+    spec: PoolSpec
+    provider_config: ProviderConfigRef
+    namespace: str
+    # In another cluster than the SuperLink.
+    remote: bool
+    # None while a remote pool has no external address to dial.
+    fleet: str | None
+    # With TLS, the volume of the CA the pool's pods trust.
+    trust: dict[str, Any] | None
+    # Whether that CA is the function's copy, composed from the SuperLink's Secret.
+    copies_ca: bool
+    hold: Hold | None
+    # With node authentication, the Control API address its SuperNodes register at.
+    control: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The pool's name in the spec."""
+        return self.spec.name
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What to compose, and what had to wait."""
+
+    resources: dict[str, Composed]
+    # Observed Objects of held-back pools, returned unchanged so Crossplane keeps them.
+    kept: dict[str, dict[str, Any]]
+    pools: list[PlacedPool]
+    external: placement.External
+    # Whether the CA was read from the SuperLink's TLS Secret.
+    ca_known: bool
+
+    @property
+    def held(self) -> dict[str, Hold]:
+        """Held-back pools by name, and what each waits for."""
+        return {p.name: p.hold for p in self.pools if p.hold is not None}
+
+    @property
+    def remote(self) -> bool:
+        """Whether any pool runs in another cluster than the SuperLink."""
+        return any(p.remote for p in self.pools)
+
+    @property
+    def ca_pools(self) -> list[str]:
+        """The pools that trust the function's copy of the CA."""
+        return [p.name for p in self.pools if p.copies_ca]
+
+    @property
+    def needs_ca(self) -> bool:
+        """Whether the SuperLink's TLS Secret must be read, to copy its CA."""
+        return bool(self.ca_pools)
+
+
+def plan(
+    fed: Federation, observed: dict[str, Any] | None = None, remembered: Any = None, tls_secret: Any = None
+) -> Plan:
+    """The composed resources of a Federation, keyed by composition resource name.
+
+    Everything follows from the spec, except what remote pools need first: the
+    address they dial (from the observed Service) and, with TLS, the CA they
+    trust (from the SuperLink's Secret, a required resource). A pool that
+    lacks either is held back.
+    """
+    observed = observed or {}
+    external = placement.external(fed.spec, live(observed, SERVICE), remembered)
+    ca = tls.ca_from_secret(tls_secret) if fed.spec.tls is not None else None
+    pools = [place_pool(fed, pool, external, ca_known=ca is not None) for pool in fed.spec.supernodes.pools]
+    composed = [p for p in pools if p.hold is None]
+    resources = {
+        **superlink_resources(fed, external),
+        **service_accounts(fed, composed),
+        **workloads(fed, composed),
+        **ca_secrets(fed, composed, ca),
+        **namespaces(composed),
+        **network_policies(fed, composed, external),
+    }
+    kept = {**kept_objects(pools, observed), **kept_clusters(fed, observed, resources)}
+    return Plan(resources, kept, pools, external, ca is not None)
+
+
+def place_pool(fed: Federation, pool: PoolSpec, external: placement.External, *, ca_known: bool) -> PlacedPool:
+    """Where a pool runs, what it dials and trusts, and whether it must wait."""
+    namespace = placement.pool_namespace(fed.namespace, pool)
+    remote = placement.remote(fed.spec, pool)
+    fleet = fleet_address(fed, pool, external, remote=remote)
+    trust, copies_ca = trusted_ca(fed, pool, namespace, remote=remote)
+    return PlacedPool(
+        pool,
+        placement.pool_ref(fed.spec, pool),
+        namespace,
+        remote,
+        fleet,
+        trust,
+        copies_ca,
+        hold_reason(fleet, copies_ca=copies_ca, ca_known=ca_known),
+        registration_address(fed, pool, fleet, remote=remote),
+    )
+
+
+def control_address(fed: Federation) -> str:
+    """The Control API at the SuperLink Service's cluster DNS name."""
+    return f"{superlink.service_address(fed.name, fed.namespace)}:{fed.spec.superlink.service.ports.extra}"
+
+
+def registration_address(fed: Federation, pool: PoolSpec, fleet: str | None, *, remote: bool) -> str | None:
+    """Where a pool's SuperNodes register their keys, if they make their own.
+
+    In the SuperLink's cluster the Service's Control port; elsewhere the Fleet
+    address, which from 1.40 leads to the listener that serves the Control API
+    too (flower.resolve refuses remote pools with node authentication before).
+    """
+    if not generates_identity(fed.spec, pool):
+        return None
+    return fleet if remote else control_address(fed)
+
+
+def fleet_address(fed: Federation, pool: PoolSpec, external: placement.External, *, remote: bool) -> str | None:
+    """The Fleet address a pool dials: the Service's cluster DNS name, or else the external address.
+
+    Beside Flower's gRPC Fleet adapter an HTTP pool dials the `fleet-http`
+    port, the Fleet API proxy's (flower.Releases.legacy_fleet).
+    """
+    if remote:
+        return external.address
+    port = FLEET_PROXY_PORT if fed.flower.dials_proxy_port(pool.name) else fed.spec.superlink.service.ports.grpc
+    return f"{superlink.service_address(fed.name, fed.namespace)}:{port}"
+
+
+def trusted_ca(fed: Federation, pool: PoolSpec, namespace: str, *, remote: bool) -> tuple[dict[str, Any] | None, bool]:
+    """With TLS, the volume of the CA a pool trusts, and whether it is the function's copy of it.
+
+    Beside the SuperLink a pool mounts ca.crt of its Secret; elsewhere the
+    Secret the user names, or else the copy the function composes.
+    """
+    if fed.spec.tls is None:
+        return None, False
+    if not remote and namespace == fed.namespace:
+        return tls.pool_volume(tls.secret_name(fed.name, fed.spec), tls.CA_FILE), False
+    if pool.caSecretRef is not None:
+        return tls.pool_volume(pool.caSecretRef.name, pool.caSecretRef.key), False
+    return tls.pool_volume(tls.ca_secret_name(fed.name), tls.CA_FILE), True
+
+
+def hold_reason(fleet: str | None, *, copies_ca: bool, ca_known: bool) -> Hold | None:
+    """What a pool waits for, the address first: never composed with a wrong address or no CA."""
+    if fleet is None:
+        return Hold.ADDRESS
+    if copies_ca and not ca_known:
+        return Hold.CA
+    return None
+
+
+def superlink_resources(fed: Federation, external: placement.External) -> dict[str, Composed]:
+    """The SuperLink, its Service, from 1.40 its Fleet proxy's configuration and, from cert-manager, its certificate."""
+    hub = placement.superlink_ref(fed.spec)
+    dialect = fed.flower.superlink_dialect
+    opened = control_open(fed)
+    out = {
+        SUPERLINK: Composed(
+            superlink.statefulset(
+                fed.name,
+                fed.namespace,
+                fed.spec,
+                dialect,
+                legacy_fleet=fed.flower.legacy_fleet,
+                control_open=opened,
+                registration=_registration(fed, control_address(fed)) if reaps(fed) else None,
+            ),
+            hub,
+        ),
+        SERVICE: Composed(
+            superlink.service(
+                fed.name,
+                fed.namespace,
+                fed.spec,
+                dialect,
+                legacy_fleet=fed.flower.legacy_fleet,
+                control_open=opened,
+            ),
+            hub,
+        ),
+    }
+    if dialect.fleet_api == "http":
+        config = fleet_proxy.configmap(fed.name, fed.namespace, fed.spec, control=registers_remotely(fed))
+        out[FLEET_PROXY_CONFIG] = Composed(config, hub)
+    if fed.spec.tls is not None and fed.spec.tls.certManager is not None:
+        certificate = tls.certificate(fed.name, fed.namespace, fed.spec, external.address)
+        out[CERTIFICATE] = Composed(certificate, hub)
+    return out
+
+
+def control_open(fed: Federation) -> bool:
+    """Whether the Control API listens on the SuperLink pod's address, not its loopback alone.
+
+    When the user opens it in the cluster, and, for now, with node
+    authentication: the SuperNodes and the reaper register and unregister keys
+    through it (docs/tls-and-authentication.md).
+    """
+    return fed.spec.superlink.inClusterControlAPI or reaps(fed)
+
+
+def registers_remotely(fed: Federation) -> bool:
+    """Whether pools in other clusters register keys at the Fleet address, through the Fleet proxy."""
+    return any(
+        generates_identity(fed.spec, pool) and placement.remote(fed.spec, pool) for pool in fed.spec.supernodes.pools
+    )
+
+
+def reaps(fed: Federation) -> bool:
+    """Whether the SuperLink unregisters identities gone offline: when any pool makes its own."""
+    return any(generates_identity(fed.spec, pool) for pool in fed.spec.supernodes.pools)
+
+
+def _registration(fed: Federation, address: str) -> identity.Registration:
+    return identity.registration(fed.spec, fed.flower.superlink_dialect, address)
+
+
+def service_accounts(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
+    """The Federation's ServiceAccount, once per cluster and namespace its pods run in."""
+    labels = names.labels(fed.name, "flower", "serviceaccount")
+    places = [(placement.superlink_ref(fed.spec), fed.namespace)] + [(p.provider_config, p.namespace) for p in pools]
+    out: dict[str, Composed] = {}
+    for ref, namespace in places:
+        out.setdefault(
+            serviceaccount_resource(ref.name, namespace),
+            Composed(pods.service_account_manifest(fed.name, namespace, labels), ref),
+        )
+    return out
+
+
+def workloads(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
+    """Each pool's StatefulSet or DaemonSet of SuperNodes."""
+    spec = fed.spec
+    offsets, total = global_offsets(fed)
+    out = {}
+    for p in pools:
+        if p.fleet is None:
+            msg = f"pool {p.name} has no Fleet address: it must be held back"
+            raise ValueError(msg)
+        member = fed.member(p.name)
+        context = nodeconfig.Context(
+            member.selector if member else p.name,
+            p.spec.replicas,
+            p.provider_config.name,
+            total,
+            member.index if member else None,
+        )
+        workload = supernodes.workload(
+            fed.name,
+            p.namespace,
+            spec,
+            p.spec,
+            dialect=fed.flower.pool_dialect(p.name),
+            fleet=p.fleet,
+            context=context,
+            offset=offsets.get(p.name, 0),
+            trust=p.trust,
+            registration=_registration(fed, p.control) if p.control is not None else None,
+        )
+        if member is not None:
+            # Which selector pool the workload stands for, and its cluster's index, remembered here.
+            workload["metadata"].setdefault("annotations", {}).update(
+                {clusters.SELECTED_BY_ANNOTATION: member.selector, clusters.INDEX_ANNOTATION: str(member.index)}
+            )
+        out[pool_resource(p.name)] = Composed(workload, p.provider_config)
+    return out
+
+
+def ca_secrets(fed: Federation, pools: list[PlacedPool], ca: str | None) -> dict[str, Composed]:
+    """The CA alone, as a Secret, once per cluster and namespace whose pools trust the function's copy."""
+    out: dict[str, Composed] = {}
+    if ca is None:
+        return out
+    for p in pools:
+        if p.copies_ca:
+            out.setdefault(
+                ca_resource(p.provider_config.name, p.namespace),
+                Composed(tls.ca_secret(fed.name, p.namespace, ca), p.provider_config),
+            )
+    return out
+
+
+# The Pod Security admission modes a Namespace of ours is labelled for: refuse,
+# warn the applier and audit-log anything that breaks its level.
+POD_SECURITY_MODES = ("audit", "enforce", "warn")
+
+
+def namespaces(pools: list[PlacedPool]) -> dict[str, Composed]:
+    """The Namespaces pools ask the function to create (createNamespace).
+
+    Each is labelled for Pod Security admission at the strictest level every
+    pool placed in it meets, so the API server refuses pods that break it:
+    restricted, or privileged where a pool needs AMD's device files.
+    """
+    privileged = {(p.provider_config.name, p.namespace) for p in pools if gpu.needs_privilege(p.spec.gpu)}
+    out = {}
+    for p in pools:
+        if not p.spec.createNamespace:
+            continue
+        level = "privileged" if (p.provider_config.name, p.namespace) in privileged else "restricted"
+        labels = {f"pod-security.kubernetes.io/{mode}": level for mode in POD_SECURITY_MODES}
+        manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": p.namespace, "labels": labels}}
+        out[namespace_resource(p.provider_config.name, p.namespace)] = Composed(manifest, p.provider_config)
+    return out
+
+
+def network_policies(fed: Federation, pools: list[PlacedPool], external: placement.External) -> dict[str, Composed]:
+    """With spec.networkPolicy.enabled, the SuperLink's policy and one per pool cluster and namespace."""
+    if not fed.spec.networkPolicy.enabled:
+        return {}
+    places: dict[tuple[str, str], tuple[ProviderConfigRef, bool]] = {}
+    for p in pools:
+        places.setdefault((p.provider_config.name, p.namespace), (p.provider_config, p.remote))
+    local = [namespace for (_, namespace), (_, remote) in places.items() if not remote]
+    fleet_ports = fed.flower.fleet_ports
+    registers = reaps(fed)
+    if registers:
+        # SuperNodes register their keys at the Control API.
+        fleet_ports = (*fleet_ports, CONTROL_PORT)
+    out = {
+        "networkpolicy-superlink": Composed(
+            netpol.superlink_policy(
+                fed.name,
+                fed.namespace,
+                fed.spec,
+                local,
+                fleet_ports=fleet_ports,
+                control=control_open(fed),
+                reaper=registers,
+            ),
+            placement.superlink_ref(fed.spec),
+        )
+    }
+    for (cluster, namespace), (ref, remote) in sorted(places.items()):
+        policy = netpol.supernode_policy(
+            fed.name,
+            namespace,
+            fed.spec,
+            None if remote else fed.namespace,
+            external.address if remote else None,
+            fleet_ports=fleet_ports,
+        )
+        out[networkpolicy_resource(cluster, namespace)] = Composed(policy, ref)
+    return out
+
+
+def kept_objects(pools: list[PlacedPool], observed: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The observed Objects of held-back pools, to return unchanged: one that exists is kept as it is."""
+    out = {}
+    for p in pools:
+        name = pool_resource(p.name)
+        previous = _as_observed(observed.get(name)) if p.hold is not None else None
+        if previous is not None:
+            out[name] = previous
+    return out
+
+
+def kept_clusters(fed: Federation, observed: dict[str, Any], planned: dict[str, Composed]) -> dict[str, dict[str, Any]]:
+    """What selected clusters keep when their selection cannot be judged in this reconcile.
+
+    While Crossplane has not listed a selector's ProviderConfigs, every
+    observed Object not planned is kept: none is dropped for want of an
+    answer. A cluster held by its settings keeps its pool's Objects there.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    if fed.selection.pending:
+        names = [name for name in observed if name not in planned]
+    else:
+        names = [
+            name
+            for m in fed.selection.held
+            for name in cluster_resources(m.name, m.cluster.name, m.namespace or fed.namespace)
+            if name not in planned
+        ]
+    for name in names:
+        previous = _as_observed(observed.get(name))
+        if previous is not None:
+            out[name] = previous
+    return out
+
+
+def cluster_resources(pool: str, cluster: str, namespace: str) -> list[str]:
+    """The composition resource names of a pool in one cluster: its workload and what it shares with the cluster."""
+    return [
+        pool_resource(pool),
+        serviceaccount_resource(cluster, namespace),
+        ca_resource(cluster, namespace),
+        namespace_resource(cluster, namespace),
+        networkpolicy_resource(cluster, namespace),
+    ]
+
+
+def _as_observed(obj: Any) -> dict[str, Any] | None:
+    """An observed Object's apiVersion, kind and spec, to return it unchanged; None if it has no spec."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("spec"), dict):
+        return None
+    return {k: obj[k] for k in ("apiVersion", "kind", "spec") if k in obj}
+
+
+def global_offsets(fed: Federation) -> tuple[dict[str, int], int | None]:
+    """Each StatefulSet pool's first global SuperNode index, and how many indices there are.
+
+    Pools count in spec order. A selector pool takes maxClusters blocks of
+    `replicas` indices, one per cluster index, so a cluster that joins or
+    leaves moves no other SuperNode's index and {totalReplicas} stays put.
+    """
+    written = fed.written
+    if written.mode != "StatefulSet":
+        return {}, None
+    offsets, running = {}, 0
+    for pool in written.supernodes.pools:
+        replicas = pool.replicas or 0
+        if pool.clusterSelector is None:
+            offsets[pool.name] = running
+            running += replicas
+            continue
+        for m in fed.selection.placed:
+            if m.selector == pool.name and m.index is not None:
+                offsets[m.name] = running + m.index * replicas
+        running += pool.clusterSelector.maxClusters * replicas
+    return offsets, running
+
+
+def serviceaccount_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of the Federation's ServiceAccount in one cluster and namespace."""
+    return f"serviceaccount-{cluster}-{namespace}"
+
+
+def ca_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of the CA copy in one cluster and namespace."""
+    return f"ca-{cluster}-{namespace}"
+
+
+def networkpolicy_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of the SuperNodes' NetworkPolicy in one cluster and namespace."""
+    return f"networkpolicy-supernode-{cluster}-{namespace}"
+
+
+def namespace_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of a pool's Namespace in one cluster."""
+    return f"namespace-{cluster}-{namespace}"
+
+
+def manifests(fed: Federation) -> dict[str, dict[str, Any]]:
+    """The Kubernetes objects of a Federation with nothing observed yet."""
+    return {name: c.manifest for name, c in plan(fed).resources.items()}
+
+
+def wrap(manifest: dict[str, Any], ref: ProviderConfigRef, *, namespaced: bool = False) -> dict[str, Any]:
+    """A provider-kubernetes Object that applies manifest to the chosen cluster.
+
+    A namespaced XR composes namespaced Objects, which name the kind of their
+    provider config; cluster-scoped Objects only take its name.
+    """
+    return {
+        "apiVersion": NAMESPACED_OBJECT_API if namespaced else OBJECT_API,
+        "kind": "Object",
+        "spec": {
+            "forProvider": {"manifest": manifest},
+            "providerConfigRef": {"kind": ref.kind, "name": ref.name} if namespaced else {"name": ref.name},
+            "readiness": readiness.policy(manifest),
+        },
+    }
+
+
+def desired(fed: Federation, built: Plan) -> dict[str, dict[str, Any]]:
+    """The Objects to return: the planned ones wrapped, the kept ones as observed."""
+    out = {name: wrap(c.manifest, c.provider_config, namespaced=fed.namespaced) for name, c in built.resources.items()}
+    out.update(built.kept)
+    return out

@@ -1,0 +1,228 @@
+"""XR status, per-resource readiness, conditions and warnings, from what Crossplane observed.
+
+The desired resources never depend on any of this.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from crossplane.function.resource import Condition
+
+from function.api import names
+from function.api.spec import CONTROL_PORT, PoolSpec, generates_identity
+from function.api.status_model import Endpoints, FederationStatus, PoolStatus
+from function.builders import identity, superlink, tls
+from function.composition import compose, readiness
+from function.topology import placement
+
+
+@dataclasses.dataclass
+class Report:
+    """What the function reports besides the desired resources."""
+
+    status: FederationStatus  # the XR's status
+    ready: dict[str, bool]  # by composition resource name
+    conditions: list[Condition]  # the SDK's, as response.set_conditions takes them
+    warnings: list[str]
+
+
+def _why(what: str, o: readiness.Observed) -> str:
+    if o.desired is not None and o.ready_count != o.desired:
+        message = f"{what} not fully ready ({o.ready_count}/{o.desired})"
+    else:
+        message = f"{what} not ready"
+    return f"{message}: {o.detail}" if o.detail else message
+
+
+def _condition(kind: str, judged: list[tuple[str, readiness.Observed]], ok_message: str) -> Condition:
+    unknown = [f"{what}: {o.detail}" for what, o in judged if o.unknown]
+    if unknown:
+        return Condition(kind, "Unknown", "StatusUnknown", "; ".join(unknown))
+    waiting = [_why(what, o) for what, o in judged if not o.ready]
+    if waiting:
+        return Condition(kind, "False", "Creating", "; ".join(waiting))
+    return Condition(kind, "True", "Available", ok_message)
+
+
+def _pool_entry(fed: compose.Federation, pool: PoolSpec, o: readiness.Observed) -> PoolStatus:
+    spec = fed.spec
+    if o.desired is not None:
+        desired, ready = o.desired, o.ready_count
+    else:
+        # Not observed yet: what the spec asks for (unknowable for a DaemonSet).
+        desired, ready = (pool.replicas or 0) if fed.spec.mode == "StatefulSet" else 0, 0
+    member = fed.member(pool.name)
+    return PoolStatus(
+        name=pool.name,
+        kind=fed.spec.mode,
+        desired=desired,
+        ready=ready,
+        namespace=placement.pool_namespace(fed.namespace, pool),
+        providerConfig=placement.pool_cluster(spec, pool),
+        selector=member.selector if member else None,
+        clusterIndex=member.index if member else None,
+    )
+
+
+def _manifests(built: compose.Plan) -> dict[str, dict[str, Any]]:
+    out = {name: c.manifest for name, c in built.resources.items()}
+    for name, obj in built.kept.items():
+        manifest = ((obj.get("spec") or {}).get("forProvider") or {}).get("manifest")
+        if isinstance(manifest, dict) and manifest.get("kind") in ("StatefulSet", "DaemonSet"):
+            out[name] = manifest
+    return out
+
+
+def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any], generation: Any) -> Report:
+    """Judge the observed resources of a Federation against what was planned."""
+    manifests = _manifests(built)
+    judged = {name: readiness.observe(m, compose.live(observed, name)) for name, m in manifests.items()}
+    pools, pool_judged = [], []
+    warnings = [*fed.flower.warnings, *superlink.exposure_warnings(fed.spec)]
+    held = built.held
+    for pool in fed.spec.supernodes.pools:
+        name = compose.pool_resource(pool.name)
+        hold = held.get(pool.name)
+        o = judged.get(name, readiness.Observed(ready=False, detail=f"waiting for {hold.value if hold else ''}"))
+        pools.append(_pool_entry(fed, pool, o))
+        pool_judged.append((f"Pool {pool.name}", o))
+        if fed.spec.mode == "DaemonSet" and o.settled and o.desired == 0:
+            warnings.append(
+                f"Pool {pool.name}: DaemonSet {manifests[name]['metadata']['name']} is scheduled on no node; "
+                "check the pool's nodeSelector, affinity and tolerations"
+            )
+    if built.remote and fed.spec.networkPolicy.enabled and not fed.spec.networkPolicy.fleetCIDRs:
+        warnings.append(
+            "The SuperLink's NetworkPolicy admits Fleet traffic from no other cluster: list the "
+            "addresses remote SuperNodes come from in spec.networkPolicy.fleetCIDRs"
+        )
+    if built.kept:
+        warnings.append(
+            f"Pools {', '.join(sorted(built.kept))} keep their last applied state until what they "
+            "wait for is known again"
+        )
+    ready_total = sum(p.ready for p in pools)
+    desired_total = sum(p.desired for p in pools)
+    identities = [
+        p for p, spec in zip(pools, fed.spec.supernodes.pools, strict=True) if generates_identity(fed.spec, spec)
+    ]
+    registered = sum(p.ready for p in identities) if identities else None
+    address = superlink.service_address(fed.name, fed.namespace)
+    ports = fed.spec.superlink.service.ports
+    status = FederationStatus(
+        # metadata.generation as the XR carries it: anything but an integer is no generation.
+        observedGeneration=generation if isinstance(generation, int) else None,
+        supernodes=f"{ready_total}/{desired_total}",
+        readySupernodes=ready_total,
+        desiredSupernodes=desired_total,
+        registeredSupernodes=registered,
+        clusters=len({(r.kind, r.name) for r in (placement.pool_ref(fed.spec, p) for p in fed.spec.supernodes.pools)}),
+        endpoints=Endpoints(
+            superlinkService=f"{address}:{ports.extra}"
+            if fed.spec.superlink.inClusterControlAPI
+            else f"127.0.0.1:{CONTROL_PORT}",
+            portForward=(
+                f"kubectl -n {fed.namespace} port-forward pod/{names.superlink(fed.name)}-0 "
+                f"{CONTROL_PORT}:{CONTROL_PORT}"
+            ),
+            fleet=f"{address}:{ports.grpc}",
+            external=built.external.address or None,
+        ),
+        pools=pools,
+    )
+    conditions = [
+        _condition(
+            "SuperLinkReady",
+            [("SuperLink", judged[compose.SUPERLINK]), ("SuperLink Service", judged[compose.SERVICE])],
+            "SuperLink is ready",
+        ),
+        _condition("SuperNodesReady", pool_judged, f"{ready_total}/{desired_total} SuperNodes ready"),
+    ]
+    if identities:
+        conditions.append(_registration_condition(fed, identities))
+    if any(p.clusterSelector for p in fed.written.supernodes.pools):
+        conditions.append(_selection_condition(fed))
+    if built.remote:
+        conditions.append(_external_condition(built))
+    if built.needs_ca:
+        conditions.append(_ca_condition(fed, built))
+    return Report(status, {name: o.ready for name, o in judged.items()}, conditions, warnings)
+
+
+def _registration_condition(fed: compose.Federation, pools: list[PoolStatus]) -> Condition:
+    """Whether every SuperNode that makes its own key has it registered (function/builders/identity.py)."""
+    registered, desired = sum(p.ready for p in pools), sum(p.desired for p in pools)
+    if desired and registered >= desired:
+        return Condition(
+            "SuperNodesRegistered", "True", "Available", f"{registered}/{desired} SuperNode keys registered"
+        )
+    waiting = [f"{p.name} {p.ready}/{p.desired}" for p in pools if p.ready < p.desired or not p.desired]
+    return Condition(
+        "SuperNodesRegistered",
+        "False",
+        "RegistrationPending",
+        f"{registered}/{desired} SuperNode keys registered (pools {', '.join(waiting)}): a SuperNode pod waits in "
+        f"its {identity.INIT_CONTAINER} init container until the SuperLink {fed.name}-superlink accepts its key, "
+        f"and is not ready while {identity.SIDECAR} cannot confirm it; their logs say why",
+    )
+
+
+def _selection_condition(fed: compose.Federation) -> Condition:
+    """What the pools' cluster selectors stand for (function/topology/clusters.py)."""
+    selection = fed.selection
+    if selection.pending:
+        return Condition(
+            "ClustersSelected",
+            "Unknown",
+            "Listing",
+            f"waiting for Crossplane to list the ProviderConfigs of pools {', '.join(selection.pending)}; "
+            "existing pools are kept as they are",
+        )
+    problems = [f"no ProviderConfig carries the labels of pool {name}" for name in selection.unmatched]
+    problems += [f"cluster {m.cluster.name} of pool {m.selector} is held: {m.problem}" for m in selection.held]
+    counts = []
+    for pool in fed.written.supernodes.pools:
+        if pool.clusterSelector is not None:
+            chosen = sorted(m.cluster.name for m in selection.placed if m.selector == pool.name)
+            counts.append(f"pool {pool.name}: {len(chosen)} clusters" + (f" ({_few(chosen)})" if chosen else ""))
+    if problems:
+        reason = "ClusterSettingsInvalid" if selection.held else "NoMatchingClusters"
+        return Condition("ClustersSelected", "False", reason, "; ".join(problems + counts))
+    return Condition("ClustersSelected", "True", "Selected", "; ".join(counts))
+
+
+def _few(names: list[str], first: int = 5) -> str:
+    """Some names, then how many more."""
+    if len(names) <= first:
+        return ", ".join(names)
+    return f"{', '.join(names[:first])} and {len(names) - first} more"
+
+
+def _external_condition(built: compose.Plan) -> Condition:
+    ext = built.external
+    if ext.address:
+        return Condition(
+            "ExternalAddressReady", "True", "Available", f"pools in other clusters dial {ext.address} ({ext.source})"
+        )
+    waiting = [name for name, hold in built.held.items() if hold is compose.Hold.ADDRESS]
+    return Condition(
+        "ExternalAddressReady",
+        "False",
+        "Waiting",
+        f"pools {', '.join(waiting)} in other clusters wait for {ext.waiting_for}",
+    )
+
+
+def _ca_condition(fed: compose.Federation, built: compose.Plan) -> Condition:
+    secret = f"{fed.namespace}/{tls.secret_name(fed.name, fed.spec)}"
+    if built.ca_known:
+        return Condition("TLSReady", "True", "Available", f"pools elsewhere trust the CA of Secret {secret}")
+    return Condition(
+        "TLSReady",
+        "False",
+        "Waiting",
+        f"pools {', '.join(built.ca_pools)} wait for the CA certificate (ca.crt) of Secret {secret}, "
+        "read through Crossplane's required resources",
+    )

@@ -1,0 +1,154 @@
+"""The composition function: a thin gRPC shell around function.composition.compose."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from crossplane.function import logging, request, resource, response
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from google.protobuf.message import DecodeError
+
+from function.api import k8s_schema
+from function.api.validation import SpecError
+from function.builders import tls
+from function.composition import compose, status
+from function.serving import wire
+from function.topology import clusters
+
+if TYPE_CHECKING:
+    from google.protobuf.descriptor import Descriptor
+
+
+# Crossplane reads a function's response with gRPC's default limit, 4 MiB;
+# what is left is room for the results and framing.
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024 - 64 * 1024
+
+
+def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
+    """Answer one request; every failure is a fatal result with no desired resources."""
+    rsp = response.to(req)
+    xr = wire.to_dict(req.observed.composite.resource)
+    observed = {name: wire.to_dict(r.resource) for name, r in req.observed.resources.items()}
+    required = {
+        key: [wire.to_dict(item.resource) for item in answer.items] for key, answer in req.required_resources.items()
+    }
+    try:
+        fed = compose.federation(xr, required, observed)
+        remembered = ((xr.get("status") or {}).get("endpoints") or {}).get("external")
+        tls_secret = request.get_required_resource(req, tls.REQUIREMENT)
+        built = compose.plan(fed, observed, remembered, tls_secret)
+        desired = compose.desired(fed, built)
+        report = status.report(fed, built, observed, (xr.get("metadata") or {}).get("generation"))
+    except SpecError as err:
+        return fatal(rsp, f"invalid Federation: {err}")
+    except Exception as err:  # a bug must not crash the server or drop resources
+        logging.get_logger().exception("cannot compose Federation")
+        return fatal(rsp, f"cannot compose Federation: {type(err).__name__}: {err}")
+    for name, obj in desired.items():
+        rsp.desired.resources[name].resource.ParseFromString(wire.struct_bytes(obj))
+        rsp.desired.resources[name].ready = fnv1.READY_TRUE if report.ready.get(name) else fnv1.READY_FALSE
+    # Not the SDK's update_status: it leaves out unset fields, where the ones
+    # left out here are those set to None (no generation, no external address).
+    resource.update(rsp.desired.composite, {"status": report.status.wire()})
+    if built.held or not fed.spec.supernodes.pools:
+        # Pools that wait are not desired resources, yet the Federation is not
+        # ready; nor is one whose selectors stand for no cluster yet.
+        rsp.desired.composite.ready = fnv1.READY_FALSE
+    for need in clusters.requirements(fed.written, fed.namespace, namespaced=fed.namespaced):
+        # Asked for on every call: Crossplane answers only what the last response asked.
+        response.require_resources(
+            rsp, need.key, need.api_version, need.kind, match_labels=need.labels, namespace=need.namespace
+        )
+    if built.needs_ca:
+        # Copying the CA to other namespaces and clusters needs the SuperLink's Secret.
+        response.require_resources(
+            rsp,
+            tls.REQUIREMENT,
+            "v1",
+            "Secret",
+            match_name=tls.secret_name(fed.name, fed.spec),
+            namespace=fed.namespace,
+        )
+    response.set_conditions(rsp, *report.conditions)
+    for warning in report.warnings:
+        response.warning(rsp, warning)
+    if rsp.ByteSize() > MAX_RESPONSE_BYTES:
+        # Crossplane would fail to read it, with a gRPC error that names nothing.
+        return fatal(
+            rsp,
+            f"invalid Federation: its {len(rsp.desired.resources)} composed resources take "
+            f"{rsp.ByteSize() / 2**20:.1f} MiB, more than Crossplane reads from a function (4 MiB): select fewer "
+            "clusters (clusterSelector.maxClusters) or pools, or split the Federation",
+        )
+    return rsp
+
+
+def fatal(rsp: fnv1.RunFunctionResponse, message: str) -> fnv1.RunFunctionResponse:
+    """Turn rsp into a fatal result with message, with nothing desired."""
+    # A fatal result stops the pipeline before anything is applied or deleted,
+    # so returning no desired resources here never removes live ones.
+    rsp.desired.resources.clear()
+    rsp.desired.ClearField("composite")
+    response.fatal(rsp, message)
+    return rsp
+
+
+def run_bytes(data: bytes) -> bytes:
+    """The serialized response to a serialized request (see run): what the server hands the workers."""
+    try:
+        req = fnv1.RunFunctionRequest.FromString(data)
+    except DecodeError as err:
+        return undecodable(data, err).SerializeToString()
+    rsp = run(req)
+    logging.get_logger().bind(tag=req.meta.tag).debug(
+        "ran function", resources=len(rsp.desired.resources), results=len(rsp.results)
+    )
+    return rsp.SerializeToString()
+
+
+# The parts of a too deep path a message shows: enough to find where it is.
+SHOWN_PATH_PARTS = 12
+
+# The stubs type a generated message's DESCRIPTOR as the pure-Python class or
+# upb's; either is the one interface too_deep uses.
+REQUEST = cast("Descriptor", fnv1.RunFunctionRequest.DESCRIPTOR)
+
+# Where the XR itself is in a request: a path under it is a Federation's field.
+COMPOSITE = ["observed", "composite", "resource"]
+
+
+def undecodable(data: bytes, err: DecodeError) -> fnv1.RunFunctionResponse:
+    """A fatal result for a request protobuf cannot decode, naming where it nests too deep if it does.
+
+    The API server stores, and Crossplane sends, JSON nested far deeper than
+    protobuf's decoder reads (100 messages, about 30 levels of a Federation's
+    maps and lists) in the fields of Kubernetes types that keep unknown fields.
+    """
+    rsp = answer_to(data)
+    try:
+        path = wire.too_deep(data, REQUEST)
+    except DecodeError:  # not a protobuf message at all
+        path = None
+    if not path:
+        return fatal(rsp, f"cannot read the request: {err}")
+    in_xr = path[: len(COMPOSITE)] == COMPOSITE
+    shown = path[len(COMPOSITE) :] if in_xr else path
+    where = k8s_schema.field_path(str(shown[0]), shown[1:SHOWN_PATH_PARTS])
+    if len(shown) > SHOWN_PATH_PARTS:
+        where += "..."
+    return fatal(
+        rsp,
+        f"{'invalid Federation' if in_xr else 'cannot read the request'}: {where}: nested deeper than a "
+        f"function's request can carry (protobuf decodes {wire.MAX_MESSAGE_DEPTH} levels of messages, "
+        "about 30 levels of maps and lists)",
+    )
+
+
+def answer_to(data: bytes) -> fnv1.RunFunctionResponse:
+    """An empty response to a serialized request, with its tag, whether or not the rest of it decodes."""
+    meta = fnv1.RequestMeta()
+    try:
+        meta.ParseFromString(wire.field(data, 1) or b"")
+    except DecodeError:  # an answer with no tag, then
+        meta.Clear()
+    return response.to(fnv1.RunFunctionRequest(meta=meta))

@@ -1,0 +1,225 @@
+"""`function render`: run RunFunction in-process on a file, print what it composes.
+
+The output is shaped like `crossplane render`: the XR with its status, then
+each composed resource, annotated with its composition resource name so the
+stream can be fed back as observed state.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import yaml
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function.builders import tls
+from function.composition import compose
+from function.serving import fn, wire
+
+GROUP_VERSION = "flower.crossplane.io/v1alpha1"
+COMPOSITION_RESOURCE_NAME = "crossplane.io/composition-resource-name"
+
+
+class RenderError(Exception):
+    """An input that cannot be rendered, or a fatal result from the function."""
+
+
+def _load(path: str) -> list[dict[str, Any]]:
+    p = pathlib.Path(path)
+    files = sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml")) if p.is_dir() else [p]
+    docs: list[dict[str, Any]] = []
+    for f in files:
+        try:
+            docs += [d for d in yaml.safe_load_all(f.read_text()) if d]
+        except yaml.YAMLError as err:
+            msg = f"{f}: not YAML: {err}"
+            raise RenderError(msg) from None
+    for d in docs:
+        if not isinstance(d, dict):
+            msg = f"{path}: every document must be a mapping"
+            raise RenderError(msg)
+    return docs
+
+
+def namespaced_xrd(path: str) -> bool:
+    """Whether the XRD at path defines namespaced composites (Crossplane v2)."""
+    docs = _load(path)
+    xrd = next((d for d in docs if d.get("kind") == "CompositeResourceDefinition"), None)
+    if xrd is None:
+        msg = f"{path}: no CompositeResourceDefinition"
+        raise RenderError(msg)
+    default = "Namespaced" if str(xrd.get("apiVersion", "")).endswith("/v2") else "LegacyCluster"
+    return ((xrd.get("spec") or {}).get("scope") or default) == "Namespaced"
+
+
+def composite(manifest: dict[str, Any], *, namespaced: bool = False) -> dict[str, Any]:
+    """The XR Crossplane would pass for an XR, a claim or an operator Federation.
+
+    With namespaced (an XRD of scope Namespaced), a Federation is the XR itself.
+    """
+    metadata = manifest.get("metadata") or {}
+    if not isinstance(metadata, dict) or not metadata.get("name"):
+        msg = "metadata.name is required"
+        raise RenderError(msg)
+    spec = manifest.get("spec")
+    if manifest.get("kind") == "XFederation":
+        return {"apiVersion": GROUP_VERSION, "kind": "XFederation", "metadata": metadata, "spec": spec}
+    if namespaced:
+        meta = {"name": metadata["name"], "namespace": metadata.get("namespace") or "default"}
+        if "generation" in metadata:
+            meta["generation"] = metadata["generation"]
+        return {"apiVersion": GROUP_VERSION, "kind": "Federation", "metadata": meta, "spec": spec}
+    # A claim, or a flower-operator Federation: Crossplane's XR for it carries
+    # the claim's name and namespace as labels.
+    name, namespace = metadata["name"], metadata.get("namespace") or "default"
+    return {
+        "apiVersion": GROUP_VERSION,
+        "kind": "XFederation",
+        "metadata": {
+            "name": name,
+            "labels": {compose.CLAIM_NAME: name, compose.CLAIM_NAMESPACE: namespace},
+            **({"generation": metadata["generation"]} if "generation" in metadata else {}),
+        },
+        "spec": spec,
+    }
+
+
+def request(
+    xr: dict[str, Any], observed: list[dict[str, Any]], required: list[dict[str, Any]] | None = None
+) -> fnv1.RunFunctionRequest:
+    """A RunFunctionRequest as Crossplane sends it, observed resources keyed by their annotation."""
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.update(xr)
+    for obj in observed:
+        name = ((obj.get("metadata") or {}).get("annotations") or {}).get(COMPOSITION_RESOURCE_NAME)
+        if name:
+            req.observed.resources[name].resource.update(obj)
+    for obj in required or []:
+        req.required_resources[tls.REQUIREMENT].items.add().resource.update(obj)
+    return req
+
+
+def _satisfy(
+    xr: dict[str, Any], observed: list[dict[str, Any]], required: list[dict[str, Any]]
+) -> fnv1.RunFunctionResponse:
+    """Run as Crossplane does, requirements included.
+
+    The function's resource requirements are answered from the given
+    resources (by kind, name and namespace), then it runs again.
+    """
+    rsp = fn.run(request(xr, observed))
+    for _ in range(3):
+        wanted = rsp.requirements.resources
+        if not wanted:
+            return rsp
+        matches = {key: [r for r in required if _selects(selector, r)] for key, selector in wanted.items()}
+        req = request(xr, observed)
+        for key, items in matches.items():
+            req.required_resources[key].SetInParent()
+            for item in items:
+                req.required_resources[key].items.add().resource.update(item)
+        rsp = fn.run(req)
+    return rsp
+
+
+def _selects(selector: fnv1.ResourceSelector, obj: dict[str, Any]) -> bool:
+    """Whether Crossplane would answer selector with obj: kind, then name or labels, then namespace."""
+    metadata = obj.get("metadata") or {}
+    if obj.get("apiVersion") != selector.api_version or obj.get("kind") != selector.kind:
+        return False
+    if selector.namespace and metadata.get("namespace") != selector.namespace:
+        return False
+    if selector.WhichOneof("match") == "match_labels":
+        labels = metadata.get("labels") or {}
+        return all(labels.get(k) == v for k, v in selector.match_labels.labels.items())
+    return metadata.get("name") == selector.match_name
+
+
+def render(
+    manifest: dict[str, Any],
+    observed: list[dict[str, Any]],
+    *,
+    namespaced: bool = False,
+    required: list[dict[str, Any]] | None = None,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The rendered documents and any warnings; RenderError for a fatal result."""
+    xr = composite(manifest, namespaced=namespaced)
+    rsp = _satisfy(xr, observed, required or [])
+    fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    if fatal:
+        msg = "; ".join(fatal)
+        raise RenderError(msg)
+    warnings = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_WARNING]
+    xr_name = xr["metadata"]["name"]
+    status = wire.to_dict(rsp.desired.composite.resource).get("status", {})
+    status["conditions"] = conditions(rsp)
+    out_meta = {"name": xr_name, **({"namespace": xr["metadata"]["namespace"]} if namespaced else {})}
+    out_xr = {"apiVersion": xr["apiVersion"], "kind": xr["kind"], "metadata": out_meta, "status": status}
+    docs = [out_xr]
+    for name in sorted(rsp.desired.resources):
+        obj = wire.to_dict(rsp.desired.resources[name].resource)
+        obj["metadata"] = {
+            "annotations": {COMPOSITION_RESOURCE_NAME: name},
+            "generateName": f"{xr_name}-",
+            "labels": {"crossplane.io/composite": xr_name},
+        }
+        docs.append(obj)
+    return docs, warnings
+
+
+# crossplane render stamps every condition with this time, so outputs compare.
+CONDITION_TIME = "2024-01-01T00:00:00Z"
+_STATUS = {fnv1.STATUS_CONDITION_TRUE: "True", fnv1.STATUS_CONDITION_FALSE: "False"}
+
+
+def _names(names: list[str], first: int = 3) -> str:
+    """Crossplane's list of names: sorted, the first three, then a count."""
+    names = sorted(names)
+    if len(names) > first:
+        return f"{', '.join(names[:first])}, and {len(names) - first} more"
+    if len(names) == first:
+        return f"{', '.join(names[:-1])}, and {names[-1]}"
+    return ", ".join(names)
+
+
+def conditions(rsp: fnv1.RunFunctionResponse) -> list[dict[str, str]]:
+    """The XR's conditions as Crossplane sets them.
+
+    Ready comes from the composed resources' readiness, then come the
+    function's own conditions.
+    """
+    unready = [name for name, r in rsp.desired.resources.items() if r.ready != fnv1.READY_TRUE]
+    ready = {"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": CONDITION_TIME}
+    if rsp.desired.composite.ready == fnv1.READY_FALSE:
+        ready.update(status="False", reason="Creating")
+    elif unready:
+        ready.update(status="False", reason="Creating", message=f"Unready resources: {_names(unready)}")
+    out = [ready]
+    for c in rsp.conditions:
+        out.append(
+            {
+                "type": c.type,
+                "status": _STATUS.get(c.status, "Unknown"),
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": CONDITION_TIME,
+            }
+        )
+    return out
+
+
+def render_file(
+    path: str, observed_path: str | None = None, xrd_path: str | None = None, required_path: str | None = None
+) -> tuple[str, list[str]]:
+    """Render the first document of path to a YAML stream; also return the function's warnings."""
+    docs = _load(path)
+    if not docs:
+        msg = f"{path}: no document"
+        raise RenderError(msg)
+    observed = _load(observed_path) if observed_path else []
+    required = _load(required_path) if required_path else []
+    namespaced = namespaced_xrd(xrd_path) if xrd_path else False
+    rendered, warnings = render(docs[0], observed, namespaced=namespaced, required=required)
+    text = "".join("---\n" + yaml.safe_dump(d, sort_keys=True) for d in rendered)
+    return text, warnings

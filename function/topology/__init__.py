@@ -1,0 +1,1 @@
+"""Where pools land: the clusters a Federation selects and where each pool is placed."""
