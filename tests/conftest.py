@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import pathlib
 import shutil
+import subprocess
+from collections.abc import Callable, Sequence
 
 import pytest
 import yaml
@@ -88,6 +90,29 @@ def validate_cache(tmp_path_factory, shared_crds) -> list[str]:
     docs = [p.read_text() for p in sorted((shared_crds / "crossplane-crds").glob("*.yaml"))]
     (image_dir / "package.yaml").write_text("\n---\n".join(docs) + "\n---\n")
     return [f"--cache-dir={cache}", "--crossplane-image=local/crossplane:offline"]
+
+
+Paths = pathlib.Path | str | Sequence[pathlib.Path | str]
+Validate = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="session")
+def crank_validate(crank, validate_cache) -> Validate:
+    """`crank beta validate SCHEMAS RESOURCES`, offline: validate(schemas, resources, strict=True).
+
+    Each of schemas and resources is a path or several (crank reads them comma-separated).
+    strict adds --error-on-missing-schemas: a resource with no schema fails.
+    """
+
+    def joined(paths: Paths) -> str:
+        return str(paths) if isinstance(paths, (str, pathlib.Path)) else ",".join(str(p) for p in paths)
+
+    def validate(schemas: Paths, resources: Paths, *, strict: bool = True) -> subprocess.CompletedProcess[str]:
+        flags = ["--error-on-missing-schemas"] if strict else []
+        argv = [crank, "beta", "validate", *validate_cache, *flags, joined(schemas), joined(resources)]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+
+    return validate
 
 
 @pytest.fixture(scope="session")

@@ -156,60 +156,29 @@ def test_crank_render_matches_function_render(example, crank, functions_file, tm
     (tmp_path / "rendered.yaml").write_text(proc.stdout)
 
 
-def test_crank_validate_accepts_examples(crank, validate_cache, shared_crds):
-    proc = subprocess.run(
-        [
-            crank,
-            "beta",
-            "validate",
-            *validate_cache,
-            "--error-on-missing-schemas",
-            f"{ROOT / 'apis' / 'definition.yaml'},{shared_crds / 'crossplane-crds'}",
-            ",".join(str(p) for p in [*EXAMPLE_FILES, ROOT / "apis" / "composition.yaml", EXAMPLES / "functions.yaml"]),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+def test_crank_validate_accepts_examples(crank_validate, shared_crds):
+    proc = crank_validate(
+        [ROOT / "apis" / "definition.yaml", shared_crds / "crossplane-crds"],
+        [*EXAMPLE_FILES, ROOT / "apis" / "composition.yaml", EXAMPLES / "functions.yaml"],
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{len(EXAMPLE_FILES) + 2} success cases, 0 failure cases" in proc.stdout
 
 
 @pytest.mark.parametrize("bad", INVALID, ids=ids(INVALID))
-def test_crank_validate_rejects_invalid_examples(bad, crank, validate_cache):
-    proc = subprocess.run(
-        [crank, "beta", "validate", *validate_cache, str(ROOT / "apis" / "definition.yaml"), str(bad)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def test_crank_validate_rejects_invalid_examples(bad, crank_validate):
+    proc = crank_validate(ROOT / "apis" / "definition.yaml", bad, strict=False)
     assert proc.returncode != 0
     assert expected_message(bad) in proc.stdout, proc.stdout
 
 
-def test_rendered_objects_pass_provider_kubernetes_crds(crank, validate_cache, shared_crds, tmp_path):
+def test_rendered_objects_pass_provider_kubernetes_crds(crank_validate, shared_crds, tmp_path):
     rendered = tmp_path / "objects"
     rendered.mkdir()
     for example in EXAMPLE_FILES:
         docs, _ = render.render(load_all(example)[0], [])
         (rendered / f"{example.stem}.yaml").write_text(yaml.safe_dump_all(docs[1:]))
-    proc = subprocess.run(
-        [
-            crank,
-            "beta",
-            "validate",
-            *validate_cache,
-            "--error-on-missing-schemas",
-            str(shared_crds / "provider-crds"),
-            str(rendered),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = crank_validate(shared_crds / "provider-crds", rendered)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 failure cases" in proc.stdout
     assert "0 missing schemas" in proc.stdout

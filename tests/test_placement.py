@@ -231,22 +231,8 @@ def test_crank_render_releases_pools_with_an_observed_load_balancer(crank, funct
     assert docs[0]["status"]["endpoints"]["external"] == "203.0.113.7:9092"
 
 
-def test_provider_configs_example_is_valid(crank, validate_cache, shared_crds):
-    proc = subprocess.run(
-        [
-            crank,
-            "beta",
-            "validate",
-            *validate_cache,
-            "--error-on-missing-schemas",
-            str(shared_crds / "provider-crds"),
-            str(EXAMPLES / "multicluster" / "providerconfigs.yaml"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def test_provider_configs_example_is_valid(crank_validate, shared_crds):
+    proc = crank_validate(shared_crds / "provider-crds", EXAMPLES / "multicluster" / "providerconfigs.yaml")
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -128,53 +128,20 @@ def test_crank_render_v2_matches_function_render(crank, functions_file, tmp_path
     assert docs[0]["metadata"]["namespace"] == "team-a"
 
 
-def test_crank_validate_v2_examples_and_objects(crank, validate_cache, shared_crds, tmp_path):
-    proc = subprocess.run(
-        [
-            crank,
-            "beta",
-            "validate",
-            *validate_cache,
-            "--error-on-missing-schemas",
-            f"{XRD_V2},{shared_crds / 'crossplane-crds'}",
-            f"{EXAMPLE},{COMPOSITION_V2}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def test_crank_validate_v2_examples_and_objects(crank_validate, shared_crds, tmp_path):
+    proc = crank_validate([XRD_V2, shared_crds / "crossplane-crds"], [EXAMPLE, COMPOSITION_V2])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 success cases, 0 failure cases" in proc.stdout
     _, objects = rendered()
     (tmp_path / "objects.yaml").write_text(yaml.safe_dump_all(list(objects.values())))
-    proc = subprocess.run(
-        [
-            crank,
-            "beta",
-            "validate",
-            *validate_cache,
-            "--error-on-missing-schemas",
-            str(shared_crds / "provider-crds"),
-            f"{tmp_path / 'objects.yaml'},{EXAMPLES / 'v2' / 'providerconfigs.yaml'}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    resources = [tmp_path / "objects.yaml", EXAMPLES / "v2" / "providerconfigs.yaml"]
+    proc = crank_validate(shared_crds / "provider-crds", resources)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{len(objects) + 2} success cases, 0 failure cases" in proc.stdout
 
 
 @pytest.mark.parametrize("bad", INVALID, ids=[p.stem for p in INVALID])
-def test_v2_xrd_rejects_invalid_examples_too(bad, crank, validate_cache):
-    proc = subprocess.run(
-        [crank, "beta", "validate", *validate_cache, str(XRD_V2), str(bad)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def test_v2_xrd_rejects_invalid_examples_too(bad, crank_validate):
+    proc = crank_validate(XRD_V2, bad, strict=False)
     assert proc.returncode != 0
     assert expected_message(bad) in proc.stdout, proc.stdout
