@@ -387,6 +387,23 @@ def add_app(manifests: list[Manifest]) -> list[Manifest]:
     return [configmap]
 
 
+# Flower 1.25's SuperLink fails a SuperNode's pull of an object the ServerApp has announced but
+# not yet pushed (it counts 0 bytes of traffic and raises); that SuperNode never gets its message
+# and the run never ends. A race that a busy machine widens, gone from later releases' traffic
+# accounting.
+UPSTREAM_PULL_RACE = "Both bytes_sent and bytes_recv cannot be zero"
+RunAttempt = Callable[[int], tuple[subprocess.CompletedProcess[str], str]]
+
+
+def run_once_more_after_pull_race(attempt: RunAttempt) -> tuple[subprocess.CompletedProcess[str], str]:
+    """attempt(n) runs the app on new pods: (the run, the pods' logs). A run that met the race runs once more."""
+    for n in range(2):
+        proc, logs = attempt(n)
+        if "SMOKE-RESULT" in proc.stdout or UPSTREAM_PULL_RACE not in logs:
+            break
+    return proc, logs
+
+
 def flwr_run(runner: PodRunner, release: Release) -> subprocess.CompletedProcess[str]:
     """`flwr run` of the app in the CLI's container (add_app), streaming until the run ends."""
     # The app, writable (the CLI writes beside it), with the federation's address where the release reads it.
@@ -448,19 +465,25 @@ def test_a_federated_run_completes(release: Release, tmp_path: pathlib.Path, iso
     SuperLink pod's Control port, `flwr` with the SuperLink's CA (its
     certificate names 127.0.0.1), not through the Service.
     """
-    with federation(release, tmp_path, isolation, tls=tls) as (runner, supernodes):
-        superlink = next(p for p in runner.pods if p.labels.get("app.kubernetes.io/name") == "superlink")
-        local = runner.port_forward(NAMESPACE, superlink.name, CONTROL_PORT)
-        cli = LocalCli.at(release, tmp_path, f"127.0.0.1:{local}", tmp_path / "ca.crt")
-        deadline = time.monotonic() + ONLINE_TIMEOUT
-        while cli.online() < len(supernodes) and time.monotonic() < deadline and not runner.exited():
-            time.sleep(1)
-        assert cli.online() == len(supernodes), runner.logs()
-        proc = cli("run", ".", "k8s", "--stream", timeout=RUN_TIMEOUT)
-        out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-        # Two rounds of +1 on each SuperNode, averaged: 2.0 everywhere, from both SuperNodes' work.
-        assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, f"{out}\n{runner.logs()}"
-        assert "Received 2 results and 0 failures" in proc.stdout, out
+
+    def attempt(n: int) -> tuple[subprocess.CompletedProcess[str], str]:
+        tmp = tmp_path / f"attempt-{n}"
+        tmp.mkdir()
+        with federation(release, tmp, isolation, tls=tls) as (runner, supernodes):
+            superlink = next(p for p in runner.pods if p.labels.get("app.kubernetes.io/name") == "superlink")
+            local = runner.port_forward(NAMESPACE, superlink.name, CONTROL_PORT)
+            cli = LocalCli.at(release, tmp, f"127.0.0.1:{local}", tmp / "ca.crt")
+            deadline = time.monotonic() + ONLINE_TIMEOUT
+            while cli.online() < len(supernodes) and time.monotonic() < deadline and not runner.exited():
+                time.sleep(1)
+            assert cli.online() == len(supernodes), runner.logs()
+            return cli("run", ".", "k8s", "--stream", timeout=RUN_TIMEOUT), runner.logs(lines=200)
+
+    proc, logs = run_once_more_after_pull_race(attempt)
+    out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    # Two rounds of +1 on each SuperNode, averaged: 2.0 everywhere, from both SuperNodes' work.
+    assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, f"{out}\n{logs}"
+    assert "Received 2 results and 0 failures" in proc.stdout, out
 
 
 @pytest.mark.parametrize("release", ["1.41.0"], indirect=True)

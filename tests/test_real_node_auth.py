@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import pathlib
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -35,6 +36,7 @@ from test_real_flower import (
     flwr_run,
     images,
     render,
+    run_once_more_after_pull_race,
     tls_secret,
 )
 from test_real_flower import release as release  # noqa: PLC0414 - the fixture, re-exported for pytest
@@ -42,11 +44,6 @@ from test_real_flower import release as release  # noqa: PLC0414 - the fixture, 
 REGISTER_EVERY = 5
 UNREGISTER_AFTER = 45  # over the ~20 s SuperNodes take to reconnect to a restarted SuperLink
 ONLINE_TIMEOUT = 120
-# Flower 1.25's SuperLink fails a SuperNode's pull of an object the ServerApp has announced but
-# not yet pushed (it counts 0 bytes of traffic and raises); that SuperNode never gets its message
-# and the run never ends. A race that a busy machine widens, gone from later releases' traffic
-# accounting: a run that met it is run once more, on a new set of pods.
-UPSTREAM_PULL_RACE = "Both bytes_sent and bytes_recv cannot be zero"
 # The issue's bound for every SuperNode to be back after the SuperLink restarts.
 BACK_TIMEOUT = 120
 
@@ -256,14 +253,14 @@ def test_a_federated_run_completes_with_authentication(release: Release, tmp_pat
     rendered = render(tmp_path, federation, secrets)
     manifests = [unwrap(r) for r in rendered]
     extra = [*add_cli(manifests, release, tls=True), *add_app(manifests)]
-    for attempt in range(2):
-        with PodRunner(tmp_path / f"cluster-{attempt}", images(release.bin, SUPEREXEC_IMAGES), secrets) as runner:
+
+    def attempt(n: int) -> tuple[subprocess.CompletedProcess[str], str]:
+        with PodRunner(tmp_path / f"cluster-{n}", images(release.bin, SUPEREXEC_IMAGES), secrets) as runner:
             runner.start([*rendered, *extra])
             wait_for(runner, "2 SuperNodes online", lambda ls: len(online(ls)) == 2, ONLINE_TIMEOUT)
-            proc = flwr_run(runner, release)
-            logs = runner.logs(lines=200)
-        if "SMOKE-RESULT" in proc.stdout or UPSTREAM_PULL_RACE not in logs:
-            break
+            return flwr_run(runner, release), runner.logs(lines=200)
+
+    proc, logs = run_once_more_after_pull_race(attempt)
     out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, f"{out}\n{logs}"
     assert "Received 2 results and 0 failures" in proc.stdout, out
