@@ -36,7 +36,6 @@ from function.builders import identity_program, tls
 from function.releases.flower import Dialect
 
 KEY_DIR = posixpath.dirname(AUTH_KEY_PATH)
-VOLUME = IDENTITY_VOLUME
 WORK_VOLUME = "supernode-identity-work"
 WORK_DIR = "/var/run/flower-identity"
 INIT_CONTAINER = "supernode-identity"
@@ -107,7 +106,7 @@ def _container(
 
 def pool_init_containers(reg: Registration) -> list[dict[str, Any]]:
     """The key maker and first registration, then the sidecar that keeps the key registered."""
-    key = {"name": VOLUME, "mountPath": KEY_DIR}
+    key = {"name": IDENTITY_VOLUME, "mountPath": KEY_DIR}
     first = _container(INIT_CONTAINER, reg, reg.args("identity", key_dir=KEY_DIR), [key])
     # Writable: it replaces a key the SuperLink unregistered (identity_program).
     keep = _container(SIDECAR, reg, reg.args("keep", key_dir=KEY_DIR), [key])
@@ -125,7 +124,7 @@ def pool_init_containers(reg: Registration) -> list[dict[str, Any]]:
 
 def supernode_mount() -> dict[str, Any]:
     """The identity volume in the SuperNode container, where --auth-supernode-private-key points."""
-    return {"name": VOLUME, "mountPath": KEY_DIR, "readOnly": True}
+    return {"name": IDENTITY_VOLUME, "mountPath": KEY_DIR, "readOnly": True}
 
 
 def pool_volumes(spec: FederationSpec) -> list[dict[str, Any]]:
@@ -133,7 +132,7 @@ def pool_volumes(spec: FederationSpec) -> list[dict[str, Any]]:
     memory = {"medium": "Memory", "sizeLimit": "1Mi"}
     volumes = [{"name": WORK_VOLUME, "emptyDir": {}}]
     if spec.mode == "DaemonSet":
-        volumes.append({"name": VOLUME, "emptyDir": memory})
+        volumes.append({"name": IDENTITY_VOLUME, "emptyDir": memory})
     return volumes
 
 
@@ -143,7 +142,7 @@ def claim_template(spec: FederationSpec) -> dict[str, Any]:
     claim: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": volume.size}}}
     if volume.storageClassName:
         claim["storageClassName"] = volume.storageClassName
-    return {"metadata": {"name": VOLUME}, "spec": claim}
+    return {"metadata": {"name": IDENTITY_VOLUME}, "spec": claim}
 
 
 def reaper(reg: Registration, grace: int) -> dict[str, Any]:
