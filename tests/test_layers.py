@@ -1,0 +1,70 @@
+"""The layered contract `make lint` checks (pyproject.toml): it holds today and catches what it is for."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+LINT_IMPORTS = pathlib.Path(sys.executable).parent / "lint-imports"
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    reason: str
+    module: str  # the module given one more import, under function/
+    line: str
+    verdict: str  # what lint-imports says of it
+
+
+CASES = [
+    Case(
+        "an import running up the layers: the API reading a builder",
+        "api/names.py",
+        "from function.builders import tls",
+        "function.api is not allowed to import function.builders",
+    ),
+    Case(
+        "a cycle inside one layer: the model importing the rules that read it",
+        "api/spec.py",
+        "from function.api import rules",
+        "No cycles are allowed in function.api",
+    ),
+]
+
+
+def lint_imports(tree: pathlib.Path) -> subprocess.CompletedProcess[str]:
+    """lint-imports on a copy of function/ and the project's contracts, at tree."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(tree / "pyproject.toml"), "--no-cache"],
+        cwd=tree, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def copy_of_the_project(tmp_path: pathlib.Path) -> pathlib.Path:
+    shutil.copytree(ROOT / "function", tmp_path / "function", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def test_the_function_keeps_its_layers(tmp_path):
+    proc = lint_imports(copy_of_the_project(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Contracts: 2 kept, 0 broken." in proc.stdout
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.reason for c in CASES])
+def test_the_contract_refuses(case: Case, tmp_path):
+    tree = copy_of_the_project(tmp_path)
+    module = tree / "function" / case.module
+    module.write_text(module.read_text() + f"\n{case.line}  # noqa\n")
+    proc = lint_imports(tree)
+    assert proc.returncode != 0, proc.stdout
+    assert case.verdict in proc.stdout, proc.stdout
