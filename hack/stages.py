@@ -9,7 +9,7 @@ network namespace and work directory. A stage starts when the stages it needs
 have passed; one that fails stops only the stages that need it.
 
 Each stage writes its output to `.cache/stages/<name>.log`. When it ends,
-this prints its wall time, and its log: whole for a test run or a failure,
+this prints its wall time and the CPU time its processes used, and its log: whole for a test run or a failure,
 the last lines otherwise. It closes with a table of every stage's time, one
 line counting the tests of every pytest stage and, when something failed,
 the failed tests by name (or a failed build's last lines), and exits
@@ -59,6 +59,7 @@ class Stage:
     nice: int = 0
     state: str = "waiting"  # waiting, running, passed, failed, not run
     seconds: float = 0.0
+    cpu_seconds: float | None = None  # CPU time of its whole process tree, when it could be counted
 
     @property
     def log(self) -> pathlib.Path:
@@ -177,18 +178,24 @@ class CpuShares:
     process tree, new sessions included, and autogroup does not apply inside one.
 
     Needs a writable CPU controller (root, cgroup v1 or v2); without one, stages keep nice
-    and their own session's autogroup weight.
+    and their own session's autogroup weight. The same groups count each stage's CPU time
+    (v1: cpuacct, a hierarchy of its own), whatever its processes did with their sessions.
     """
 
     def __init__(self) -> None:
         """Make this run's parent group, or note that there is none to make."""
         self.parent: pathlib.Path | None = None
+        self.accounting: pathlib.Path | None = None  # cgroup v1: CPU time is counted in a hierarchy of its own
         self.knob = ""
         v1, v2 = pathlib.Path("/sys/fs/cgroup/cpu"), pathlib.Path("/sys/fs/cgroup")
         try:
             if (v1 / "cpu.shares").exists():
                 self.parent, self.knob = v1 / f"flower-stages-{os.getpid()}", "cpu.shares"
                 self.parent.mkdir()
+                with contextlib.suppress(OSError):
+                    accounting = pathlib.Path("/sys/fs/cgroup/cpuacct") / self.parent.name
+                    accounting.mkdir()
+                    self.accounting = accounting
             elif "cpu" in (v2 / "cgroup.controllers").read_text().split():
                 (v2 / "cgroup.subtree_control").write_text("+cpu")
                 self.parent, self.knob = v2 / f"flower-stages-{os.getpid()}", "cpu.weight"
@@ -213,19 +220,43 @@ class CpuShares:
 
     def close(self) -> None:
         """Remove the groups that emptied (one with a process left over stays, harmless)."""
-        if self.parent is not None:
-            for path in [*self.parent.iterdir(), self.parent]:
-                if path.is_dir():
-                    with contextlib.suppress(OSError):
-                        path.rmdir()
+        for parent in (self.parent, self.accounting):
+            if parent is not None:
+                for path in [*parent.iterdir(), parent]:
+                    if path.is_dir():
+                        with contextlib.suppress(OSError):
+                            path.rmdir()
+
+    def accounting_group(self, stage: Stage) -> pathlib.Path | None:
+        """The stage's cgroup v1 CPU accounting group of the stage (v2 counts in the weighted group)."""
+        if self.accounting is None:
+            return None
+        path = self.accounting / stage.name
+        try:
+            path.mkdir(exist_ok=True)
+        except OSError:
+            return None
+        return path
+
+    def used(self, stage: Stage) -> float | None:
+        """The CPU seconds the stage's processes used, daemons and orphans included; None if not counted."""
+        with contextlib.suppress(OSError, ValueError):
+            if self.accounting is not None:
+                return int((self.accounting / stage.name / "cpuacct.usage").read_text()) / 1e9
+            if self.knob == "cpu.weight" and self.parent is not None:
+                for line in (self.parent / stage.name / "cpu.stat").read_text().splitlines():
+                    if line.startswith("usage_usec "):
+                        return int(line.split()[1]) / 1e6
+        return None
 
 
-def _enter(group: pathlib.Path | None, nice: int) -> Callable[[], None]:
-    """What a stage's process does before it runs its command: join its group, take its nice value."""
+def _enter(groups: list[pathlib.Path | None], nice: int) -> Callable[[], None]:
+    """What a stage's process does before it runs its command: join its groups, take its nice value."""
 
     def enter() -> None:
-        if group is not None:
-            (group / "cgroup.procs").write_text(str(os.getpid()))
+        for group in groups:
+            if group is not None:
+                (group / "cgroup.procs").write_text(str(os.getpid()))
         if nice:
             os.nice(nice)
 
@@ -273,19 +304,24 @@ class Runner:
             self.say(f"{stage.name}: started ({' '.join(stage.command[0:1] + stage.command[2:])})")
         began = time.monotonic()
         with stage.log.open("w") as log:
-            proc = subprocess.run(
+            proc = subprocess.Popen(
                 stage.command,
                 cwd=ROOT,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                check=False,
-                preexec_fn=_enter(self.cpu.group(stage), stage.nice),
+                # The child only writes its pid to cgroup files and calls nice(2): no lock a thread could hold.
+                preexec_fn=_enter([self.cpu.group(stage), self.cpu.accounting_group(stage)], stage.nice),  # noqa: PLW1509
             )
+            # wait4: the CPU time of the command and of the descendants it waited for, where no cgroup counts it.
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
         stage.seconds = time.monotonic() - began
+        counted = self.cpu.used(stage)
+        stage.cpu_seconds = counted if counted is not None else usage.ru_utime + usage.ru_stime
         with self.changed:
             stage.state = "passed" if proc.returncode == 0 else "failed"
-            self.say(f"{stage.name}: {stage.state} in {clock(stage.seconds)}" +
+            self.say(f"{stage.name}: {stage.state} in {clock(stage.seconds)}, CPU {clock(stage.cpu_seconds)}" +
                      ("" if proc.returncode == 0 else f" (exit {proc.returncode})"))  # fmt: skip
             self._show(stage)
             self.changed.notify_all()
@@ -300,10 +336,14 @@ class Runner:
 
     def report(self) -> int:
         """Each stage's time and the tests counted; the exit code."""
-        print("\nstage times (wall):")
+        # CPU next to wall time: a stage far below its wall time in CPU waits (on controllers, on Flower's
+        # timeouts), one near twice its wall time holds both cores.
+        print(f"\nstage times:\n  {'stage':<14} {'state':<8} {'wall':>8} {'CPU':>8}")
         for s in self.table.values():
-            print(f"  {s.name:<14} {s.state:<8} {clock(s.seconds) if s.seconds else '-':>8}")
-        print(f"  {'total':<14} {'':<8} {clock(time.monotonic() - self.start):>8}")
+            cpu = clock(s.cpu_seconds) if s.cpu_seconds is not None else "-"
+            print(f"  {s.name:<14} {s.state:<8} {clock(s.seconds) if s.seconds else '-':>8} {cpu:>8}")
+        used = sum(s.cpu_seconds or 0 for s in self.table.values())
+        print(f"  {'total':<14} {'':<8} {clock(time.monotonic() - self.start):>8} {clock(used):>8}")
         counts = {"passed": 0, "failed": 0, "skipped": 0, "error": 0}
         for s in self.table.values():
             if s.pytest and s.log.exists():
