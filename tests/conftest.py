@@ -136,15 +136,24 @@ def functions_file(tmp_path_factory, function_address) -> pathlib.Path:
 
 
 # Modules whose tests start real pods with tests/podrunner.py, marked `podrunner`:
-# they need no Go tool, so `make test` runs them in a stage of their own that
-# starts before the Go builds end (hack/stages.py). One runner per machine at a
-# time (its lock), so under xdist (--dist loadgroup) they share one worker
-# instead of waiting on each other's lock.
-PODRUNNER_MODULES = ("test_podrunner", "test_real_flower", "test_real_node_auth", "test_real_strangers")
+# they need no Go tool, so `make test` runs them in a stage of their own
+# (hack/stages.py), its xdist workers side by side, each runner in a lane of its
+# own (tests/podrunner.py). Listed longest first: xdist hands tests out in this
+# order, and the node-authentication runs (minutes each) started last would
+# leave one worker running them alone at the end.
+PODRUNNER_MODULES = ("test_real_node_auth", "test_real_strangers", "test_real_flower", "test_podrunner")
+# Modules whose tests share one runner (a module-scoped fixture): one worker runs them all.
+SHARED_RUNNER_MODULES = ("test_podrunner",)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def module(item: pytest.Item) -> str:
+        return item.module.__name__ if item.module is not None else ""
+
     for item in items:
-        if item.module is not None and item.module.__name__ in PODRUNNER_MODULES:
+        if module(item) in PODRUNNER_MODULES:
             item.add_marker(pytest.mark.podrunner)
-            item.add_marker(pytest.mark.xdist_group("podrunner"))
+        if module(item) in SHARED_RUNNER_MODULES:
+            item.add_marker(pytest.mark.xdist_group(module(item)))
+    rank = {name: i for i, name in enumerate(PODRUNNER_MODULES)}
+    items.sort(key=lambda item: rank.get(module(item), -1))  # stable: other modules first, as collected

@@ -14,10 +14,10 @@ would do, as far as these tests need:
   `replicas` pods `<name>-<i>` (Kubernetes adds random suffixes), a DaemonSet
   one pod `<name>-<node>` per fake node (two), a Pod itself.
 * Network: each pod gets a network namespace with a veth to the host and a
-  /30 of 10.214.0.0/16, so a process that binds 127.0.0.1 is out of other
+  /30 of its lane's 10.<214+lane>.0.0/16, so a process that binds 127.0.0.1 is out of other
   pods' reach, as in a cluster. Pods reach each other through Services only
   (the host does not route between pods).
-* Services: each gets an address in 10.214.255.0/24 on the host's loopback,
+* Services: each gets an address in 10.<214+lane>.255.0/24 on the host's loopback,
   where a TCP forwarder (asyncio, in this process) passes each connection on
   to a ready pod the selector picks (one whose containers all run: a pod
   with a dead sidecar drops out, as a NotReady one would), at its
@@ -53,8 +53,10 @@ would do, as far as these tests need:
   Logs go to `<workdir>/logs/<namespace>_<pod>_<container>.log`.
 * `stop()` sends SIGTERM to every container's process group, SIGKILL to
   what is left after 10 s, and removes the namespaces, veths and Service
-  addresses; `start()` first removes what a crashed run left. A lock file
-  makes runs on one machine take turns: they share these names.
+  addresses; `start()` first removes what a crashed run left in its lane.
+  Runners on one machine (xdist workers, two checkouts) each take one of
+  `LANES` lanes, by a lock file per lane: a lane's names and addresses are
+  its runner's alone; a fifth runner waits for a lane to come free.
 
 Pods start all at once, as kubelets start them: one's init container may wait
 for another pod. `restart()` stops a container (SIGTERM, or SIGKILL) and starts
@@ -101,11 +103,13 @@ from typing import Any, TextIO
 Manifest = dict[str, Any]
 Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
-PREFIX = "fpr"  # flower pod runner: netns fpr-<n>, veths fpr<n>h/fpr<n>p
-SERVICE_NET = "10.214.255"  # Service addresses, /32s on the host's loopback
+# Lane l (flower pod runner): netns fpr<l>-<n>, veths fpr<l>x<n>h/fpr<l>x<n>p, pods in
+# 10.<214+l>.0.0/16, Service addresses (/32s on the host's loopback) in 10.<214+l>.255.0/24.
+PREFIX = "fpr"
+LANES = 4
 LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a reset
 FAKE_NODES = ("node-1", "node-2")
-LOCK = pathlib.Path(tempfile.gettempdir()) / "flower-podrunner.lock"
+LOCKS = pathlib.Path(tempfile.gettempdir())  # flower-podrunner-<lane>.lock
 # Host directories every container sees read-only, as an image's base would provide them.
 SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc")
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -231,6 +235,7 @@ class Pod:
     node: str
     index: int
     dir: pathlib.Path
+    lane: int
     claims: dict[str, str] = field(default_factory=dict)  # volume name -> claim name (volumeClaimTemplates)
     volumes: dict[str, pathlib.Path] = field(default_factory=dict)  # volume name -> its directory
     subdomain: str = ""
@@ -244,15 +249,20 @@ class Pod:
 
     @property
     def netns(self) -> str:
-        return f"{PREFIX}-{self.index}"
+        return f"{PREFIX}{self.lane}-{self.index}"
+
+    @property
+    def veth(self) -> str:
+        """The veth pair's name, but for its end: h (the host's) or p (the pod's)."""
+        return f"{PREFIX}{self.lane}x{self.index}"
 
     @property
     def host_ip(self) -> str:
-        return f"10.214.{self.index // 64}.{self.index % 64 * 4 + 1}"
+        return f"10.{214 + self.lane}.{self.index // 64}.{self.index % 64 * 4 + 1}"
 
     @property
     def ip(self) -> str:
-        return f"10.214.{self.index // 64}.{self.index % 64 * 4 + 2}"
+        return f"10.{214 + self.lane}.{self.index // 64}.{self.index % 64 * 4 + 2}"
 
     def running(self) -> bool:
         """Whether every container (init containers aside) runs."""
@@ -273,6 +283,7 @@ class PodRunner:
         self.deleted: list[Pod] = []  # stopped by delete(); stop() still reaps what they left
         self.services: list[tuple[Manifest, str | None]] = []  # (Service, its address; None when headless)
         self._lock: TextIO | None = None
+        self.lane = -1  # taken by start(): see LANES
         self._proxy: _Proxy | None = None
         self._venv_bins: dict[str, str] = {}  # host venv: its bin/ as the image holds it (scripts' #! at VENV)
 
@@ -289,8 +300,8 @@ class PodRunner:
 
     def start(self, resources: list[Manifest]) -> None:
         """Plan every pod and Service first (addresses, names), then start them all."""
-        self._take_lock()
-        _cleanup_network()
+        self._take_lane()
+        _cleanup_network(self.lane)
         for venv in sorted({image.venv for image in self.images.values() if image.venv} - set(self._venv_bins)):
             self._venv_bins[venv] = self._image_bin(venv, self.workdir / "images" / str(len(self._venv_bins)))
         manifests = [unwrap(r) for r in resources]
@@ -302,7 +313,9 @@ class PodRunner:
                 self._plan(m)
         services = [m for m in manifests if m["kind"] == "Service"]
         for i, svc in enumerate(services):
-            self.services.append((svc, None if svc["spec"].get("clusterIP") == "None" else f"{SERVICE_NET}.{i + 1}"))
+            self.services.append(
+                (svc, None if svc["spec"].get("clusterIP") == "None" else f"{_service_net(self.lane)}.{i + 1}")
+            )
         self._network()
         # All at once, as kubelets do: a pod's init container may wait for another pod.
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(self.pods))) as pool:
@@ -326,26 +339,30 @@ class PodRunner:
             time.sleep(0.1)
         if self._proxy:
             self._proxy.stop()
-        _cleanup_network()  # SIGKILL for whatever is left in the pods' namespaces
+        _cleanup_network(self.lane)  # SIGKILL for whatever is left in the pods' namespaces
         for proc in procs:
             proc.wait()
         fcntl.flock(self._lock, fcntl.LOCK_UN)
         self._lock.close()
         self._lock = None
 
-    def _take_lock(self, timeout: float = 900) -> None:
-        """One runner per machine; whoever holds the lock owns every fpr-* name, so leftovers are dead."""
-        self._lock = LOCK.open("a")
+    def _take_lane(self, timeout: float = 900) -> None:
+        """The first free lane; whoever holds a lane's lock owns its names, so leftovers there are dead."""
         deadline = time.monotonic() + timeout
         while True:
-            try:
-                fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-            else:
-                return
+            for lane in range(LANES):
+                lock = (LOCKS / f"flower-podrunner-{lane}.lock").open("a")
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    lock.close()
+                else:
+                    self._lock, self.lane = lock, lane
+                    return
+            if time.monotonic() > deadline:
+                msg = f"no pod runner lane came free in {timeout:.0f} s: {LANES} runners hold them"
+                raise TimeoutError(msg)
+            time.sleep(0.5)
 
     # -- planning -----------------------------------------------------------------
 
@@ -373,7 +390,9 @@ class PodRunner:
             raise NotImplementedError(msg)
         index = len(self.pods)
         node = spec.get("nodeName") or node or FAKE_NODES[index % len(FAKE_NODES)]
-        pod = Pod(name, namespace, metadata, spec, node, index, self.workdir / "pods" / f"{namespace}_{name}")
+        pod = Pod(
+            name, namespace, metadata, spec, node, index, self.workdir / "pods" / f"{namespace}_{name}", self.lane
+        )
         self.pods.append(pod)
         return pod
 
@@ -381,18 +400,17 @@ class PodRunner:
         """Each pod's namespace and veth, the Services' addresses and forwarders."""
         host = []
         for pod in self.pods:
-            veth = f"{PREFIX}{pod.index}"
             host += [
                 f"netns add {pod.netns}",
-                f"link add {veth}h type veth peer name {veth}p netns {pod.netns}",
-                f"addr add {pod.host_ip}/30 dev {veth}h",
-                f"link set {veth}h up",
+                f"link add {pod.veth}h type veth peer name {pod.veth}p netns {pod.netns}",
+                f"addr add {pod.host_ip}/30 dev {pod.veth}h",
+                f"link set {pod.veth}h up",
             ]
         host += [f"addr add {ip}/32 dev lo" for _, ip in self.services if ip]
         _ip_batch(host)
         for pod in self.pods:
             _ip_batch(
-                [f"link set {PREFIX}{pod.index}p name eth0", f"addr add {pod.ip}/30 dev eth0", "link set eth0 up",
+                [f"link set {pod.veth}p name eth0", f"addr add {pod.ip}/30 dev eth0", "link set eth0 up",
                  "link set lo up", f"route add default via {pod.host_ip}"],
                 netns=pod.netns,
             )  # fmt: skip
@@ -811,19 +829,23 @@ def _netns_pids(netns: str) -> list[int]:
     return [int(p) for p in proc.stdout.split()]
 
 
-def _cleanup_network() -> None:
-    """Every fpr-* network namespace (its processes killed first), veth and Service address."""
+def _service_net(lane: int) -> str:
+    return f"10.{214 + lane}.255"
+
+
+def _cleanup_network(lane: int) -> None:
+    """Every network namespace (its processes killed first), veth and Service address of the lane."""
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
-    for name in [line.split()[0] for line in listed.splitlines() if line.startswith(f"{PREFIX}-")]:
+    for name in [line.split()[0] for line in listed.splitlines() if line.startswith(f"{PREFIX}{lane}-")]:
         for pid in _netns_pids(name):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=False).stdout
-    for match in re.finditer(rf"^\d+: ({PREFIX}[0-9]+h)@", links, re.MULTILINE):
+    for match in re.finditer(rf"^\d+: ({PREFIX}{lane}x[0-9]+h)@", links, re.MULTILINE):
         subprocess.run(["ip", "link", "del", match.group(1)], capture_output=True, check=False)
     addresses = subprocess.run(["ip", "-o", "addr", "show", "dev", "lo"], capture_output=True, text=True, check=False)
-    for address in re.findall(rf"inet ({re.escape(SERVICE_NET)}\.\d+/32)", addresses.stdout):
+    for address in re.findall(rf"inet ({re.escape(_service_net(lane))}\.\d+/32)", addresses.stdout):
         subprocess.run(["ip", "addr", "del", address, "dev", "lo"], capture_output=True, check=False)
 
 
