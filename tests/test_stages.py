@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -157,9 +158,21 @@ def test_a_stage_runs_in_a_cpu_group_weighted_as_its_nice_value():
         assert group is not None
         assert (group / cpu.knob).read_text().strip() == ("110" if cpu.knob == "cpu.shares" else "10")
         # setsid: a new session, as KWOK's components and the pod runner's containers start.
+        groups = [group, cpu.accounting_group(stage)]
         proc = subprocess.run(["setsid", "cat", "/proc/self/cgroup"], capture_output=True, text=True, check=True,
-                              preexec_fn=stages._enter(group, stage.nice))  # fmt: skip
+                              preexec_fn=stages._enter(groups, stage.nice))  # fmt: skip
         assert f"/{cpu.parent.name}/probe" in proc.stdout, proc.stdout
+        # Its CPU time is counted, a child in a session of its own that nobody waits for included.
+        burn = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+        subprocess.run(["setsid", "--fork", sys.executable, "-c", burn], check=True,
+                       preexec_fn=stages._enter(groups, 0))  # fmt: skip
+        deadline = time.monotonic() + 30
+        while (cpu.used(stage) or 0) < 0.3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert cpu.used(stage) is not None
+        assert 0.3 <= (cpu.used(stage) or 0) < 5
     finally:
+        time.sleep(0.5)  # the burner's exit, before the groups go
         cpu.close()
     assert not cpu.parent.exists(), "the run's groups are removed once empty"
+    assert cpu.accounting is None or not cpu.accounting.exists()
