@@ -79,20 +79,39 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
     """Judge the observed resources of a Federation against what was planned."""
     manifests = _manifests(built)
     judged = {name: readiness.observe(m, compose.live(observed, name)) for name, m in manifests.items()}
-    pools, pool_judged = [], []
-    warnings = [*fed.flower.warnings, *superlink.exposure_warnings(fed.spec)]
-    held = built.held
+    pools = _pools(fed, built, judged)
+    status = _status(fed, built, [entry for entry, _ in pools], generation)
+    warnings = [*fed.flower.warnings, *superlink.exposure_warnings(fed.spec), *_warnings(fed, built, manifests, pools)]
+    conditions = _conditions(fed, built, judged, pools)
+    return Report(status, {name: o.ready for name, o in judged.items()}, conditions, warnings)
+
+
+def _pools(
+    fed: compose.Federation, built: compose.Plan, judged: dict[str, readiness.Observed]
+) -> list[tuple[PoolStatus, readiness.Observed]]:
+    """Each pool's status entry, and how its workload was judged (waiting for what holds it, if unbuilt)."""
+    out = []
     for pool in fed.spec.supernodes.pools:
-        name = compose.pool_resource(pool.name)
-        hold = held.get(pool.name)
-        o = judged.get(name, readiness.Observed(ready=False, detail=f"waiting for {hold.value if hold else ''}"))
-        pools.append(_pool_entry(fed, pool, o))
-        pool_judged.append((f"Pool {pool.name}", o))
-        if fed.spec.mode == "DaemonSet" and o.settled and o.desired == 0:
-            warnings.append(
-                f"Pool {pool.name}: DaemonSet {manifests[name]['metadata']['name']} is scheduled on no node; "
-                "check the pool's nodeSelector, affinity and tolerations"
-            )
+        hold = built.held.get(pool.name)
+        waiting = readiness.Observed(ready=False, detail=f"waiting for {hold.value if hold else ''}")
+        o = judged.get(compose.pool_resource(pool.name), waiting)
+        out.append((_pool_entry(fed, pool, o), o))
+    return out
+
+
+def _warnings(
+    fed: compose.Federation,
+    built: compose.Plan,
+    manifests: dict[str, dict[str, Any]],
+    pools: list[tuple[PoolStatus, readiness.Observed]],
+) -> list[str]:
+    """What works but is likely not what was meant: an unscheduled DaemonSet, closed Fleet, held pools."""
+    warnings = [
+        f"Pool {entry.name}: DaemonSet {manifests[compose.pool_resource(entry.name)]['metadata']['name']} is "
+        "scheduled on no node; check the pool's nodeSelector, affinity and tolerations"
+        for entry, o in pools
+        if fed.spec.mode == "DaemonSet" and o.settled and o.desired == 0
+    ]
     if built.remote and fed.spec.networkPolicy.enabled and not fed.spec.networkPolicy.fleetCIDRs:
         warnings.append(
             "The SuperLink's NetworkPolicy admits Fleet traffic from no other cluster: list the "
@@ -103,21 +122,28 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
             f"Pools {', '.join(sorted(built.kept))} keep their last applied state until what they "
             "wait for is known again"
         )
+    return warnings
+
+
+def _identity_pools(fed: compose.Federation, pools: list[PoolStatus]) -> list[PoolStatus]:
+    """The pools whose SuperNodes make and register their own keys."""
+    return [p for p, spec in zip(pools, fed.spec.supernodes.pools, strict=True) if generates_identity(fed.spec, spec)]
+
+
+def _status(fed: compose.Federation, built: compose.Plan, pools: list[PoolStatus], generation: Any) -> FederationStatus:
+    """The XR's status: counts, the pools, and where to reach the SuperLink."""
     ready_total = sum(p.ready for p in pools)
     desired_total = sum(p.desired for p in pools)
-    identities = [
-        p for p, spec in zip(pools, fed.spec.supernodes.pools, strict=True) if generates_identity(fed.spec, spec)
-    ]
-    registered = sum(p.ready for p in identities) if identities else None
+    identities = _identity_pools(fed, pools)
     address = superlink.service_address(fed.name, fed.namespace)
     ports = fed.spec.superlink.service.ports
-    status = FederationStatus(
+    return FederationStatus(
         # metadata.generation as the XR carries it: anything but an integer is no generation.
         observedGeneration=generation if isinstance(generation, int) else None,
         supernodes=f"{ready_total}/{desired_total}",
         readySupernodes=ready_total,
         desiredSupernodes=desired_total,
-        registeredSupernodes=registered,
+        registeredSupernodes=sum(p.ready for p in identities) if identities else None,
         clusters=len({(r.kind, r.name) for r in (placement.pool_ref(fed.spec, p) for p in fed.spec.supernodes.pools)}),
         endpoints=Endpoints(
             superlinkService=f"{address}:{ports.extra}"
@@ -132,14 +158,30 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
         ),
         pools=pools,
     )
+
+
+def _conditions(
+    fed: compose.Federation,
+    built: compose.Plan,
+    judged: dict[str, readiness.Observed],
+    pools: list[tuple[PoolStatus, readiness.Observed]],
+) -> list[Condition]:
+    """The XR's conditions: SuperLink and SuperNodes always, the others where they apply."""
+    entries = [entry for entry, _ in pools]
+    ready_total, desired_total = sum(p.ready for p in entries), sum(p.desired for p in entries)
     conditions = [
         _condition(
             "SuperLinkReady",
             [("SuperLink", judged[compose.SUPERLINK]), ("SuperLink Service", judged[compose.SERVICE])],
             "SuperLink is ready",
         ),
-        _condition("SuperNodesReady", pool_judged, f"{ready_total}/{desired_total} SuperNodes ready"),
+        _condition(
+            "SuperNodesReady",
+            [(f"Pool {entry.name}", o) for entry, o in pools],
+            f"{ready_total}/{desired_total} SuperNodes ready",
+        ),
     ]
+    identities = _identity_pools(fed, entries)
     if identities:
         conditions.append(_registration_condition(fed, identities))
     if any(p.clusterSelector for p in fed.written.supernodes.pools):
@@ -148,7 +190,7 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
         conditions.append(_external_condition(built))
     if built.needs_ca:
         conditions.append(_ca_condition(fed, built))
-    return Report(status, {name: o.ready for name, o in judged.items()}, conditions, warnings)
+    return conditions
 
 
 def _registration_condition(fed: compose.Federation, pools: list[PoolStatus]) -> Condition:
