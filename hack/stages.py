@@ -111,11 +111,12 @@ def stages() -> dict[str, Stage]:
         # go-kube-1.35 from 12m48s to 16m12s and started the 1.30 plane 9 minutes later.
         # Then they share the CPU evenly with the control plane: they wait on Flower's
         # timeouts, and at a fifth of its weight two of them timed out (warm, 0ab59a5).
-        # Three at a time, each pod runner in a lane of its own: one at a time, they were
-        # the warm run's critical path (42m42s, of which little CPU).
+        # One at a time: the suite is CPU-bound (stage CPU times), and three at a time
+        # (each pod runner in a lane of its own) took 28 CPU minutes in 35 and timed out
+        # seven tests whose SuperNodes could not come online in time (warm, f937252).
         Stage(
             "unit-flower",
-            [MAKE, "--no-print-directory", "unit-run", "UNIT_MARKS=podrunner", "UNIT_WORKERS=3"],
+            [MAKE, "--no-print-directory", "unit-run", "UNIT_MARKS=podrunner", "UNIT_WORKERS=0"],
             needs=("venv", "flower-venvs", *(k.name for k in kube)),
             pytest=True,
         ),

@@ -137,8 +137,8 @@ def functions_file(tmp_path_factory, function_address) -> pathlib.Path:
 
 # Modules whose tests start real pods with tests/podrunner.py, marked `podrunner`:
 # they need no Go tool, so `make test` runs them in a stage of their own
-# (hack/stages.py), its xdist workers side by side, each runner in a lane of its
-# own (tests/podrunner.py). Listed longest first: xdist hands tests out in this
+# (hack/stages.py). Under xdist each runner takes a lane of its own
+# (tests/podrunner.py). Listed longest first: xdist hands tests out in this
 # order, and the node-authentication runs (minutes each) started last would
 # leave one worker running them alone at the end.
 PODRUNNER_MODULES = ("test_real_node_auth", "test_real_strangers", "test_real_flower", "test_podrunner")
