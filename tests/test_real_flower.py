@@ -49,6 +49,9 @@ ONLINE_TIMEOUT = 60
 SETTLE = 6
 OFFLINE_WINDOW = 10  # the healthy ones are online within seconds
 ANSWER_GRACE = 60  # a busy machine's CLI may need longer for its first answer
+# Between two `flwr` calls of a wait: each is a Python process that imports Flower, about
+# 2 CPU seconds; at half a second apart a waiting test kept most of a core busy asking.
+CLI_POLL_SECONDS = 3
 # Custom SuperExec images, as production.yaml names them: they run flower-superexec too.
 SUPEREXEC_IMAGES = ("registry.example.com/ml/serverapp", "registry.example.com/ml/clientapp")
 
@@ -271,7 +274,7 @@ def online_supernodes(runner: PodRunner, deadline: float, expected: int) -> tupl
             online = sum(1 for n in nodes if n.get("status") == "online")
             if online >= expected:
                 break
-        time.sleep(0.5)
+        time.sleep(CLI_POLL_SECONDS)
     return online, last
 
 
@@ -475,7 +478,7 @@ def test_a_federated_run_completes(release: Release, tmp_path: pathlib.Path, iso
             cli = LocalCli.at(release, tmp, f"127.0.0.1:{local}", tmp / "ca.crt")
             deadline = time.monotonic() + ONLINE_TIMEOUT
             while cli.online() < len(supernodes) and time.monotonic() < deadline and not runner.exited():
-                time.sleep(1)
+                time.sleep(CLI_POLL_SECONDS)
             assert cli.online() == len(supernodes), runner.logs()
             return cli("run", ".", "k8s", "--stream", timeout=RUN_TIMEOUT), runner.logs(lines=200)
 

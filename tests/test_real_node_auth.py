@@ -26,6 +26,7 @@ from function.builders import identity_program
 from podrunner import PodRunner, unwrap
 from test_real_flower import (
     CLI_CONTAINER,
+    CLI_POLL_SECONDS,
     NAMESPACE,
     SUPEREXEC_IMAGES,
     Release,
@@ -99,7 +100,7 @@ def wait_for(
         listing = nodes(runner)
         if test(listing) and not runner.exited():
             return listing
-        time.sleep(1)
+        time.sleep(CLI_POLL_SECONDS)
     pytest.fail(f"{what} within {timeout} s; last listing: {listing}; exited: {runner.exited()}\n{runner.logs()}")
 
 
