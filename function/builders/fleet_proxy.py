@@ -51,39 +51,6 @@ def config(spec: FederationSpec, *, control: bool = False) -> str:
     control: also pass the Control API (node authentication's registrations
     from other clusters, for now).
     """
-    secure = tls.enabled(spec)
-    upstream = f"{'https' if secure else 'http'}://127.0.0.1:{CONTROL_PORT}"
-    listen = f"listen {FLEET_PROXY_PORT}{' ssl' if secure else ''};"
-    server_tls = (
-        [
-            f"ssl_certificate {tls.TLS_DIR}/tls.crt;",
-            f"ssl_certificate_key {tls.TLS_DIR}/tls.key;",
-            # The upstream is this pod's own loopback, which no other pod can
-            # take; its certificate names whatever the user's Secret names.
-            "proxy_ssl_verify off;",
-        ]
-        if secure
-        else []
-    )
-    passed = [("/v1/fleet/", FLEET_PATH, "POST")]
-    if control:
-        passed.append(("/v1/control/", CONTROL_PATH, "POST"))
-    locations = []
-    for prefix, raw, method in passed:
-        locations += [
-            f"location {prefix} {{",
-            f'    if ($request_uri !~ "{raw}") {{ return 404; }}',
-            f"    limit_except {method} {{ deny all; }}",
-            f"    proxy_pass {upstream};",
-            "}",
-        ]
-    locations += [
-        "location = /health {",
-        "    limit_except GET { deny all; }",  # GET admits HEAD
-        f"    proxy_pass {upstream};",
-        "}",
-        "location / { return 404; }",
-    ]
     lines = [
         "# Written by the Flower Federation function: the SuperLink's Fleet API and health, nothing else.",
         "daemon off;",
@@ -97,21 +64,63 @@ def config(spec: FederationSpec, *, control: bool = False) -> str:
         "    access_log off;",
         "    server_tokens off;",
         *(f"    {kind}_temp_path {_SCRATCH}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")),
-        "    server {",
-        f"        {listen}",
-        *(f"        {line}" for line in server_tls),
-        # Model parameters travel in Fleet messages: no size cap, streamed both ways.
-        "        client_max_body_size 0;",
-        "        proxy_request_buffering off;",
-        "        proxy_buffering off;",
-        "        proxy_http_version 1.1;",
-        "        proxy_read_timeout 1h;",
-        "        proxy_send_timeout 1h;",
-        *(f"        {line}" for line in locations),
-        "    }",
+        *(f"    {line}" for line in _server(spec, control=control)),
         "}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _server(spec: FederationSpec, *, control: bool) -> list[str]:
+    """The one server block: the proxy's listener, TLS as the SuperLink's, and what it passes."""
+    secure = tls.enabled(spec)
+    server_tls = [
+        f"ssl_certificate {tls.TLS_DIR}/tls.crt;",
+        f"ssl_certificate_key {tls.TLS_DIR}/tls.key;",
+        # The upstream is this pod's own loopback, which no other pod can
+        # take; its certificate names whatever the user's Secret names.
+        "proxy_ssl_verify off;",
+    ]
+    return [
+        "server {",
+        f"    listen {FLEET_PROXY_PORT}{' ssl' if secure else ''};",
+        *(f"    {line}" for line in (server_tls if secure else [])),
+        # Model parameters travel in Fleet messages: no size cap, streamed both ways.
+        "    client_max_body_size 0;",
+        "    proxy_request_buffering off;",
+        "    proxy_buffering off;",
+        "    proxy_http_version 1.1;",
+        "    proxy_read_timeout 1h;",
+        "    proxy_send_timeout 1h;",
+        *(
+            f"    {line}"
+            for line in _locations(f"{'https' if secure else 'http'}://127.0.0.1:{CONTROL_PORT}", control=control)
+        ),
+        "}",
+    ]
+
+
+def _locations(upstream: str, *, control: bool) -> list[str]:
+    """Fleet (and Control when asked) by raw path prefix and method, health by GET; 404 for the rest."""
+    passed = [("/v1/fleet/", FLEET_PATH, "POST")]
+    if control:
+        passed.append(("/v1/control/", CONTROL_PATH, "POST"))
+    locations = []
+    for prefix, raw, method in passed:
+        locations += [
+            f"location {prefix} {{",
+            f'    if ($request_uri !~ "{raw}") {{ return 404; }}',
+            f"    limit_except {method} {{ deny all; }}",
+            f"    proxy_pass {upstream};",
+            "}",
+        ]
+    return [
+        *locations,
+        "location = /health {",
+        "    limit_except GET { deny all; }",  # GET admits HEAD
+        f"    proxy_pass {upstream};",
+        "}",
+        "location / { return 404; }",
+    ]
 
 
 def configmap(federation: str, namespace: str, spec: FederationSpec, *, control: bool = False) -> dict[str, Any]:

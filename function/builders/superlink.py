@@ -182,6 +182,39 @@ def statefulset(
     """
     name = names.superlink(federation)
     labels = names.superlink_labels(federation)
+    pod_spec = _pod_spec(
+        federation, spec, dialect, legacy_fleet=legacy_fleet, control_open=control_open, registration=registration
+    )
+    workload: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "serviceName": name,
+            "template": merge.pod_template(labels, pods.harden(pod_spec, federation, spec), spec.superlink.podTemplate),
+        },
+    }
+    claims = merge.claim_templates(spec.superlink.volumeClaimTemplates)
+    kept = superlink_state(spec)
+    if kept is not None:
+        claims = [_state_claim(kept), *claims]
+    if claims:
+        workload["spec"]["volumeClaimTemplates"] = claims
+    return workload
+
+
+def _pod_spec(
+    federation: str,
+    spec: FederationSpec,
+    dialect: Dialect,
+    *,
+    legacy_fleet: bool,
+    control_open: bool,
+    registration: identity.Registration | None,
+) -> dict[str, Any]:
+    """The SuperLink pod's containers, init containers and volumes, before hardening and the user's template."""
     containers, volumes = _containers(federation, spec, dialect, legacy_fleet=legacy_fleet, control_open=control_open)
     pod_spec: dict[str, Any] = {"containers": containers}
     init: list[dict[str, Any]] = []
@@ -200,28 +233,7 @@ def statefulset(
         pod_spec["initContainers"] = init
     if volumes:
         pod_spec["volumes"] = volumes
-    workload: dict[str, Any] = {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": labels},
-            "serviceName": name,
-            "template": merge.pod_template(
-                labels,
-                pods.harden(pod_spec, federation, spec),
-                spec.superlink.podTemplate,
-            ),
-        },
-    }
-    claims = merge.claim_templates(spec.superlink.volumeClaimTemplates)
-    kept = superlink_state(spec)
-    if kept is not None:
-        claims = [_state_claim(kept), *claims]
-    if claims:
-        workload["spec"]["volumeClaimTemplates"] = claims
-    return workload
+    return pod_spec
 
 
 def service(
@@ -242,20 +254,7 @@ def service(
     """
     svc = spec.superlink.service
     managed = names.superlink_labels(federation)
-    ports = [
-        {
-            "name": "fleet",
-            "port": svc.ports.grpc,
-            "protocol": "TCP",
-            "targetPort": FLEET_PORT if legacy_fleet else dialect.fleet_port,
-        }
-    ]
-    if legacy_fleet:
-        ports.append(
-            {"name": "fleet-http", "port": FLEET_PROXY_PORT, "protocol": "TCP", "targetPort": FLEET_PROXY_PORT}
-        )
-    if control_open:
-        ports.append({"name": "control", "port": svc.ports.extra, "protocol": "TCP", "targetPort": CONTROL_PORT})
+    ports = _service_ports(spec, dialect, legacy_fleet=legacy_fleet, control_open=control_open)
     metadata: dict[str, Any] = {
         "name": names.superlink(federation),
         "namespace": namespace,
@@ -275,6 +274,28 @@ def service(
     if ranges:
         service_spec["loadBalancerSourceRanges"] = ranges
     return {"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": service_spec}
+
+
+def _service_ports(
+    spec: FederationSpec, dialect: Dialect, *, legacy_fleet: bool, control_open: bool
+) -> list[dict[str, Any]]:
+    """Fleet on the operator's port; the HTTP Fleet proxy beside gRPC Fleet for old pools; Control when opened."""
+    numbers = spec.superlink.service.ports
+    ports: list[dict[str, Any]] = [
+        {
+            "name": "fleet",
+            "port": numbers.grpc,
+            "protocol": "TCP",
+            "targetPort": FLEET_PORT if legacy_fleet else dialect.fleet_port,
+        }
+    ]
+    if legacy_fleet:
+        ports.append(
+            {"name": "fleet-http", "port": FLEET_PROXY_PORT, "protocol": "TCP", "targetPort": FLEET_PROXY_PORT}
+        )
+    if control_open:
+        ports.append({"name": "control", "port": numbers.extra, "protocol": "TCP", "targetPort": CONTROL_PORT})
+    return ports
 
 
 def source_ranges(spec: FederationSpec) -> list[str]:

@@ -121,6 +121,32 @@ def _with_settings(
     return container
 
 
+def _pod_spec(
+    spec: FederationSpec,
+    pool: PoolSpec,
+    *,
+    dialect: Dialect,
+    fleet: str,
+    context: nodeconfig.Context,
+    trust: dict[str, Any] | None,
+    registration: identity.Registration | None,
+) -> dict[str, Any]:
+    """A SuperNode pod: its containers, init containers, volumes and GPU runtime, before hardening."""
+    containers = [_supernode(spec, pool, dialect, fleet, context, trust, registers=registration is not None)]
+    if spec.isolationMode == "process":
+        containers.append(_superexec(spec, pool, dialect))
+    pod_spec: dict[str, Any] = {"containers": containers}
+    init, volumes = _init_and_volumes(spec, pool, dialect, trust, registration)
+    if init:
+        pod_spec["initContainers"] = init
+    if volumes:
+        pod_spec["volumes"] = volumes
+    runtime_class = gpu.runtime_class(pool.gpu)
+    if runtime_class:
+        pod_spec["runtimeClassName"] = runtime_class
+    return pod_spec
+
+
 def _init_and_volumes(
     spec: FederationSpec,
     pool: PoolSpec,
@@ -168,18 +194,9 @@ def workload(  # noqa: PLR0913 - where the pool sits and how it is started, name
     name = names.pool(federation, pool.name)
     labels = names.pool_labels(federation, pool.name)
     registers = registration is not None
-    containers = [_supernode(spec, pool, dialect, fleet, context, trust, registers=registers)]
-    if spec.isolationMode == "process":
-        containers.append(_superexec(spec, pool, dialect))
-    pod_spec: dict[str, Any] = {"containers": containers}
-    init, volumes = _init_and_volumes(spec, pool, dialect, trust, registration)
-    if init:
-        pod_spec["initContainers"] = init
-    if volumes:
-        pod_spec["volumes"] = volumes
-    runtime_class = gpu.runtime_class(pool.gpu)
-    if runtime_class:
-        pod_spec["runtimeClassName"] = runtime_class
+    pod_spec = _pod_spec(
+        spec, pool, dialect=dialect, fleet=fleet, context=context, trust=trust, registration=registration
+    )
     workload_spec: dict[str, Any] = {
         "selector": {"matchLabels": labels},
         "template": merge.pod_template(labels, pods.harden(pod_spec, federation, spec), pool.podTemplate),

@@ -89,27 +89,12 @@ def federation(
     (absent: not answered yet); observed, the composed resources, from which
     selected clusters keep their index.
     """
-    metadata = xr.get("metadata") or {}
     given = xr.get("spec") or {}
     if not isinstance(given, dict):
         raise SpecError([("spec", "must be an object")])
-    raw = {k: v for k, v in given.items() if k not in CROSSPLANE_SPEC_FIELDS}
-    spec = validation.parse(raw)
-    labels = metadata.get("labels") or {}
-    claim_ref = (xr.get("spec") or {}).get("claimRef") or {}
-    claim_name = labels.get(CLAIM_NAME) or claim_ref.get("name")
-    claim_namespace = labels.get(CLAIM_NAMESPACE) or claim_ref.get("namespace")
-    namespaced = False
-    if claim_name and claim_namespace:
-        name, namespace = claim_name, claim_namespace
-    elif metadata.get("namespace"):
-        # A Crossplane v2 namespaced XR: like a claim, it owns one namespace.
-        name, namespace, namespaced = metadata.get("name") or "", metadata["namespace"], True
-    else:
-        name, namespace = metadata.get("name") or "", spec.namespace or "default"
-    if not name:
-        raise SpecError([("metadata.name", "is required")])
-    if namespaced or claim_name:
+    spec = validation.parse({k: v for k, v in given.items() if k not in CROSSPLANE_SPEC_FIELDS})
+    name, namespace, namespaced, bound = _identity(xr, spec)
+    if bound:
         _stay_in(namespace, spec)
     errors = validation.check_names(name, spec)
     if errors:
@@ -120,7 +105,7 @@ def federation(
         return Federation(name, namespace, declared, releases, namespaced)
     found = clusters.found(spec, required or {}, namespaced=namespaced)
     context = clusters.Context(
-        name, namespaced, pool_resource, namespace if namespaced or claim_name else None, placement.superlink_ref(spec)
+        name, namespaced, pool_resource, namespace if bound else None, placement.superlink_ref(spec)
     )
     try:
         selection = clusters.expand(declared, found, observed or {}, context)
@@ -137,6 +122,29 @@ def federation(
         declared,
         selection,
     )
+
+
+def _identity(xr: dict[str, Any], spec: FederationSpec) -> tuple[str, str, bool, bool]:
+    """The Federation's name and namespace; whether it is a namespaced XR; whether its namespace binds it.
+
+    A claim's are the claim's; a Crossplane v2 namespaced XR's its own (like a
+    claim, it owns one namespace); a cluster-scoped XR's, its name and
+    spec.namespace. Claims and namespaced XRs are bound to their namespace.
+    """
+    metadata = xr.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    claim_ref = (xr.get("spec") or {}).get("claimRef") or {}
+    claim_name = labels.get(CLAIM_NAME) or claim_ref.get("name")
+    claim_namespace = labels.get(CLAIM_NAMESPACE) or claim_ref.get("namespace")
+    if claim_name and claim_namespace:
+        name, namespace, namespaced = claim_name, claim_namespace, False
+    elif metadata.get("namespace"):
+        name, namespace, namespaced = metadata.get("name") or "", metadata["namespace"], True
+    else:
+        name, namespace, namespaced = metadata.get("name") or "", spec.namespace or "default", False
+    if not name:
+        raise SpecError([("metadata.name", "is required")])
+    return name, namespace, namespaced, namespaced or bool(claim_name)
 
 
 def _stay_in(namespace: str, spec: FederationSpec) -> None:

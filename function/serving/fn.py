@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from crossplane.function import logging, request, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
@@ -44,6 +44,26 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     except Exception as err:  # a bug must not crash the server or drop resources
         logging.get_logger().exception("cannot compose Federation")
         return fatal(rsp, f"cannot compose Federation: {type(err).__name__}: {err}")
+    _answer(rsp, fed, built, desired, report)
+    if rsp.ByteSize() > MAX_RESPONSE_BYTES:
+        # Crossplane would fail to read it, with a gRPC error that names nothing.
+        return fatal(
+            rsp,
+            f"invalid Federation: its {len(rsp.desired.resources)} composed resources take "
+            f"{rsp.ByteSize() / 2**20:.1f} MiB, more than Crossplane reads from a function (4 MiB): select fewer "
+            "clusters (clusterSelector.maxClusters) or pools, or split the Federation",
+        )
+    return rsp
+
+
+def _answer(
+    rsp: fnv1.RunFunctionResponse,
+    fed: compose.Federation,
+    built: compose.Plan,
+    desired: dict[str, dict[str, Any]],
+    report: status.Report,
+) -> None:
+    """Write what was composed and judged into rsp: resources, status, what to read next, conditions."""
     for name, obj in desired.items():
         rsp.desired.resources[name].resource.ParseFromString(wire.struct_bytes(obj))
         rsp.desired.resources[name].ready = fnv1.READY_TRUE if report.ready.get(name) else fnv1.READY_FALSE
@@ -72,15 +92,6 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     response.set_conditions(rsp, *report.conditions)
     for warning in report.warnings:
         response.warning(rsp, warning)
-    if rsp.ByteSize() > MAX_RESPONSE_BYTES:
-        # Crossplane would fail to read it, with a gRPC error that names nothing.
-        return fatal(
-            rsp,
-            f"invalid Federation: its {len(rsp.desired.resources)} composed resources take "
-            f"{rsp.ByteSize() / 2**20:.1f} MiB, more than Crossplane reads from a function (4 MiB): select fewer "
-            "clusters (clusterSelector.maxClusters) or pools, or split the Federation",
-        )
-    return rsp
 
 
 def fatal(rsp: fnv1.RunFunctionResponse, message: str) -> fnv1.RunFunctionResponse:

@@ -348,26 +348,42 @@ def expand(
             )
             where = f"{field}.clusterSelector"
             raise TooManyClustersError(where, message)
-        named = {
-            c.key: pool_name(context.federation, pool.name, c.ref, mode=spec.mode, namespaced=context.namespaced)
-            for c in chosen
-        }
-        remembered = {key: _remembered(observed, context.resource(name)) for key, name in named.items()}
-        indices, problems = _indices(pool, chosen, remembered)
-        for cluster in chosen:
-            key = cluster.key
-            name = named[key]
-            problem = problems.get(key, "")
-            if not problem and name in taken_names:
-                problem = f"its pool name {name!r} is taken by another pool"
-            if not problem and _escapes(pool, cluster, context):
-                problem = (
-                    f"it is the SuperLink's cluster, where a claim's pools stay in namespace {context.stay_in!r}, "
-                    f"not {pool.namespace!r}"
-                )
-            taken_names.add(name)
-            members.append(_member(spec, pool, cluster, indices.get(key), name, problem, ids=ids))
+        members += _members(spec, pool, chosen, observed, context, taken_names=taken_names, ids=ids)
     return Selection(members, unmatched, pending)
+
+
+def _members(
+    spec: FederationSpec,
+    pool: PoolSpec,
+    chosen: list[Cluster],
+    observed: dict[str, Any],
+    context: Context,
+    *,
+    taken_names: set[str],
+    ids: bool,
+) -> list[Member]:
+    """One selector pool's members, one per chosen cluster; the names they take are added to taken_names."""
+    named = {
+        c.key: pool_name(context.federation, pool.name, c.ref, mode=spec.mode, namespaced=context.namespaced)
+        for c in chosen
+    }
+    remembered = {key: _remembered(observed, context.resource(name)) for key, name in named.items()}
+    indices, problems = _indices(pool, chosen, remembered)
+    members = []
+    for cluster in chosen:
+        key = cluster.key
+        name = named[key]
+        problem = problems.get(key, "")
+        if not problem and name in taken_names:
+            problem = f"its pool name {name!r} is taken by another pool"
+        if not problem and _escapes(pool, cluster, context):
+            problem = (
+                f"it is the SuperLink's cluster, where a claim's pools stay in namespace {context.stay_in!r}, "
+                f"not {pool.namespace!r}"
+            )
+        taken_names.add(name)
+        members.append(_member(spec, pool, cluster, indices.get(key), name, problem, ids=ids))
+    return members
 
 
 def expanded(spec: FederationSpec, selection: Selection) -> FederationSpec:
