@@ -52,10 +52,12 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 # Flower pins protobuf below 7, the function SDK above: Flower gets its own venv.
 # Each list is the whole venv, so pip installs exactly it (--no-deps): Flower 1.42
 # asks for a certifi newer than the index has, and runs with 1.41's.
-.cache/flwr/%/.installed: tests/flower/%.txt
+# uv (from the project's venv) makes them: never a Python of its own, pip's timeout.
+UV := UV_PYTHON_DOWNLOADS=never UV_HTTP_TIMEOUT=180 $(VENV)/bin/uv
+.cache/flwr/%/.installed: tests/flower/%.txt | $(VENV)/.installed
 	rm -rf $(dir $@)
-	$(PYTHON) -m venv $(dir $@)
-	$(dir $@)bin/pip install --quiet --no-deps -r $<
+	$(UV) venv --quiet --python "$$(command -v $(PYTHON))" $(dir $@)
+	$(UV) pip install --quiet --python $(dir $@)bin/python --no-deps --compile-bytecode -r $<
 	touch $@
 
 # nginx, the SuperLink's Fleet API proxy from Flower 1.40, for the real runs: no

@@ -91,7 +91,7 @@ def stages() -> dict[str, Stage]:
         # Only the unit stages need them, and those start once the control planes' builds
         # are done: behind the builds, not beside them (cold, -j3 pip installs at nice 0
         # took as much CPU as the critical path for their first eight minutes).
-        Stage("flower-venvs", [MAKE, "--no-print-directory", "-j3", "flower-venvs"], nice=10),
+        Stage("flower-venvs", [MAKE, "--no-print-directory", "-j3", "flower-venvs"], needs=("venv",), nice=10),
         # The critical path: the control plane's binaries, then the e2e. The
         # Crossplane CLI first of its module: Crossplane and crane (go-e2e) and
         # the unit suite's tools build on what it compiled, where building
