@@ -121,30 +121,18 @@ def _with_settings(
     return container
 
 
-def _pod_spec(
-    spec: FederationSpec,
-    pool: PoolSpec,
-    *,
-    dialect: Dialect,
-    fleet: str,
-    context: nodeconfig.Context,
-    trust: dict[str, Any] | None,
-    registration: identity.Registration | None,
-) -> dict[str, Any]:
-    """A SuperNode pod: its containers, init containers, volumes and GPU runtime, before hardening."""
-    containers = [_supernode(spec, pool, dialect, fleet, context, trust, registers=registration is not None)]
-    if spec.isolationMode == "process":
-        containers.append(_superexec(spec, pool, dialect))
-    pod_spec: dict[str, Any] = {"containers": containers}
-    init, volumes = _init_and_volumes(spec, pool, dialect, trust, registration)
-    if init:
-        pod_spec["initContainers"] = init
-    if volumes:
-        pod_spec["volumes"] = volumes
-    runtime_class = gpu.runtime_class(pool.gpu)
-    if runtime_class:
-        pod_spec["runtimeClassName"] = runtime_class
-    return pod_spec
+def _statefulset_fields(spec: FederationSpec, pool: PoolSpec, offset: int, *, registers: bool) -> dict[str, Any]:
+    """A StatefulSet pool's ordinals (from its offset, for global indices) and volume claim templates."""
+    fields: dict[str, Any] = {}
+    if nodeconfig.uses_global_index(pool.nodeConfig):
+        # Pod ordinals, and so the pod-index label, count from the pool's offset.
+        fields["ordinals"] = {"start": offset}
+    claims = merge.claim_templates(pool.volumeClaimTemplates)
+    if registers:
+        claims = [*claims, identity.claim_template(spec)]
+    if claims:
+        fields["volumeClaimTemplates"] = claims
+    return fields
 
 
 def _init_and_volumes(
@@ -194,23 +182,25 @@ def workload(  # noqa: PLR0913 - where the pool sits and how it is started, name
     name = names.pool(federation, pool.name)
     labels = names.pool_labels(federation, pool.name)
     registers = registration is not None
-    pod_spec = _pod_spec(
-        spec, pool, dialect=dialect, fleet=fleet, context=context, trust=trust, registration=registration
-    )
+    containers = [_supernode(spec, pool, dialect, fleet, context, trust, registers=registers)]
+    if spec.isolationMode == "process":
+        containers.append(_superexec(spec, pool, dialect))
+    pod_spec: dict[str, Any] = {"containers": containers}
+    init, volumes = _init_and_volumes(spec, pool, dialect, trust, registration)
+    if init:
+        pod_spec["initContainers"] = init
+    if volumes:
+        pod_spec["volumes"] = volumes
+    runtime_class = gpu.runtime_class(pool.gpu)
+    if runtime_class:
+        pod_spec["runtimeClassName"] = runtime_class
     workload_spec: dict[str, Any] = {
         "selector": {"matchLabels": labels},
         "template": merge.pod_template(labels, pods.harden(pod_spec, federation, spec), pool.podTemplate),
     }
     if spec.mode == "StatefulSet":
         workload_spec = {"replicas": pool.replicas, **workload_spec, "serviceName": name}
-        if nodeconfig.uses_global_index(pool.nodeConfig):
-            # Pod ordinals, and so the pod-index label, count from the pool's offset.
-            workload_spec["ordinals"] = {"start": offset}
-        claims = merge.claim_templates(pool.volumeClaimTemplates)
-        if registers:
-            claims = [*claims, identity.claim_template(spec)]
-        if claims:
-            workload_spec["volumeClaimTemplates"] = claims
+        workload_spec.update(_statefulset_fields(spec, pool, offset, registers=registers))
     return {
         "apiVersion": "apps/v1",
         "kind": spec.mode,
