@@ -231,7 +231,7 @@ class CpuShares:
                             path.rmdir()
 
     def accounting_group(self, stage: Stage) -> pathlib.Path | None:
-        """The stage's cgroup v1 CPU accounting group of the stage (v2 counts in the weighted group)."""
+        """The stage's cgroup v1 CPU accounting group (v2 counts in the weighted group)."""
         if self.accounting is None:
             return None
         path = self.accounting / stage.name
