@@ -314,3 +314,21 @@ def test_an_image_kept_under_tmp_runs_and_every_container_has_its_own_empty_tmp(
     assert json.loads(again.stdout)["tmp"] == ["mine"], again.stderr  # the container's own /tmp keeps its file
     other = runner.exec("team", "held", "two", look)
     assert json.loads(other.stdout)["tmp"] == [], other.stderr  # the pod's other container does not see it
+
+
+def test_a_second_runner_takes_a_lane_of_its_own_and_leaves_the_first_alone(runner, tmp_path):
+    """Two runners at once (two xdist workers, two checkouts): names and addresses never meet."""
+    fetch = "import sys, urllib.request as u; print(u.urlopen(sys.argv[1], timeout=5).status)"
+    url = "http://web.team.svc.cluster.local/"
+    with PodRunner(tmp_path / "second", runner.images, [SECRET, CONFIGMAP]) as second:
+        second.start([probe_pod(), *web()])
+        assert second.lane != runner.lane
+        mine, theirs = second.pod("team", "web-0"), runner.pod("team", "web-0")
+        assert (mine.netns, mine.veth, mine.ip) != (theirs.netns, theirs.veth, theirs.ip)
+        for each in (runner, second):  # each probe reaches its own runner's Service
+            ok = each.exec("team", "probe", "main", ["python", "-c", fetch, url])
+            assert (ok.returncode, ok.stdout.strip()) == (0, "200"), ok.stderr
+    # The second one's stop removed its lane only: the first runner's pods and Services still answer.
+    assert theirs.running()
+    ok = runner.exec("team", "probe", "main", ["python", "-c", fetch, url])
+    assert (ok.returncode, ok.stdout.strip()) == (0, "200"), ok.stderr
