@@ -258,11 +258,11 @@ class Pod:
 
     @property
     def host_ip(self) -> str:
-        return f"10.{214 + self.lane}.{self.index // 64}.{self.index % 64 * 4 + 1}"
+        return f"{_lane_net(self.lane)}.{self.index // 64}.{self.index % 64 * 4 + 1}"
 
     @property
     def ip(self) -> str:
-        return f"10.{214 + self.lane}.{self.index // 64}.{self.index % 64 * 4 + 2}"
+        return f"{_lane_net(self.lane)}.{self.index // 64}.{self.index % 64 * 4 + 2}"
 
     def running(self) -> bool:
         """Whether every container (init containers aside) runs."""
@@ -829,8 +829,13 @@ def _netns_pids(netns: str) -> list[int]:
     return [int(p) for p in proc.stdout.split()]
 
 
+def _lane_net(lane: int) -> str:
+    """The lane's /16: 10.<214+lane>."""
+    return f"10.{214 + lane}"
+
+
 def _service_net(lane: int) -> str:
-    return f"10.{214 + lane}.255"
+    return f"{_lane_net(lane)}.255"
 
 
 def _cleanup_network(lane: int) -> None:
