@@ -44,6 +44,11 @@ RELEASES = ["1.25.0", "1.35.0", "1.41.0", "1.42.0"]
 NAMESPACE = "default"
 REPLICAS = 2
 ONLINE_TIMEOUT = 60
+# A SuperNode before Flower 1.40 dials gRPC on one channel for its whole life, and gRPC spaces a
+# failing channel's reconnects by up to 120 s: one started well before its SuperLink (a busy
+# machine, a slow 1.41 SuperLink) may connect that long after the SuperLink is up. Seen in CI:
+# a 1.25 pool still refused 100 s after a 1.41 SuperLink's gRPC Fleet API was listening.
+GRPC_RECONNECT_BACKOFF = 120
 # SuperNodes can be online before a sidecar that cannot connect has given up (a few seconds): the pods must
 # have been up this long before the containers are counted.
 SETTLE = 6
@@ -65,6 +70,12 @@ class Release:
     def reads_pyproject(self) -> bool:
         """Up to 1.25 the flwr CLI reads its federations from a Flower app's pyproject.toml."""
         return tuple(map(int, self.version.split(".")[:2])) < (1, 26)
+
+    @property
+    def online_timeout(self) -> float:
+        """How long its SuperNodes may take to come online: longer on gRPC (GRPC_RECONNECT_BACKOFF)."""
+        grpc = tuple(map(int, self.version.split(".")[:2])) < (1, 40)
+        return ONLINE_TIMEOUT + (GRPC_RECONNECT_BACKOFF if grpc else 0)
 
 
 def venv_python(version: str) -> pathlib.Path | None:
@@ -316,7 +327,7 @@ def federation(
 def test_every_supernode_comes_online(release: Release, tmp_path: pathlib.Path, isolation: str, *, tls: bool):
     with federation(release, tmp_path, isolation, tls=tls) as (runner, supernodes):
         started = time.monotonic()  # the pods' start: a wait for the runner's lock is no part of it
-        online, last = online_supernodes(runner, started + ONLINE_TIMEOUT, len(supernodes))
+        online, last = online_supernodes(runner, started + release.online_timeout, len(supernodes))
         time.sleep(max(0, started + SETTLE - time.monotonic()))
         report = f"exited: {runner.exited()}; flwr said: {last}\n{runner.logs()}"
         assert runner.exited() == [], report
@@ -476,7 +487,7 @@ def test_a_federated_run_completes(release: Release, tmp_path: pathlib.Path, iso
             superlink = next(p for p in runner.pods if p.labels.get("app.kubernetes.io/name") == "superlink")
             local = runner.port_forward(NAMESPACE, superlink.name, CONTROL_PORT)
             cli = LocalCli.at(release, tmp, f"127.0.0.1:{local}", tmp / "ca.crt")
-            deadline = time.monotonic() + ONLINE_TIMEOUT
+            deadline = time.monotonic() + release.online_timeout
             while cli.online() < len(supernodes) and time.monotonic() < deadline and not runner.exited():
                 time.sleep(CLI_POLL_SECONDS)
             assert cli.online() == len(supernodes), runner.logs()
@@ -531,7 +542,9 @@ def test_a_pool_before_1_40_joins_through_the_grpc_fleet_adapter(release: Releas
             f"flwr/supernode:{old}",
             f"flwr/supernode:{release.version}",
         ]
-        online, last = online_supernodes(runner, time.monotonic() + ONLINE_TIMEOUT, len(supernodes))
+        # The 1.25 pool dials gRPC: its wait is the old release's.
+        deadline = time.monotonic() + Release(old, old_python.parent).online_timeout
+        online, last = online_supernodes(runner, deadline, len(supernodes))
         assert online == len(supernodes) == 2, f"{last}\n{runner.logs()}"
         proc = flwr_run(runner, release)
         out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"

@@ -30,7 +30,6 @@ from function.builders import identity_program
 from podrunner import PodRunner, unwrap
 from test_real_flower import (
     NAMESPACE,
-    ONLINE_TIMEOUT,
     REPLICAS,
     Release,
     add_cli,
@@ -132,7 +131,7 @@ def test_strangers_reach_the_fleet_api_and_nothing_else(release: Release, tmp_pa
     with PodRunner(tmp_path / "cluster", images(release.bin), [secret, elsewhere_secret]) as runner:
         runner.start([*rendered, *extra])
         # The Fleet API works: every SuperNode joins through it.
-        online, last = online_supernodes(runner, time.monotonic() + ONLINE_TIMEOUT, REPLICAS)
+        online, last = online_supernodes(runner, time.monotonic() + release.online_timeout, REPLICAS)
         assert online == REPLICAS, f"{last}\n{runner.logs()}"
 
         superlink = next(p for p in runner.pods if p.labels.get("app.kubernetes.io/name") == "superlink")
