@@ -303,6 +303,10 @@ def test_no_match_is_a_condition_and_not_ready_not_an_error():
     selected = conditions(rsp)["ClustersSelected"]
     assert (selected.status, selected.reason) == (fnv1.STATUS_CONDITION_FALSE, "NoMatchingClusters")
     assert "no ProviderConfig carries the labels of pool gpu" in selected.message
+    # Not "True, 0/0 SuperNodes ready": the pool that matched nothing has no SuperNode to be ready.
+    supernodes = conditions(rsp)["SuperNodesReady"]
+    assert (supernodes.status, supernodes.reason) == (fnv1.STATUS_CONDITION_FALSE, "NoMatchingClusters")
+    assert supernodes.message.startswith("no cluster selected for pool gpu: "), supernodes.message
     assert rsp.desired.composite.ready == fnv1.READY_FALSE
     assert not [n for n in rsp.desired.resources if n.startswith("pool-")]
 

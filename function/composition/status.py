@@ -175,11 +175,7 @@ def _conditions(
             [("SuperLink", judged[compose.SUPERLINK]), ("SuperLink Service", judged[compose.SERVICE])],
             "SuperLink is ready",
         ),
-        _condition(
-            "SuperNodesReady",
-            [(f"Pool {entry.name}", o) for entry, o in pools],
-            f"{ready_total}/{desired_total} SuperNodes ready",
-        ),
+        _supernodes_condition(fed, pools, f"{ready_total}/{desired_total} SuperNodes ready"),
     ]
     identities = _identity_pools(fed, entries)
     if identities:
@@ -191,6 +187,22 @@ def _conditions(
     if built.needs_ca:
         conditions.append(_ca_condition(fed, built))
     return conditions
+
+
+def _supernodes_condition(
+    fed: compose.Federation, pools: list[tuple[PoolStatus, readiness.Observed]], counts: str
+) -> Condition:
+    """Whether every pool's SuperNodes are ready; a pool whose selector places it in no cluster is not."""
+    unplaced = [] if fed.selection.pending else fed.selection.unmatched
+    if unplaced:
+        # Otherwise a Federation whose only pool matches no cluster would say True with 0/0.
+        return Condition(
+            "SuperNodesReady",
+            "False",
+            "NoMatchingClusters",
+            f"no cluster selected for pool {', '.join(unplaced)}: no ProviderConfig carries its labels; {counts}",
+        )
+    return _condition("SuperNodesReady", [(f"Pool {entry.name}", o) for entry, o in pools], counts)
 
 
 def _registration_condition(fed: compose.Federation, pools: list[PoolStatus]) -> Condition:
