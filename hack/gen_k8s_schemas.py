@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "hack"))
 
 import generated  # noqa: E402 - needs the sys.path set-up above
+from function.api.k8s_schema import QUANTITY  # noqa: E402 - needs the sys.path set-up above
 from function.api.spec import K8S_TYPE, FederationSpec  # noqa: E402 - needs the sys.path set-up above
 
 KUBERNETES_VERSION = "1.33.0"
@@ -68,6 +69,12 @@ def extract() -> dict[str, Any]:
         text = json.dumps(keep[name])
         for ref in {part.split('"')[0] for part in text.split('"$ref": "#/$defs/')[1:]}:
             todo.append(ref)
+    # The published schema lets any string be a quantity; Kubernetes refuses what its grammar does not
+    # parse (`cpu: lots`), so the function says so before a workload is refused.
+    quantity = keep["io.k8s.apimachinery.pkg.api.resource.Quantity"]
+    quantity["oneOf"] = [
+        {**branch, "pattern": QUANTITY} if "string" in branch["type"] else branch for branch in quantity["oneOf"]
+    ]
     # The function owns the containers of its pods: a podTemplate need not list any.
     pod_spec = keep["io.k8s.api.core.v1.PodSpec"]
     pod_spec["required"] = [r for r in pod_spec.get("required", []) if r != "containers"]

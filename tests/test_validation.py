@@ -159,6 +159,18 @@ def errors_of(s):
             "unknown field",
         ),
         (spec(BASE, superlink__resources={"limits": {"cpu": True}}), "spec.superlink.resources.limits.cpu", "True"),
+        # Any string passes the published schema; Kubernetes refuses the workload later.
+        (
+            pool(BASE, supernodeResources={"requests": {"cpu": "lots"}}),
+            "spec.supernodes.pools[0].supernodeResources.requests.cpu",
+            "'lots' is not a Kubernetes quantity",
+        ),
+        # GB is no suffix Kubernetes knows (G or Gi are).
+        (
+            spec(BASE, superlink__resources={"limits": {"memory": "1.5GB"}}),
+            "spec.superlink.resources.limits.memory",
+            "'1.5GB' is not a Kubernetes quantity",
+        ),
         (spec(BASE, supernodes__env=[{"value": "x"}]), "spec.supernodes.env[0]", "'name' is a required property"),
         (
             pool(BASE, env=[{"name": "A", "valueFrom": {"fieldRef": {}}}]),
@@ -200,6 +212,12 @@ def errors_of(s):
 def test_bad_spec_names_the_field(s, field, message):
     errors = errors_of(s)
     assert any(f == field and message in m for f, m in errors), errors
+
+
+@pytest.mark.parametrize("quantity", ["500m", "2", 2, 0.5, "1.5Gi", "100Ki", "1e3", "+1", ".5", "1E", "250M"])
+def test_every_form_of_a_kubernetes_quantity_is_accepted(quantity):
+    """The quantity check refuses only what Kubernetes' grammar does not parse."""
+    parse(pool(BASE, supernodeResources={"requests": {"cpu": quantity}}))
 
 
 def test_all_errors_are_reported_at_once():

@@ -19,6 +19,13 @@ import referencing
 from function import caching
 
 DEFINITIONS_FILE = pathlib.Path(__file__).with_name("k8s_definitions.json")
+# A resource.Quantity as Kubernetes parses it (apimachinery's serialization format): a signed
+# decimal, then a binary (Ki..Ei) or decimal (n, u, m, k..E) suffix or an exponent.
+# hack/gen_k8s_schemas.py puts it into the Quantity definition.
+QUANTITY = (
+    r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)"
+    r"([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+)
 
 
 @functools.cache
@@ -81,5 +88,7 @@ def _problems(type_name: str, value: caching.Content) -> tuple[tuple[tuple[str |
         message = inner.message
         if inner.validator == "additionalProperties":
             message = message.replace("Additional properties are not allowed", "unknown field")
+        elif inner.validator == "pattern" and inner.validator_value == QUANTITY:
+            message = f"{inner.instance!r} is not a Kubernetes quantity (for example 500m, 2, 1.5Gi)"
         out.append((tuple(inner.absolute_path), message))
     return tuple(out)
