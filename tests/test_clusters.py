@@ -16,6 +16,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from function.api import names
 from function.api.spec import MAX_CLUSTERS, ProviderConfigRef
 from function.api.validation import SpecError
+from function.builders import identity
 from function.composition import compose
 from function.serving import fn, render, wire
 from function.topology import clusters
@@ -344,6 +345,34 @@ def test_a_held_cluster_keeps_what_it_has():
     assert "cluster eu of pool gpu is held: annotation flower.flwr.ai/replicas '0'" in selected.message
 
 
+def test_a_held_cluster_keeps_the_identity_program_its_pods_mount_even_an_earlier_one():
+    """A kept workload mounts the program it was made with: neither the current program's Object nor one of an
+    earlier function release (another digest) is dropped from a held cluster."""
+    s = spec(
+        SELECTED,
+        version="1.41.0",
+        superlink={"externalAddress": "flower.example.org"},
+        tls={"secretName": "superlink-tls"},
+        nodeAuthentication={"enabled": True},
+    )
+    del s["supernodes"]["image"]
+    s = pool(s, caSecretRef={"name": "flower-ca"})
+    good = run(s, {KEY: [config("eu")]}, SERVICE)
+    observed = {n: wire.to_dict(r.resource) for n, r in good.desired.resources.items()}
+    observed["superlink-service"].update(SERVICE["superlink-service"])
+    current = f"identity-program-{identity.PROGRAM_DIGEST}-eu-team-a"
+    earlier = "identity-program-0123456789-eu-team-a"
+    observed[earlier] = observed[current]
+    bad = run(s, {KEY: [config("eu", **{clusters.REPLICAS_ANNOTATION: "0"})]}, observed)
+    assert conditions(bad)["ClustersSelected"].reason == "ClusterSettingsInvalid"
+    for name in ("pool-gpu-eu", current, earlier):
+        assert wire.to_dict(bad.desired.resources[name].resource)["spec"] == observed[name]["spec"], name
+    # Once the cluster is no longer held, the earlier program goes: nothing mounts it any more.
+    healed = run(s, {KEY: [config("eu")]}, observed)
+    assert current in healed.desired.resources
+    assert earlier not in healed.desired.resources
+
+
 def test_status_lists_each_cluster_and_counts_them():
     rsp = run(SELECTED, {KEY: [config("eu"), config("us")]}, SERVICE)
     status = wire.to_dict(rsp.desired.composite.resource)["status"]
@@ -411,8 +440,8 @@ def test_the_most_clusters_fit_in_what_crossplane_reads():
 
 
 def test_more_than_crossplane_reads_is_a_clear_error_not_a_grpc_failure():
-    # With node authentication each pool carries its identity program twice:
-    # 500 clusters' objects no longer fit in 4 MiB.
+    # With node authentication and TLS each cluster costs some 20 KiB (its identity program
+    # among them): 500 clusters' objects no longer fit in 4 MiB.
     s = spec(
         SELECTED,
         version="1.41.0",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from function.api.validation import SpecError, parse
+from function.builders import identity
 from helpers import BASE, container, manifests, pod, pool, spec
 
 DURABLE = spec(BASE, superlink__persistence={"size": "5Gi", "storageClassName": "fast"})
@@ -123,7 +124,9 @@ def test_each_supernode_makes_and_registers_its_own_key(s, claim, memory):
     assert keep["restartPolicy"] == "Always"
     # The SuperLink's image: its flwr CLI speaks the SuperLink's Control API.
     assert first["image"] == keep["image"] == "flwr/superlink:1.25.0"
-    assert first["command"][:2] == ["python", "-c"]
+    # The program ships once per namespace (a ConfigMap), not inlined in the pod spec.
+    assert first["command"] == keep["command"] == ["python", "/etc/flower-identity/identity_program.py"]
+    assert {"name": "identity-program", "mountPath": "/etc/flower-identity", "readOnly": True} in first["volumeMounts"]
     assert first["args"][0] == "identity"
     assert keep["args"][0] == "keep"
     for c in (first, keep):
@@ -231,3 +234,25 @@ def test_network_policies_let_supernodes_register(s, control_to_supernodes, reas
     assert any(own in r["from"] and {"port": 9093, "protocol": "TCP"} in r["ports"] for r in superlink_rules) == (
         control_to_supernodes
     ), reason
+
+
+def test_the_identity_program_ships_once_per_cluster_and_namespace_not_in_every_pod():
+    """Issue 31: the program was inlined into every pod spec (67 KB each). Now one immutable ConfigMap per place
+    where identity containers run (the SuperLink's namespace for the reaper, each pool's), named by its content,
+    and each pod mounts it by that name."""
+    built = manifests(remote_auth("1.41.0"))
+    programs = {name: m for name, m in built.items() if name.startswith("identity-program-")}
+    digest = identity.PROGRAM_DIGEST
+    assert sorted(programs) == [f"identity-program-{digest}-default-team-a", f"identity-program-{digest}-spoke-team-a"]
+    for configmap in programs.values():
+        assert configmap["kind"] == "ConfigMap"
+        assert configmap["immutable"] is True
+        assert configmap["metadata"]["name"] == f"fed-identity-program-{digest}"
+        assert configmap["data"] == {"identity_program.py": identity.PROGRAM}
+    for workload in ("superlink", "pool-edge"):
+        pod_spec = built[workload]["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod_spec["volumes"]}
+        assert volumes["identity-program"]["configMap"]["name"] == f"fed-identity-program-{digest}"
+        assert identity.PROGRAM not in str(pod_spec)
+    # Without node authentication there is no program to ship.
+    assert not [name for name in manifests(TLS) if name.startswith("identity-program-")]

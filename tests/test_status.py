@@ -81,7 +81,7 @@ def observed_objects(example, live):
 SERVICE = (1, {"loadBalancer": {}})
 CREATED = (1, {})
 SUPERLINK_UP = {"superlink": sts_status(1, 1), "superlink-service": SERVICE}
-AUXILIARY = ("serviceaccount-", "networkpolicy-")
+AUXILIARY = ("serviceaccount-", "networkpolicy-", "identity-program-")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,12 +16,17 @@ so registrations lost with a SuperLink's state come back by themselves. In the
 SuperLink's pod a sidecar unregisters SuperNodes that stay offline past a grace
 period: the identities of removed replicas and pools. All three run the
 SuperLink's image, so the CLI always speaks the SuperLink's release, and
-function/builders/identity_program.py, passed to its Python (no shell, no user text).
+function/builders/identity_program.py, run by its Python (no shell, no user text).
+The program ships once per namespace, in a ConfigMap named by its content
+(program_configmap), not inlined into every pod spec: a new program is a new
+name, so pods that run it roll, and a Federation's size grows by a reference
+per pod, not by the program.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import inspect
 import posixpath
 from typing import Any
@@ -43,6 +48,11 @@ SIDECAR = "supernode-registration"
 REAPER = "supernode-reaper"
 # The program's text: it runs in the Flower image, which has no copy of this package.
 PROGRAM = inspect.getsource(identity_program)
+PROGRAM_VOLUME = "identity-program"
+PROGRAM_DIR = "/etc/flower-identity"
+PROGRAM_FILE = "identity_program.py"
+# Names the ConfigMap after the program's content: immutable, and replaced (not edited) when it changes.
+PROGRAM_DIGEST = hashlib.sha256(PROGRAM.encode()).hexdigest()[:10]
 # The sidecar is ready while the SuperLink confirmed its key within the last checks:
 # a SuperNode pod is ready only with its key registered, so ready pods count registered identities.
 FRESH = "import os, sys, time; sys.exit(time.time() - os.path.getmtime(sys.argv[1]) > float(sys.argv[2]))"
@@ -58,6 +68,8 @@ class Registration:
     """Where and how a pool's SuperNodes register: the SuperLink's Control API and the CLI that speaks it."""
 
     image: str
+    # The ConfigMap holding the program, in every namespace where it runs (program_configmap).
+    program: str
     address: str
     cli_config: str
     # With TLS, the CA certificate the CLI trusts, as the pod mounts it.
@@ -73,14 +85,31 @@ class Registration:
         return args + [f"--{k.replace('_', '-')}={v}" for k, v in sorted(extra.items())]
 
 
-def registration(spec: FederationSpec, superlink_dialect: Dialect, address: str) -> Registration:
-    """How parts of this Federation reach the Control API at address, with the SuperLink's own CLI."""
+def program_configmap_name(federation: str) -> str:
+    """The name of the ConfigMap holding this program for federation's pods."""
+    return f"{federation}-identity-program-{PROGRAM_DIGEST}"
+
+
+def program_configmap(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    """The program, once per namespace where identity containers run; immutable, as its name is its content."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": program_configmap_name(federation), "namespace": namespace, "labels": labels},
+        "immutable": True,
+        "data": {PROGRAM_FILE: PROGRAM},
+    }
+
+
+def registration(federation: str, spec: FederationSpec, superlink_dialect: Dialect, address: str) -> Registration:
+    """How parts of federation reach the Control API at address, with the SuperLink's own CLI."""
     if spec.superlink.image is None:
         msg = "spec.superlink.image is unset: compose.federation names it from spec.version"
         raise ValueError(msg)
     ca = f"{tls.TLS_DIR}/{tls.CA_FILE}" if tls.enabled(spec) else None
     return Registration(
         spec.superlink.image,
+        program_configmap_name(federation),
         address,
         superlink_dialect.cli_config,
         ca,
@@ -93,15 +122,20 @@ def _container(
 ) -> dict[str, Any]:
     """trust: the mount of the CA certificate, where the pod's TLS volume holds more than that."""
     work = {"name": WORK_VOLUME, "mountPath": WORK_DIR}
+    program = {"name": PROGRAM_VOLUME, "mountPath": PROGRAM_DIR, "readOnly": True}
     if reg.root_certificates:
         mounts = [*mounts, trust or tls.mount()]
     return {
         "name": name,
         "image": reg.image,
-        "command": ["python", "-c", PROGRAM],
+        "command": ["python", f"{PROGRAM_DIR}/{PROGRAM_FILE}"],
         "args": args,
-        "volumeMounts": [*mounts, work],
+        "volumeMounts": [*mounts, program, work],
     }
+
+
+def _program_volume(reg: Registration) -> dict[str, Any]:
+    return {"name": PROGRAM_VOLUME, "configMap": {"name": reg.program, "defaultMode": 0o444}}
 
 
 def pool_init_containers(reg: Registration) -> list[dict[str, Any]]:
@@ -127,10 +161,10 @@ def supernode_mount() -> dict[str, Any]:
     return {"name": IDENTITY_VOLUME, "mountPath": KEY_DIR, "readOnly": True}
 
 
-def pool_volumes(spec: FederationSpec) -> list[dict[str, Any]]:
-    """The program's scratch space and, for a DaemonSet, the identity itself, in memory."""
+def pool_volumes(spec: FederationSpec, reg: Registration) -> list[dict[str, Any]]:
+    """The program, its scratch space and, for a DaemonSet, the identity itself, in memory."""
     memory = {"medium": "Memory", "sizeLimit": "1Mi"}
-    volumes = [{"name": WORK_VOLUME, "emptyDir": {}}]
+    volumes = [_program_volume(reg), {"name": WORK_VOLUME, "emptyDir": {}}]
     if spec.mode == "DaemonSet":
         volumes.append({"name": IDENTITY_VOLUME, "emptyDir": memory})
     return volumes
@@ -152,6 +186,6 @@ def reaper(reg: Registration, grace: int) -> dict[str, Any]:
     return container
 
 
-def reaper_volumes() -> list[dict[str, Any]]:
-    """The reaper's scratch space (the CA it trusts is the SuperLink pod's tls.CA_VOLUME)."""
-    return [{"name": WORK_VOLUME, "emptyDir": {}}]
+def reaper_volumes(reg: Registration) -> list[dict[str, Any]]:
+    """The reaper's program and scratch space (the CA it trusts is the SuperLink pod's tls.CA_VOLUME)."""
+    return [_program_volume(reg), {"name": WORK_VOLUME, "emptyDir": {}}]

@@ -223,7 +223,7 @@ def _pod_spec(
         volumes = merge.add_missing(volumes, [superexec_auth.volume()])
     if registration is not None:
         init.append(identity.reaper(registration, identity.settings(spec).unregisterAfterSeconds))
-        volumes = merge.add_missing(volumes, identity.reaper_volumes())
+        volumes = merge.add_missing(volumes, identity.reaper_volumes(registration))
     if tls.enabled(spec):
         # The whole Secret for the SuperLink; its CA alone for the containers that only dial it.
         volumes = merge.add_missing(volumes, [tls.superlink_volume(federation, spec)])

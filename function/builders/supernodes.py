@@ -152,7 +152,7 @@ def _init_and_volumes(
         volumes = merge.add_missing(volumes, [superexec_auth.volume()])
     if registration is not None:
         init += identity.pool_init_containers(registration)
-        volumes = merge.add_missing(volumes, identity.pool_volumes(spec))
+        volumes = merge.add_missing(volumes, identity.pool_volumes(spec, registration))
     if pool.authKeySecretRef is not None:
         ref = pool.authKeySecretRef
         secret = {"secretName": ref.name, "items": [{"key": ref.key, "path": AUTH_KEY_FILE}], "defaultMode": 0o440}

@@ -266,6 +266,7 @@ def plan(
     resources = {
         **superlink_resources(fed, external),
         **service_accounts(fed, composed),
+        **identity_programs(fed, composed),
         **workloads(fed, composed),
         **ca_secrets(fed, composed, ca),
         **namespaces(composed),
@@ -409,7 +410,7 @@ def reaps(fed: Federation) -> bool:
 
 
 def _registration(fed: Federation, address: str) -> identity.Registration:
-    return identity.registration(fed.spec, fed.flower.superlink_dialect, address)
+    return identity.registration(fed.name, fed.spec, fed.flower.superlink_dialect, address)
 
 
 def service_accounts(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
@@ -421,6 +422,20 @@ def service_accounts(fed: Federation, pools: list[PlacedPool]) -> dict[str, Comp
         out.setdefault(
             serviceaccount_resource(ref.name, namespace),
             Composed(pods.service_account_manifest(fed.name, namespace, labels), ref),
+        )
+    return out
+
+
+def identity_programs(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
+    """The identity containers' program, once per cluster and namespace they run in (identity.program_configmap)."""
+    labels = names.labels(fed.name, "flower", "identity-program")
+    places = [(placement.superlink_ref(fed.spec), fed.namespace)] if reaps(fed) else []
+    places += [(p.provider_config, p.namespace) for p in pools if generates_identity(fed.spec, p.spec)]
+    out: dict[str, Composed] = {}
+    for ref, namespace in places:
+        out.setdefault(
+            identity_program_resource(ref.name, namespace),
+            Composed(identity.program_configmap(fed.name, namespace, labels), ref),
         )
     return out
 
@@ -566,7 +581,7 @@ def kept_clusters(fed: Federation, observed: dict[str, Any], planned: dict[str, 
         names = [
             name
             for m in fed.selection.held
-            for name in cluster_resources(m.name, m.cluster.name, m.namespace or fed.namespace)
+            for name in cluster_resources(m.name, m.cluster.name, m.namespace or fed.namespace, observed)
             if name not in planned
         ]
     for name in names:
@@ -576,14 +591,21 @@ def kept_clusters(fed: Federation, observed: dict[str, Any], planned: dict[str, 
     return out
 
 
-def cluster_resources(pool: str, cluster: str, namespace: str) -> list[str]:
-    """The composition resource names of a pool in one cluster: its workload and what it shares with the cluster."""
+def cluster_resources(pool: str, cluster: str, namespace: str, observed: Mapping[str, Any]) -> list[str]:
+    """The composition resource names of a pool in one cluster: its workload and what it shares with the cluster.
+
+    Among them any observed identity program there, of this function's release or
+    an earlier one: a kept workload still mounts the program it was made with.
+    """
+    place = f"-{cluster}-{namespace}"
+    programs = sorted(n for n in observed if n.startswith("identity-program-") and n.endswith(place))
     return [
         pool_resource(pool),
         serviceaccount_resource(cluster, namespace),
         ca_resource(cluster, namespace),
         namespace_resource(cluster, namespace),
         networkpolicy_resource(cluster, namespace),
+        *sorted({identity_program_resource(cluster, namespace), *programs}),
     ]
 
 
@@ -621,6 +643,15 @@ def global_offsets(fed: Federation) -> tuple[dict[str, int], int | None]:
 def serviceaccount_resource(cluster: str, namespace: str) -> str:
     """Composition resource name of the Federation's ServiceAccount in one cluster and namespace."""
     return f"serviceaccount-{cluster}-{namespace}"
+
+
+def identity_program_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of the identity program in one cluster and namespace.
+
+    The program's digest is part of it: a new program is a new Object, and the
+    old one, no longer desired, is deleted rather than left behind under its old name.
+    """
+    return f"identity-program-{identity.PROGRAM_DIGEST}-{cluster}-{namespace}"
 
 
 def ca_resource(cluster: str, namespace: str) -> str:
