@@ -11,7 +11,8 @@ import pytest
 
 from conftest import ROOT
 
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+GUIDES = sorted((ROOT / "docs").glob("*.md"))
+DOCS = [ROOT / "README.md", *GUIDES, ROOT / "CHANGELOG.md"]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 # Code blocks and spans are not Markdown: a pattern such as [a-z](...) there is no link.
 CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
@@ -45,7 +46,8 @@ def test_relative_links_resolve(doc):
 
 def test_every_guide_is_linked_from_the_readme():
     readme = (ROOT / "README.md").read_text()
-    assert [d.name for d in DOCS[1:] if f"](docs/{d.name})" not in readme] == []
+    assert [d.name for d in GUIDES if f"](docs/{d.name})" not in readme] == []
+    assert "](CHANGELOG.md)" in readme
 
 
 # A repository path the docs name in a code span, e.g. `examples/claims/quickstart.yaml`.
