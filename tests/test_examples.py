@@ -98,6 +98,42 @@ def test_render_cli_exit_status_and_stderr():
     assert expected_message(INVALID[0]) in bad.stderr
 
 
+def _function_render(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    argv = ["function", "render", *args]
+    return subprocess.run(argv, cwd=ROOT, input=stdin, capture_output=True, text=True, env=_venv_env(), check=False)
+
+
+def test_render_reads_standard_input_and_renders_every_federation_of_a_stream():
+    """Each document is rendered, in order, as if given alone; - reads standard input (as `crossplane render`)."""
+    first, second = CLAIMS[0], CLAIMS[1]
+    stream = first.read_text() + "\n---\n" + second.read_text()
+    both = _function_render("-", stdin=stream)
+    assert both.returncode == 0, both.stderr
+    alone = [render.render_file(str(p))[0] for p in (first, second)]
+    assert both.stdout == "".join(alone)
+
+
+NAMESPACE_DOC = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}
+V1BETA1_DOC = {**yaml.safe_load(CLAIMS[0].read_text()), "apiVersion": "flower.crossplane.io/v1beta1"}
+
+
+@pytest.mark.parametrize(
+    ("reason", "extra", "named"),
+    [
+        ("another kind: a Namespace beside the claim", NAMESPACE_DOC, "document 2 (v1 Namespace team-a)"),
+        ("a version this function does not serve", V1BETA1_DOC, "document 2 (flower.crossplane.io/v1beta1 Federation"),
+    ],
+    ids=["another kind", "another version"],
+)
+def test_render_refuses_a_document_it_does_not_render_naming_it_and_prints_nothing(reason, extra, named):
+    stream = CLAIMS[0].read_text() + "\n---\n" + yaml.safe_dump(extra)
+    refused = _function_render("-", stdin=stream)
+    assert refused.returncode == 1, reason
+    assert refused.stdout == "", reason
+    assert named in refused.stderr, refused.stderr
+    assert "function render renders flower.crossplane.io/v1alpha1 Federation or XFederation" in refused.stderr
+
+
 def test_render_reads_observed_state(tmp_path):
     observed = {
         "apiVersion": "kubernetes.crossplane.io/v1alpha2",

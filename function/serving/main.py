@@ -106,7 +106,7 @@ def serve(*, debug: bool, address: str, tls_certs_dir: str | None, insecure: boo
 
 
 @cli.command()
-@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.option(
     "--observed",
     type=click.Path(exists=True),
@@ -125,7 +125,11 @@ def serve(*, debug: bool, address: str, tls_certs_dir: str | None, insecure: boo
     "(as `crossplane render --required-resources`), e.g. the SuperLink's TLS Secret.",
 )
 def render(file: str, observed: str | None, xrd: str | None, required: str | None) -> None:
-    """Render FILE (an XR, a claim or a flower-operator Federation) to a YAML stream."""
+    """Render every Federation in FILE (- for standard input) to one YAML stream.
+
+    XRs, claims and flower-operator Federations are rendered; any other document is
+    refused, named, and nothing is printed.
+    """
     try:
         text, warnings = renderer.render_file(file, observed, xrd, required)
     except renderer.RenderError as err:

@@ -8,6 +8,7 @@ stream can be fed back as observed state.
 from __future__ import annotations
 
 import pathlib
+import sys
 from typing import Any
 
 import yaml
@@ -18,6 +19,7 @@ from function.composition import compose
 from function.serving import fn, wire
 
 GROUP_VERSION = "flower.crossplane.io/v1alpha1"
+OPERATOR_GROUP_VERSION = "flwr.exalsius.ai/v1"
 COMPOSITION_RESOURCE_NAME = "crossplane.io/composition-resource-name"
 
 
@@ -26,14 +28,19 @@ class RenderError(Exception):
 
 
 def _load(path: str) -> list[dict[str, Any]]:
+    """The documents of a YAML file, of every YAML file of a directory, or of standard input (-)."""
     p = pathlib.Path(path)
-    files = sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml")) if p.is_dir() else [p]
+    if path == "-":
+        sources = [("standard input", sys.stdin.read())]
+    else:
+        files = sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml")) if p.is_dir() else [p]
+        sources = [(str(f), f.read_text()) for f in files]
     docs: list[dict[str, Any]] = []
-    for f in files:
+    for source, text in sources:
         try:
-            docs += [d for d in yaml.safe_load_all(f.read_text()) if d]
+            docs += [d for d in yaml.safe_load_all(text) if d]
         except yaml.YAMLError as err:
-            msg = f"{f}: not YAML: {err}"
+            msg = f"{source}: not YAML: {err}"
             raise RenderError(msg) from None
     for d in docs:
         if not isinstance(d, dict):
@@ -209,17 +216,43 @@ def conditions(rsp: fnv1.RunFunctionResponse) -> list[dict[str, str]]:
     return out
 
 
+# What `function render` renders, by apiVersion: this API's claim/XR kinds, and the
+# flower-operator's Federation, whose spec this API takes as it is.
+RENDERED_KINDS = {GROUP_VERSION: ("Federation", "XFederation"), OPERATOR_GROUP_VERSION: ("Federation",)}
+
+
+def _refusal(index: int, doc: dict[str, Any]) -> str | None:
+    """Why document index (1-based) of the input is not rendered, or None if it is."""
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    if kind in RENDERED_KINDS.get(str(api_version), ()):
+        return None
+    name = (doc.get("metadata") or {}).get("name") if isinstance(doc.get("metadata"), dict) else None
+    return f"document {index} ({api_version} {kind}{f' {name}' if name else ''}) is no Federation"
+
+
 def render_file(
     path: str, observed_path: str | None = None, xrd_path: str | None = None, required_path: str | None = None
 ) -> tuple[str, list[str]]:
-    """Render the first document of path to a YAML stream; also return the function's warnings."""
+    """Render every Federation of path (- for standard input) to one YAML stream; also return the warnings.
+
+    As `crossplane render` renders the composite it is given: a document of any
+    other kind or version is refused, named, and nothing is rendered.
+    """
     docs = _load(path)
     if not docs:
         msg = f"{path}: no document"
         raise RenderError(msg)
+    refused = [r for r in (_refusal(i, d) for i, d in enumerate(docs, 1)) if r is not None]
+    if refused:
+        kinds = ", ".join(f"{v} {' or '.join(k)}" for v, k in RENDERED_KINDS.items())
+        msg = f"{path}: {'; '.join(refused)}: function render renders {kinds}"
+        raise RenderError(msg)
     observed = _load(observed_path) if observed_path else []
     required = _load(required_path) if required_path else []
     namespaced = namespaced_xrd(xrd_path) if xrd_path else False
-    rendered, warnings = render(docs[0], observed, namespaced=namespaced, required=required)
-    text = "".join("---\n" + yaml.safe_dump(d, sort_keys=True) for d in rendered)
+    text, warnings = "", []
+    for doc in docs:
+        rendered, said = render(doc, observed, namespaced=namespaced, required=required)
+        text += "".join("---\n" + yaml.safe_dump(d, sort_keys=True) for d in rendered)
+        warnings += said
     return text, warnings
