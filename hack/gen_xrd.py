@@ -190,6 +190,8 @@ def status_schema() -> dict[str, Any]:
 COLUMNS = [
     {"name": "MODE", "type": "string", "jsonPath": ".spec.mode"},
     {"name": "ISOLATION", "type": "string", "jsonPath": ".spec.isolationMode"},
+    # The SuperLink's Flower release, resolved by the function (spec.version may be unset).
+    {"name": "VERSION", "type": "string", "jsonPath": ".status.version"},
     {"name": "SUPERNODES", "type": "string", "jsonPath": ".status.supernodes"},
     # Empty without node authentication; below SUPERNODES when keys wait for the SuperLink.
     {"name": "REGISTERED", "type": "integer", "jsonPath": ".status.registeredSupernodes"},

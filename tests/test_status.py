@@ -400,6 +400,7 @@ def test_golden_status_fits_the_xrd_and_the_model(golden, flavor):
 
 POOL = {"name": "p", "kind": "StatefulSet", "desired": 1, "ready": 0, "namespace": "n", "providerConfig": "default"}
 STATUS = {
+    "version": "1.41.0",
     "supernodes": "0/1",
     "readySupernodes": 0,
     "clusters": 1,

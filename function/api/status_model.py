@@ -48,6 +48,7 @@ class Endpoints(Model):
 class FederationStatus(Model):
     # Unset when the XR carries no integer generation (a render of a bare manifest).
     observedGeneration: int | None = Field(default=None, description="Generation last processed.")
+    version: str = Field(description="Flower release the SuperLink runs: spec.version, or its image's tag.")
     supernodes: str = Field(description="Ready/desired SuperNodes, e.g. 2/3.")
     readySupernodes: int = Field(description="Ready SuperNodes in all pools.")
     desiredSupernodes: int = Field(description="Desired SuperNodes in all pools.")

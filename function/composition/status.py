@@ -140,6 +140,7 @@ def _status(fed: compose.Federation, built: compose.Plan, pools: list[PoolStatus
     return FederationStatus(
         # metadata.generation as the XR carries it: anything but an integer is no generation.
         observedGeneration=generation if isinstance(generation, int) else None,
+        version=str(fed.flower.superlink),
         supernodes=f"{ready_total}/{desired_total}",
         readySupernodes=ready_total,
         desiredSupernodes=desired_total,

@@ -443,6 +443,9 @@ def check_status(plane: ControlPlane, path: pathlib.Path, claim: dict[str, Any])
     # kubectl leaves an integer column blank when the field is unset.
     assert cols["REGISTERED"] == (str(total) if authenticated else ""), (path.name, cols)
     assert cols["CLUSTERS"] == str(status["clusters"]), (path.name, cols)
+    # The SuperLink's release, as the function resolved it: its image's tag, else spec.version.
+    tag = re.match(r"\d+\.\d+\.\d+", ((spec.get("superlink") or {}).get("image") or "").rpartition(":")[2])
+    assert cols["VERSION"] == status["version"] == (tag.group() if tag else spec["version"]), (path.name, cols)
     assert (cols["SYNCED"], cols["READY"]) == ("True", "True")
     assert (cols["MODE"], cols["ISOLATION"], cols["SUPERNODES"]) == (
         spec["mode"],
