@@ -171,6 +171,56 @@ def test_uv_cache_only_where_apps_install_dependencies(reason, allow, want):
             assert "/tmp" in {m["mountPath"] for m in c["volumeMounts"]}, (reason, c["name"])
 
 
+# Node authentication and TLS at 1.41: every kind of container the function makes (Flower, the Fleet
+# proxy, the SuperExec secret maker, the identity programs).
+EVERY_CONTAINER = spec(
+    PROCESS,
+    version="1.41.0",
+    superlink={"superexecImage": "flwr/superexec:1.41.0"},
+    supernodes={"pools": [{"name": "default", "replicas": 1}]},
+    tls={"secretName": "superlink-tls"},
+    nodeAuthentication={"enabled": True},
+)
+
+
+def _containers(s: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    built = manifests(s)
+    return {
+        c["name"]: c
+        for workload in ("superlink", "pool-default")
+        for c in [*built[workload]["spec"]["template"]["spec"]["containers"],
+                  *built[workload]["spec"]["template"]["spec"].get("initContainers", [])]
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("reason", "container", "want"),
+    [
+        ("a Flower process: an interpreter with Flower loaded", "superlink", pods.FLOWER_REQUESTS),
+        ("a Flower process", "supernode", pods.FLOWER_REQUESTS),
+        ("the ServerApp's SuperExec", "superexec-serverapp", pods.FLOWER_REQUESTS),
+        ("the ClientApp's SuperExec: training is the user's to size", "superexec-clientapp", pods.FLOWER_REQUESTS),
+        ("nginx, passing Fleet requests on", "fleet-proxy", {"cpu": "10m", "memory": "16Mi"}),
+        ("a one-shot secret maker", "superexec-auth", {"cpu": "10m", "memory": "32Mi"}),
+        ("the identity program, with Flower's CLI loaded", "supernode-identity", pods.PROGRAM_REQUESTS),
+        ("the registration sidecar", "supernode-registration", pods.PROGRAM_REQUESTS),
+        ("the reaper", "supernode-reaper", pods.PROGRAM_REQUESTS),
+    ],
+)
+def test_a_container_without_resources_gets_requests_and_no_limits(reason, container, want):
+    """Not BestEffort, the first pods evicted under pressure; no limit guessed for work the function cannot size."""
+    assert _containers(EVERY_CONTAINER)[container]["resources"] == {"requests": want}, reason
+
+
+def test_the_users_resources_are_kept_as_they_are():
+    # Requests of ours beside the user's limits could exceed them: Kubernetes would refuse the pod.
+    limits = {"limits": {"cpu": "500m"}}
+    s = pool(spec(EVERY_CONTAINER, superlink__resources=limits), supernodeResources=limits)
+    containers = _containers(s)
+    assert containers["superlink"]["resources"] == containers["supernode"]["resources"] == limits
+    assert containers["superexec-clientapp"]["resources"] == {"requests": pods.FLOWER_REQUESTS}
+
+
 def test_writable_scratch_for_flower_and_a_read_only_root():
     pod = manifests(BASE)["superlink"]["spec"]["template"]["spec"]
     c = pod["containers"][0]

@@ -149,8 +149,11 @@ def test_gpu_requests_on_the_right_container(s, where, resource, count):
     assert all(resource not in (x.get("resources") or {}).get("limits", {}) for x in others)
 
 
-def test_gpu_disabled_requests_nothing():
-    assert "resources" not in container(pool(BASE, gpu={"enabled": False, "vendor": "nvidia"}))
+def test_gpu_disabled_requests_no_gpu():
+    # Only the default requests every Flower container gets (function/builders/pods.py).
+    assert container(pool(BASE, gpu={"enabled": False, "vendor": "nvidia"}))["resources"] == {
+        "requests": pods.FLOWER_REQUESTS
+    }
 
 
 def test_gpu_keeps_user_resources():
@@ -167,7 +170,8 @@ def test_mount_all_nvidia():
     c = container(s, resource="pool-edge")
     assert p["runtimeClassName"] == "nvidia"
     assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in c["env"]
-    assert "resources" not in c
+    # Every GPU of the node through the runtime, none requested from the scheduler.
+    assert c["resources"] == {"requests": pods.FLOWER_REQUESTS}
 
 
 def test_mount_all_amd_process_mode():

@@ -37,6 +37,18 @@ TELEMETRY = {"name": "FLWR_TELEMETRY_ENABLED", "value": "0"}
 # $HOME/.cache, on the read-only root filesystem: the cache goes to scratch.
 UV_CACHE = {"name": "UV_CACHE_DIR", "value": "/tmp/uv-cache"}  # noqa: S108 - on the container's own emptyDir
 SCRATCH = (("flwr", "/app/.flwr"), ("tmp", "/tmp"))  # noqa: S108 - paths in the container, on its own emptyDir
+# Requests for a container the user gave no resources: without any a pod is BestEffort, the first the
+# kubelet evicts under pressure. No limits: a limit the function guessed would throttle or kill
+# training it knows nothing of. The Flower processes hold a Python interpreter with Flower loaded
+# (about 150-250 MiB each); the ClientApp's training is the user's to size (supernodeResources,
+# superexecResources).
+FLOWER_REQUESTS = {"cpu": "100m", "memory": "256Mi"}
+# The helpers: nginx (fleet-proxy), and the Python programs of node authentication and SuperExec secrets.
+HELPER_REQUESTS = {
+    "fleet-proxy": {"cpu": "10m", "memory": "16Mi"},
+    "superexec-auth": {"cpu": "10m", "memory": "32Mi"},
+}
+PROGRAM_REQUESTS = {"cpu": "10m", "memory": "128Mi"}
 
 
 def service_account(federation: str) -> str:
@@ -57,12 +69,26 @@ def service_account_manifest(federation: str, namespace: str, labels: dict[str, 
     }
 
 
+def default_requests(container: str) -> dict[str, str]:
+    """The requests a container of ours gets when the user gave it no resources."""
+    if container in HEALTH_PORTS:
+        return FLOWER_REQUESTS
+    return HELPER_REQUESTS.get(container, PROGRAM_REQUESTS)
+
+
+def _with_requests(container: dict[str, Any]) -> dict[str, Any]:
+    # Only where the user said nothing: requests of ours beside the user's limits could exceed them.
+    if container.get("resources"):
+        return container
+    return {**container, "resources": {"requests": default_requests(container["name"])}}
+
+
 def _scratch_volume(container: str) -> str:
     return f"scratch-{container}"
 
 
 def _harden_container(container: dict[str, Any], spec: FederationSpec) -> dict[str, Any]:
-    out = dict(container)
+    out = _with_requests(container)
     port = HEALTH_PORTS.get(out["name"])
     if port is None:
         return _harden_helper(out, spec)
@@ -104,7 +130,7 @@ def _harden_helper(container: dict[str, Any], spec: FederationSpec) -> dict[str,
 
 def _harden_init_container(container: dict[str, Any], spec: FederationSpec) -> dict[str, Any]:
     """An init container runs once and serves nothing: the security context and pull policy alone."""
-    out = {**container, "securityContext": CONTAINER_SECURITY}
+    out = {**_with_requests(container), "securityContext": CONTAINER_SECURITY}
     if spec.imagePullPolicy:
         out["imagePullPolicy"] = spec.imagePullPolicy
     return out
