@@ -14,6 +14,11 @@ STS = {"kind": "StatefulSet", "spec": {"replicas": 2}}
 DS = {"kind": "DaemonSet", "spec": {}}
 LB = {"kind": "Service", "spec": {"type": "LoadBalancer"}}
 CLUSTER_IP = {"kind": "Service", "spec": {"type": "ClusterIP"}}
+CERT = {"kind": "Certificate", "spec": {}}
+
+
+def cert(*conditions):
+    return {"status": {"conditions": [{"type": t, "status": s} for t, s in conditions]}}
 
 
 def sts(generation=1, observed=1, replicas=2, **status):
@@ -46,6 +51,12 @@ CASES = [
     (LB, {"status": {"loadBalancer": {"ingress": []}}}, False),
     (LB, {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}, True),
     (LB, {"spec": {"type": "LoadBalancer"}}, False),
+    # cert-manager's Certificate: issued or not, by its Ready condition, not by existing.
+    (CERT, cert(("Ready", "True")), True),
+    (CERT, cert(("Issuing", "True"), ("Ready", "False")), False),
+    (CERT, cert(("Issuing", "True")), False),
+    (CERT, {"status": {}}, False),
+    (CERT, {"spec": {}}, False),
 ]
 
 
@@ -64,6 +75,7 @@ def test_cel_and_python_agree(celcheck):
         (STS, "DeriveFromCelQuery"),
         (DS, "DeriveFromCelQuery"),
         (LB, "DeriveFromCelQuery"),
+        (CERT, "DeriveFromCelQuery"),
         (CLUSTER_IP, "SuccessfulCreate"),
         ({"kind": "Service", "spec": {"type": "NodePort"}}, "SuccessfulCreate"),
     ],
@@ -98,3 +110,13 @@ def test_garbled_status_is_unknown_not_a_crash(live):
     o = readiness.observe(STS, live)
     assert (o.ready, o.unknown) == (False, True)
     assert o.detail.startswith("status unknown")
+
+
+def test_a_certificate_not_issued_says_why_in_cert_managers_words():
+    live = {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "DoesNotExist",
+                                       "message": "Issuer flower-ca not found"}]}}  # fmt: skip
+    o = readiness.observe(CERT, live)
+    assert (o.ready, o.detail) == (False, "not issued: DoesNotExist: Issuer flower-ca not found")
+    assert readiness.observe(CERT, {"status": {}}).detail == "not issued yet"
+    garbled = readiness.observe(CERT, {"status": {"conditions": "Ready"}})
+    assert (garbled.ready, garbled.unknown) == (False, True)

@@ -22,6 +22,7 @@ from function.serving import render
 STS_EXAMPLE = EXAMPLES / "claims" / "gpu-nvidia.yaml"  # pools cpu-only (4) and nvidia-gpus (2)
 DS_EXAMPLE = EXAMPLES / "claims" / "multipools.yaml"  # DaemonSet pools pool-a and pool-b
 AUTH_EXAMPLE = EXAMPLES / "claims" / "persistence-auth.yaml"  # node authentication, pool default (2)
+CERT_EXAMPLE = EXAMPLES / "claims" / "production.yaml"  # cert-manager, node authentication, pool gpu (4)
 
 
 def sts_status(replicas, ready, updated=None, generation=1, observed=1):
@@ -124,7 +125,42 @@ REGISTRATION_PENDING = (
     "supernode-registration cannot confirm it; their logs say why"
 )
 
+NOT_ISSUED = {"type": "Ready", "status": "False", "reason": "DoesNotExist", "message": "Issuer flower-ca not found"}
+PROD_UP = {**SUPERLINK_UP, "pool-gpu": sts_status(4, 4)}
+
 SCENARIOS = [
+    Scenario(
+        name="certificate-not-issued",
+        reason="cert-manager has not issued the SuperLink's certificate: not ready, and TLSReady says why "
+        "in cert-manager's words (a Certificate was ready as soon as it was created)",
+        example=CERT_EXAMPLE,
+        live={**PROD_UP, "superlink-certificate": (1, {"conditions": [NOT_ISSUED]})},
+        pools=[("gpu", 4, 4)],
+        supernodes="4/4",
+        conditions={
+            "TLSReady": (
+                "False",
+                (
+                    "Certificate ml-platform/federation-prod-superlink-tls: not issued: DoesNotExist: "
+                    "Issuer flower-ca not found"
+                ),
+            )
+        },
+        unready=["superlink-certificate"],
+        registered=4,
+        warnings=["SuperNodes register their keys through the Control API"],
+    ),
+    Scenario(
+        name="certificate-issued",
+        reason="The certificate issued, everything ready",
+        example=CERT_EXAMPLE,
+        live={**PROD_UP, "superlink-certificate": (1, {"conditions": [{"type": "Ready", "status": "True"}]})},
+        pools=[("gpu", 4, 4)],
+        supernodes="4/4",
+        conditions={"TLSReady": ("True", "the SuperLink's certificate is issued")},
+        registered=4,
+        warnings=["SuperNodes register their keys through the Control API"],
+    ),
     Scenario(
         name="keys-pending",
         reason="Node authentication: a SuperNode whose key the SuperLink has not confirmed is not ready, and "

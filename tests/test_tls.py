@@ -49,6 +49,14 @@ LB = {
         "status": {"atProvider": {"manifest": {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}}},
     }
 }
+# cert-manager's Certificate as issued: its Ready condition True.
+ISSUED = {
+    "superlink-certificate": {
+        "apiVersion": "kubernetes.crossplane.io/v1alpha2",
+        "kind": "Object",
+        "status": {"atProvider": {"manifest": {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}}},
+    }
+}
 
 
 def run(s, observed=None, required=None):
@@ -145,7 +153,11 @@ def test_remote_pools_wait_for_the_ca_and_it_is_requested():
     assert "pool-eu" not in objects
     assert "pool-us" in objects  # it brings its own CA Secret
     assert conditions["TLSReady"].status == fnv1.STATUS_CONDITION_FALSE
-    assert "pools eu wait for the CA certificate" in conditions["TLSReady"].message
+    # Both waits, each said: cert-manager has not issued, and so no CA to copy.
+    assert conditions["TLSReady"].message == (
+        "Certificate team-a/fed-superlink-tls: not created yet; pools eu wait for the CA certificate (ca.crt) of "
+        "Secret team-a/fed-superlink-tls, read through Crossplane's required resources"
+    )
     selector = rsp.requirements.resources[tls.REQUIREMENT]
     assert (selector.api_version, selector.kind, selector.match_name, selector.namespace) == (
         "v1",
@@ -156,7 +168,7 @@ def test_remote_pools_wait_for_the_ca_and_it_is_requested():
 
 
 def test_the_ca_is_copied_to_other_clusters_and_the_key_never_is():
-    _rsp, objects, conditions = run(CERT_MANAGER, LB, TLS_SECRET)
+    _rsp, objects, conditions = run(CERT_MANAGER, {**LB, **ISSUED}, TLS_SECRET)
     assert conditions["TLSReady"].status == fnv1.STATUS_CONDITION_TRUE
     ca = manifest(objects, "ca-spoke-eu-team-a")
     assert objects["ca-spoke-eu-team-a"]["spec"]["providerConfigRef"] == {"name": "spoke-eu"}
@@ -215,7 +227,12 @@ def test_crank_render_with_required_resources(crank, functions_file, tmp_path):
         "spec": {"forProvider": {"manifest": {}}},
         "status": {"atProvider": {"manifest": {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}}},
     }
-    (tmp_path / "observed.yaml").write_text(yaml.safe_dump(observed))
+    issued = {
+        **ISSUED["superlink-certificate"],
+        "metadata": {"name": "cert", "annotations": {render.COMPOSITION_RESOURCE_NAME: "superlink-certificate"}},
+        "spec": {"forProvider": {"manifest": {}}},
+    }
+    (tmp_path / "observed.yaml").write_text(yaml.safe_dump_all([observed, issued]))
     proc = subprocess.run(
         [
             crank,
@@ -236,7 +253,7 @@ def test_crank_render_with_required_resources(crank, functions_file, tmp_path):
     objects = {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d for d in docs[1:]}
     assert "pool-eu" in objects and "ca-spoke-eu-flower" in objects
     ours, _ = render.render(
-        load_all(example)[0], [observed], required=load_all(EXAMPLES / "required" / "superlink-tls.yaml")
+        load_all(example)[0], [observed, issued], required=load_all(EXAMPLES / "required" / "superlink-tls.yaml")
     )
     assert {k: v["spec"] for k, v in objects.items()} == {
         d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d["spec"] for d in ours[1:]

@@ -98,6 +98,11 @@ def pool_volume(secret: str, key: str, *, name: str = TLS_VOLUME) -> dict[str, A
     }
 
 
+def certificate_name(federation: str) -> str:
+    """The cert-manager Certificate of the SuperLink's TLS Secret."""
+    return f"{names.superlink(federation)}-tls"
+
+
 def certificate(federation: str, namespace: str, spec: FederationSpec, external: str | None) -> dict[str, Any]:
     """A cert-manager Certificate for the SuperLink Service, its loopback and its external address if any.
 
@@ -136,7 +141,11 @@ def certificate(federation: str, namespace: str, spec: FederationSpec, external:
     return {
         "apiVersion": "cert-manager.io/v1",
         "kind": "Certificate",
-        "metadata": {"name": f"{service}-tls", "namespace": namespace, "labels": names.superlink_labels(federation)},
+        "metadata": {
+            "name": certificate_name(federation),
+            "namespace": namespace,
+            "labels": names.superlink_labels(federation),
+        },
         "spec": cert_spec,
     }
 

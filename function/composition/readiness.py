@@ -42,6 +42,11 @@ CEL = {
         "has(object.status) && has(object.status.loadBalancer) && "
         "has(object.status.loadBalancer.ingress) && size(object.status.loadBalancer.ingress) > 0"
     ),
+    # cert-manager's Certificate: ready once issued, not once created (its Secret may never come).
+    "Certificate": (
+        "has(object.status) && has(object.status.conditions) && "
+        "object.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')"
+    ),
 }
 
 
@@ -88,7 +93,7 @@ def observe(manifest: dict[str, Any], live: Any) -> Observed:
 
 def _observe(manifest: dict[str, Any], live: dict[str, Any]) -> Observed:
     kind = manifest["kind"]
-    if kind not in ("StatefulSet", "DaemonSet", "Service"):
+    if kind not in ("StatefulSet", "DaemonSet", "Service", "Certificate"):
         # A ServiceAccount or Namespace is ready once it exists.
         return Observed(ready=True)
     status = live.get("status") or {}
@@ -96,6 +101,8 @@ def _observe(manifest: dict[str, Any], live: dict[str, Any]) -> Observed:
     if not isinstance(status, dict) or not isinstance(metadata, dict):
         msg = "status or metadata is not an object"
         raise ValueError(msg)
+    if kind == "Certificate":
+        return _certificate(status)
     if kind == "Service":
         if manifest["spec"]["type"] != "LoadBalancer":
             return Observed(ready=True)
@@ -121,3 +128,18 @@ def _observe(manifest: dict[str, Any], live: dict[str, Any]) -> Observed:
     else:
         detail = f"rolling update in progress ({updated}/{desired} updated)"
     return Observed(ok, desired, ready, detail, settled=current)
+
+
+def _certificate(status: dict[str, Any]) -> Observed:
+    """Issued (its Ready condition True), or why not in cert-manager's own words."""
+    conditions = status.get("conditions") or []
+    if not isinstance(conditions, list) or not all(isinstance(c, dict) for c in conditions):
+        msg = "status.conditions is not a list of conditions"
+        raise ValueError(msg)
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    if ready is None:
+        return Observed(ready=False, detail="not issued yet")
+    if ready.get("status") == "True":
+        return Observed(ready=True)
+    why = ": ".join(str(ready[k]) for k in ("reason", "message") if ready.get(k))
+    return Observed(ready=False, detail=f"not issued: {why}" if why else "not issued yet")

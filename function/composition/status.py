@@ -185,9 +185,26 @@ def _conditions(
         conditions.append(_selection_condition(fed))
     if built.remote:
         conditions.append(_external_condition(built))
-    if built.needs_ca:
-        conditions.append(_ca_condition(fed, built))
+    certificate = judged.get(compose.CERTIFICATE)
+    if certificate is not None or built.needs_ca:
+        conditions.append(_tls_condition(fed, built, certificate))
     return conditions
+
+
+def _tls_condition(fed: compose.Federation, built: compose.Plan, certificate: readiness.Observed | None) -> Condition:
+    """The SuperLink's certificate, when cert-manager issues it, and the CA pools elsewhere trust: each that waits."""
+    waiting = []
+    if certificate is not None and not certificate.ready:
+        waiting.append(f"Certificate {fed.namespace}/{tls.certificate_name(fed.name)}: {certificate.detail}")
+    ca = _ca_condition(fed, built) if built.needs_ca else None
+    if ca is not None and ca.status != "True":
+        waiting.append(ca.message or "")
+    if waiting:
+        unknown = certificate is not None and certificate.unknown
+        status, reason = ("Unknown", "StatusUnknown") if unknown else ("False", "Waiting")
+        return Condition("TLSReady", status, reason, "; ".join(waiting))
+    issued = ["the SuperLink's certificate is issued"] if certificate is not None else []
+    return Condition("TLSReady", "True", "Available", "; ".join([*issued, *([ca.message or ""] if ca else [])]))
 
 
 def _supernodes_condition(
