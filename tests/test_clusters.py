@@ -37,6 +37,19 @@ SERVICE = {
 }
 
 
+def secure_selected() -> dict[str, Any]:
+    """SELECTED at Flower 1.41 with TLS and node authentication (images from spec.version)."""
+    s = spec(
+        SELECTED,
+        version="1.41.0",
+        superlink={"externalAddress": "flower.example.org"},
+        tls={"secretName": "superlink-tls"},
+        nodeAuthentication={"enabled": True},
+    )
+    del s["supernodes"]["image"]
+    return s
+
+
 def config(name: str, **annotations: str) -> dict[str, Any]:
     """A labelled ProviderConfig as Crossplane lists it."""
     return {
@@ -348,14 +361,7 @@ def test_a_held_cluster_keeps_what_it_has():
 def test_a_held_cluster_keeps_the_identity_program_its_pods_mount_even_an_earlier_one():
     """A kept workload mounts the program it was made with: neither the current program's Object nor one of an
     earlier function release (another digest) is dropped from a held cluster."""
-    s = spec(
-        SELECTED,
-        version="1.41.0",
-        superlink={"externalAddress": "flower.example.org"},
-        tls={"secretName": "superlink-tls"},
-        nodeAuthentication={"enabled": True},
-    )
-    del s["supernodes"]["image"]
+    s = secure_selected()
     s = pool(s, caSecretRef={"name": "flower-ca"})
     good = run(s, {KEY: [config("eu")]}, SERVICE)
     observed = {n: wire.to_dict(r.resource) for n, r in good.desired.resources.items()}
@@ -442,14 +448,7 @@ def test_the_most_clusters_fit_in_what_crossplane_reads():
 def test_more_than_crossplane_reads_is_a_clear_error_not_a_grpc_failure():
     # With node authentication and TLS each cluster costs some 20 KiB (its identity program
     # among them): 500 clusters' objects no longer fit in 4 MiB.
-    s = spec(
-        SELECTED,
-        version="1.41.0",
-        superlink={"externalAddress": "flower.example.org"},
-        tls={"secretName": "superlink-tls"},
-        nodeAuthentication={"enabled": True},
-    )
-    del s["supernodes"]["image"]
+    s = secure_selected()
     s = pool(s, caSecretRef={"name": "flower-ca"}, clusterSelector={"matchLabels": LABELS, "maxClusters": 500})
     rsp = run(s, {KEY: [config(f"site-{i:04d}") for i in range(500)]})
     fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from function.api import names, nodeconfig, validation
@@ -413,17 +413,25 @@ def _registration(fed: Federation, address: str) -> identity.Registration:
     return identity.registration(fed.name, fed.spec, fed.flower.superlink_dialect, address)
 
 
+def _once_per_place(
+    places: list[tuple[ProviderConfigRef, str]],
+    resource: Callable[[str, str], str],
+    make: Callable[[str], dict[str, Any]],
+) -> dict[str, Composed]:
+    """One object per cluster and namespace of places (the first of repeats), by its composition resource name."""
+    out: dict[str, Composed] = {}
+    for ref, namespace in places:
+        out.setdefault(resource(ref.name, namespace), Composed(make(namespace), ref))
+    return out
+
+
 def service_accounts(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
     """The Federation's ServiceAccount, once per cluster and namespace its pods run in."""
     labels = names.labels(fed.name, "flower", "serviceaccount")
     places = [(placement.superlink_ref(fed.spec), fed.namespace)] + [(p.provider_config, p.namespace) for p in pools]
-    out: dict[str, Composed] = {}
-    for ref, namespace in places:
-        out.setdefault(
-            serviceaccount_resource(ref.name, namespace),
-            Composed(pods.service_account_manifest(fed.name, namespace, labels), ref),
-        )
-    return out
+    return _once_per_place(
+        places, serviceaccount_resource, lambda ns: pods.service_account_manifest(fed.name, ns, labels)
+    )
 
 
 def identity_programs(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
@@ -431,13 +439,9 @@ def identity_programs(fed: Federation, pools: list[PlacedPool]) -> dict[str, Com
     labels = names.labels(fed.name, "flower", "identity-program")
     places = [(placement.superlink_ref(fed.spec), fed.namespace)] if reaps(fed) else []
     places += [(p.provider_config, p.namespace) for p in pools if generates_identity(fed.spec, p.spec)]
-    out: dict[str, Composed] = {}
-    for ref, namespace in places:
-        out.setdefault(
-            identity_program_resource(ref.name, namespace),
-            Composed(identity.program_configmap(fed.name, namespace, labels), ref),
-        )
-    return out
+    return _once_per_place(
+        places, identity_program_resource, lambda ns: identity.program_configmap(fed.name, ns, labels)
+    )
 
 
 def workloads(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
