@@ -41,7 +41,7 @@ def containers():
         xr = load_all(example)[0]
         docs, _ = render.render(xr, [])
         superlink = compose.federation(xr).flower.superlink
-        for doc in docs[1:]:
+        for doc in (d for d in docs[1:] if d["kind"] == "Object"):
             manifest = doc["spec"]["forProvider"]["manifest"]
             template = (manifest.get("spec") or {}).get("template")
             if not template:

@@ -160,7 +160,7 @@ def _example_clusters(example):
     claim = load_all(example)[0]
     docs, _ = render.render(claim, [])
     clusters: dict[str, list] = {}
-    for doc in docs[1:]:
+    for doc in (d for d in docs[1:] if d["kind"] == "Object"):
         clusters.setdefault(doc["spec"]["providerConfigRef"]["name"], []).append(doc["spec"]["forProvider"]["manifest"])
     return claim["spec"], clusters
 

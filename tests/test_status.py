@@ -55,6 +55,8 @@ def observed_objects(example, live):
     out = []
     for doc in docs[1:]:
         name = doc["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]
+        if doc["kind"] != "Object":
+            continue  # a key collection: always ready, never judged
         if live and name.startswith(AUXILIARY) and name not in live:
             # Once anything exists, so do the plain objects (ServiceAccounts, policies).
             live = {**live, name: CREATED}
@@ -82,7 +84,7 @@ def observed_objects(example, live):
 SERVICE = (1, {"loadBalancer": {}})
 CREATED = (1, {})
 SUPERLINK_UP = {"superlink": sts_status(1, 1), "superlink-service": SERVICE}
-AUXILIARY = ("serviceaccount-", "networkpolicy-", "identity-program-")
+AUXILIARY = ("serviceaccount-", "networkpolicy-", "identity-program-", "supernode-keys-", "superlink-authorized-keys")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,6 +11,7 @@ MANAGED_BY = "flower-operator"
 keeps finding Flower workloads after a move to this function."""
 
 POOL_LABEL = "flower.flwr.ai/pool"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
 
 # A StatefulSet's pods carry controller-revision-hash=<name>-<hash>, a label
 # value of at most 63 characters, which leaves 52 for the name.
@@ -38,7 +39,7 @@ def labels(federation: str, name: str, component: str, pool_name: str | None = N
     """The app.kubernetes.io labels of an object, and its pool's label if it has one."""
     out = {
         "app.kubernetes.io/component": component,
-        "app.kubernetes.io/instance": federation,
+        INSTANCE_LABEL: federation,
         "app.kubernetes.io/managed-by": MANAGED_BY,
         "app.kubernetes.io/name": name,
     }

@@ -17,6 +17,11 @@ SuperLink's pod a sidecar unregisters SuperNodes that stay offline past a grace
 period: the identities of removed replicas and pools. All three run the
 SuperLink's image, so the CLI always speaks the SuperLink's release, and
 function/builders/identity_program.py, run by its Python (no shell, no user text).
+Each pod also publishes its public key through its own cluster's API
+(identity_program.publish), with a projected ServiceAccount token that only
+its identity containers mount and a Role that lets the pool's ServiceAccount
+create ConfigMaps in its namespace (publisher_role); Crossplane brings the
+published keys back (function/builders/published_keys.py).
 The program ships once per namespace, in a ConfigMap named by its content
 (program_configmap), not inlined into every pod spec: a new program is a new
 name, so pods that run it roll, and a Federation's size grows by a reference
@@ -31,13 +36,14 @@ import inspect
 import posixpath
 from typing import Any
 
+from function.api import names
 from function.api.spec import (
     AUTH_KEY_PATH,
     IDENTITY_VOLUME,
     FederationSpec,
     NodeAuthentication,
 )
-from function.builders import identity_program, tls
+from function.builders import identity_program, pods, tls
 from function.releases.flower import Dialect
 
 KEY_DIR = posixpath.dirname(AUTH_KEY_PATH)
@@ -53,6 +59,15 @@ PROGRAM_DIR = "/etc/flower-identity"
 PROGRAM_FILE = "identity_program.py"
 # Names the ConfigMap after the program's content: immutable, and replaced (not edited) when it changes.
 PROGRAM_DIGEST = hashlib.sha256(PROGRAM.encode()).hexdigest()[:10]
+# The projected ServiceAccount token and cluster CA the identity containers publish the key with.
+KUBE_VOLUME = "identity-kube-api"
+KUBE_DIR = "/var/run/flower-identity-api"
+# A token lives an hour; the kubelet renews it well before, the program reads it at every call.
+TOKEN_SECONDS = 3600
+# Marks a published key's ConfigMap; with the Federation's instance label it selects the keys to carry.
+KEY_LABEL = "flower.flwr.ai/supernode-key"
+# The pod's own name, namespace and uid, from the downward API.
+POD_FIELDS = {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace", "POD_UID": "metadata.uid"}
 # The sidecar is ready while the SuperLink confirmed its key within the last checks:
 # a SuperNode pod is ready only with its key registered, so ready pods count registered identities.
 FRESH = "import os, sys, time; sys.exit(time.time() - os.path.getmtime(sys.argv[1]) > float(sys.argv[2]))"
@@ -67,6 +82,7 @@ def settings(spec: FederationSpec) -> NodeAuthentication:
 class Registration:
     """Where and how a pool's SuperNodes register: the SuperLink's Control API and the CLI that speaks it."""
 
+    federation: str
     image: str
     # The ConfigMap holding the program, in every namespace where it runs (program_configmap).
     program: str
@@ -108,6 +124,7 @@ def registration(federation: str, spec: FederationSpec, superlink_dialect: Diale
         raise ValueError(msg)
     ca = f"{tls.TLS_DIR}/{tls.CA_FILE}" if tls.enabled(spec) else None
     return Registration(
+        federation,
         spec.superlink.image,
         program_configmap_name(federation),
         address,
@@ -134,12 +151,34 @@ def _container(
     }
 
 
+def publication_labels(federation: str, pool: str) -> dict[str, str]:
+    """The labels of a published key: its Federation, its pool, and that it is a key."""
+    return {names.INSTANCE_LABEL: federation, names.POOL_LABEL: pool, KEY_LABEL: "true"}
+
+
+def _publisher(container: dict[str, Any], reg: Registration, pool: str, *, claims: bool) -> dict[str, Any]:
+    """container, also publishing the key through the Kubernetes API: its pod's identity and the token."""
+    args = [f"--kube-credentials={KUBE_DIR}"]
+    args += [f"--label={k}={v}" for k, v in sorted(publication_labels(reg.federation, pool).items())]
+    if claims:
+        # The StatefulSet's claim for this pod: the key lives, and its publication with it, as long as the claim.
+        args.append(f"--owner-claim={IDENTITY_VOLUME}-$(POD_NAME)")
+    env = [{"name": k, "valueFrom": {"fieldRef": {"fieldPath": v}}} for k, v in POD_FIELDS.items()]
+    mount = {"name": KUBE_VOLUME, "mountPath": KUBE_DIR, "readOnly": True}
+    return {**container, "args": container["args"] + args, "env": env,
+            "volumeMounts": [*container["volumeMounts"], mount]}  # fmt: skip
+
+
 def _program_volume(reg: Registration) -> dict[str, Any]:
     return {"name": PROGRAM_VOLUME, "configMap": {"name": reg.program, "defaultMode": 0o444}}
 
 
-def pool_init_containers(reg: Registration) -> list[dict[str, Any]]:
-    """The key maker and first registration, then the sidecar that keeps the key registered."""
+def pool_init_containers(reg: Registration, pool: str, *, claims: bool) -> list[dict[str, Any]]:
+    """The key maker and first registration, then the sidecar that keeps the key registered.
+
+    Both publish the key (the sidecar until Kubernetes holds it); claims: the
+    key lives on the pod's StatefulSet claim, which then owns the publication.
+    """
     key = {"name": IDENTITY_VOLUME, "mountPath": KEY_DIR}
     first = _container(INIT_CONTAINER, reg, reg.args("identity", key_dir=KEY_DIR), [key])
     # Writable: it replaces a key the SuperLink unregistered (identity_program).
@@ -153,7 +192,7 @@ def pool_init_containers(reg: Registration) -> list[dict[str, Any]]:
         "periodSeconds": 10,
         "failureThreshold": 1,
     }
-    return [first, keep]
+    return [_publisher(first, reg, pool, claims=claims), _publisher(keep, reg, pool, claims=claims)]
 
 
 def supernode_mount() -> dict[str, Any]:
@@ -164,7 +203,7 @@ def supernode_mount() -> dict[str, Any]:
 def pool_volumes(spec: FederationSpec, reg: Registration) -> list[dict[str, Any]]:
     """The program, its scratch space and, for a DaemonSet, the identity itself, in memory."""
     memory = {"medium": "Memory", "sizeLimit": "1Mi"}
-    volumes = [_program_volume(reg), {"name": WORK_VOLUME, "emptyDir": {}}]
+    volumes = [_program_volume(reg), {"name": WORK_VOLUME, "emptyDir": {}}, kube_api_volume()]
     if spec.mode == "DaemonSet":
         volumes.append({"name": IDENTITY_VOLUME, "emptyDir": memory})
     return volumes
@@ -189,3 +228,43 @@ def reaper(reg: Registration, grace: int) -> dict[str, Any]:
 def reaper_volumes(reg: Registration) -> list[dict[str, Any]]:
     """The reaper's program and scratch space (the CA it trusts is the SuperLink pod's tls.CA_VOLUME)."""
     return [_program_volume(reg), {"name": WORK_VOLUME, "emptyDir": {}}]
+
+
+def kube_api_volume() -> dict[str, Any]:
+    """A token of the pod's ServiceAccount and its cluster's CA, for the identity containers alone.
+
+    The pods keep automountServiceAccountToken false: no other container gets a token.
+    """
+    token = {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_SECONDS}}
+    ca = {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
+    return {"name": KUBE_VOLUME, "projected": {"sources": [token, ca], "defaultMode": 0o444}}
+
+
+PUBLISHER = "supernode-keys"
+
+
+def publisher_role(federation: str, namespace: str, labels: dict[str, str], *, claims: bool) -> dict[str, Any]:
+    """What the pool's ServiceAccount may do in its namespace: create ConfigMaps (and read the pods' claims).
+
+    Create only: it cannot read, change or delete what others published.
+    """
+    rules: list[dict[str, Any]] = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
+    if claims:
+        rules.append({"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get"]})
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": f"{federation}-{PUBLISHER}", "namespace": namespace, "labels": labels},
+        "rules": rules,
+    }
+
+
+def publisher_binding(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    """The Role above, granted to the Federation's ServiceAccount in namespace."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": f"{federation}-{PUBLISHER}", "namespace": namespace, "labels": labels},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{federation}-{PUBLISHER}"},
+        "subjects": [{"kind": "ServiceAccount", "name": pods.service_account(federation), "namespace": namespace}],
+    }

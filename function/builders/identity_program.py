@@ -28,6 +28,19 @@ whether that node was unregistered, by the reaper or by hand: then the key is
 replaced by a new pair, which registers as a new node, and the SuperNode,
 refused under its old key and restarted by the kubelet, joins with it.
 
+Each pod also publishes its public key through the Kubernetes API of its own
+cluster, proving by Kubernetes' authorization that the key belongs to one of
+the pool's pods: an immutable ConfigMap `flwr-key-<owner uid>` in the pod's
+namespace, owned by the pod (or, on a StatefulSet, by the claim that holds
+the key), so Kubernetes deletes it when the key's holder is gone for good. It
+authenticates with a projected ServiceAccount token that only the identity
+containers mount; the pool's Role lets that account create ConfigMaps in its
+own namespace and nothing else. Crossplane carries the published keys to the
+SuperLink's side (docs/tls-and-authentication.md).
+
+* `publish` (also done by `identity` and `keep`): make the key pair if absent
+  and publish it once; exit 0 when Kubernetes holds it.
+
 Each talks to the SuperLink through the release's own `flwr` CLI, configured
 the way that release reads it (a Flower app's pyproject.toml up to 1.25,
 $FLWR_HOME/config.toml from 1.26), so the Control API is used as Flower intends
@@ -37,14 +50,18 @@ in every release.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import itertools
 import json
 import os
 import pathlib
+import ssl
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from typing import Any
 
 KEY = "supernode.key"
@@ -56,6 +73,10 @@ CONNECTION = "federation"
 IN_USE = "already in use"
 # Touched after each registration the SuperLink confirmed (identity.READINESS_PROBE reads its age).
 REGISTERED = "registered"
+# Touched once Kubernetes holds the published public key.
+PUBLISHED = "published"
+PUBLIC_KEY_FIELD = "public-key"
+CONFIGMAP_PREFIX = "flwr-key-"
 
 
 def ensure_key(directory: pathlib.Path, *, new: bool = False) -> pathlib.Path:
@@ -192,29 +213,164 @@ def timestamp(text: object) -> dt.datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)  # noqa: UP017 - Flower images may run Python 3.10
 
 
+class KubeApi:
+    """The pod's own cluster's API server, as the pod's projected ServiceAccount token reaches it."""
+
+    def __init__(self, host: str, port: str, credentials: pathlib.Path) -> None:
+        """credentials: the projected volume holding `token` and the cluster's CA as `ca.crt`."""
+        self.base = f"https://{host}:{port}" if ":" not in host else f"https://[{host}]:{port}"
+        self.credentials = credentials
+        self.context = ssl.create_default_context(cafile=str(credentials / "ca.crt"))
+
+    @classmethod
+    def from_environment(cls, credentials: pathlib.Path) -> KubeApi | None:
+        """The API server the kubelet names in every pod's environment; None outside Kubernetes."""
+        host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT")
+        if not host or not port or not (credentials / "token").exists():
+            return None
+        return cls(host, port, credentials)
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+        """The status code and JSON answer of one request; (0, {"message": ...}) when there was no answer."""
+        # Read at every call: the kubelet rotates a projected token before it expires.
+        token = (self.credentials / "token").read_text().strip()
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)  # noqa: S310 - https only
+        try:
+            with urllib.request.urlopen(request, context=self.context, timeout=30) as answer:  # noqa: S310
+                return answer.status, json.loads(answer.read() or b"{}")
+        except urllib.error.HTTPError as err:
+            try:
+                said = json.loads(err.read() or b"{}")
+            except ValueError:
+                said = {}
+            return err.code, said if isinstance(said, dict) else {}
+        except (OSError, ValueError) as err:
+            return 0, {"message": f"no answer from the Kubernetes API: {err}"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Owner:
+    """What holds the key: the pod, or the StatefulSet claim the key lives on."""
+
+    kind: str
+    name: str
+    uid: str
+
+    def reference(self) -> dict[str, str]:
+        """The published ConfigMap's ownerReference: Kubernetes deletes it with its owner."""
+        return {"apiVersion": "v1", "kind": self.kind, "name": self.name, "uid": self.uid}
+
+
+def key_configmap(owner: Owner, namespace: str, labels: dict[str, str], public_key: str) -> dict[str, Any]:
+    """The ConfigMap that publishes public_key for owner: immutable, named after the owner's uid."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": CONFIGMAP_PREFIX + owner.uid,
+            "namespace": namespace,
+            "labels": labels,
+            "ownerReferences": [owner.reference()],
+        },
+        "immutable": True,
+        "data": {PUBLIC_KEY_FIELD: public_key},
+    }
+
+
+def find_owner(api: KubeApi, namespace: str, claim: str | None) -> tuple[Owner | None, str]:
+    """The key's owner from the downward API's pod name and uid, or the claim's uid from the API; or why not."""
+    if claim is None:
+        name, uid = os.environ.get("POD_NAME", ""), os.environ.get("POD_UID", "")
+        if not name or not uid:
+            return None, "POD_NAME and POD_UID are not set"
+        return Owner("Pod", name, uid), ""
+    status, answer = api.call("GET", f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{claim}")
+    claim_uid = (answer.get("metadata") or {}).get("uid")
+    if status != 200 or not claim_uid:  # noqa: PLR2004 - HTTP OK
+        return None, f"cannot read claim {claim}: {status} {answer.get('message', '')}".strip()
+    return Owner("PersistentVolumeClaim", claim, str(claim_uid)), ""
+
+
+def publish(
+    api: KubeApi, namespace: str, claim: str | None, labels: dict[str, str], public: pathlib.Path
+) -> tuple[bool, str]:
+    """Publish the public key through the Kubernetes API; whether Kubernetes now holds it, and what happened."""
+    owner, why = find_owner(api, namespace, claim)
+    if owner is None:
+        return False, why
+    body = key_configmap(owner, namespace, labels, public.read_text().strip())
+    name = body["metadata"]["name"]
+    status, answer = api.call("POST", f"/api/v1/namespaces/{namespace}/configmaps", body)
+    if status == 201:  # noqa: PLR2004 - HTTP Created
+        return True, f"published the public key as ConfigMap {namespace}/{name}"
+    if status == 409:  # noqa: PLR2004 - HTTP Conflict
+        # Published before for this owner (a restarted pod of a claim); its publisher may not read it back.
+        return True, f"the public key was published before as ConfigMap {namespace}/{name}"
+    return False, f"cannot publish the public key: {status} {answer.get('message', '')}".strip()
+
+
+def published(api: KubeApi | None, args: argparse.Namespace, public: pathlib.Path) -> tuple[bool, str]:
+    """Publish the key unless done before (the marker, beside the key, remembers which): whether Kubernetes holds it."""
+    marker = pathlib.Path(args.key_dir) / PUBLISHED
+    if marker.exists() and marker.read_text() == public.read_text():
+        return True, "the public key is published"
+    if api is None:
+        return False, "no Kubernetes API in this pod: the public key is not published"
+    labels = dict(label.split("=", 1) for label in args.label)
+    done, said = publish(api, os.environ.get("POD_NAMESPACE", ""), args.owner_claim, labels, public)
+    if done:
+        marker.write_text(public.read_text())
+    return done, said
+
+
 def main(argv: list[str]) -> int:
     """Run one mode (see the module's docstring); identity returns once the key is registered."""
     parser = argparse.ArgumentParser(prog="supernode-identity")
-    parser.add_argument("mode", choices=["identity", "keep", "reap"])
-    parser.add_argument("--address", required=True, help="host:port of the SuperLink's Control API")
-    parser.add_argument("--cli-config", choices=["pyproject", "config-toml"], required=True)
+    parser.add_argument("mode", choices=["identity", "keep", "reap", "publish"])
+    parser.add_argument("--address", help="host:port of the SuperLink's Control API (identity, keep, reap)")
+    parser.add_argument("--cli-config", choices=["pyproject", "config-toml"], default="config-toml")
     parser.add_argument("--root-certificates", help="CA certificate of the SuperLink; plain connection without")
     parser.add_argument("--work", required=True, help="a writable directory of this container's own")
-    parser.add_argument("--key-dir", help="the identity volume (identity, keep)")
+    parser.add_argument("--key-dir", help="the identity volume (identity, keep, publish)")
     parser.add_argument("--interval", type=float, default=30.0)
     parser.add_argument("--grace", type=float, default=600.0, help="seconds offline before a node is unregistered")
+    parser.add_argument("--kube-credentials", help="the projected token and cluster CA, to publish the key")
+    parser.add_argument("--owner-claim", help="the claim holding the key, which then owns its publication")
+    parser.add_argument("--label", action="append", default=[], help="key=value: a label of the publication")
     args = parser.parse_args(argv)
+    api = KubeApi.from_environment(pathlib.Path(args.kube_credentials)) if args.kube_credentials else None
+    if args.mode == "publish":
+        done, said = published(api, args, ensure_key(pathlib.Path(args.key_dir)))
+        print(said, flush=True)
+        return 0 if done else 1
+    if not args.address:
+        parser.error(f"{args.mode} needs --address")
     cli = Cli(pathlib.Path(args.work), args.cli_config, args.address, args.root_certificates)
     if args.mode == "reap":
         return reap(cli, args.interval, args.grace)
+    return register(cli, api, args)
+
+
+def register(cli: Cli, api: KubeApi | None, args: argparse.Namespace) -> int:
+    """Modes identity and keep: make and publish the key, register it; identity returns once registered."""
     key_dir = pathlib.Path(args.key_dir)
     public = ensure_key(key_dir)
     print(f"public key: {public.read_text().strip()}", flush=True)
-    last = ""
+    last, last_publication = "", ""
     marker = pathlib.Path(args.work) / REGISTERED
     turns = itertools.count()
     while True:
         turn = next(turns)
+        # For now beside registration through the Control API, which it will replace:
+        # a key Kubernetes does not hold yet is published again at every turn.
+        _, publication = published(api, args, public)
+        if publication != last_publication:
+            print(publication, flush=True)
+            last_publication = publication
         done, said, node_id = cli.register(public)
         if node_id is not None:
             (key_dir / NODE_ID).write_text(node_id)

@@ -151,7 +151,7 @@ def _init_and_volumes(
         init.append(superexec_auth.init_container(_image(spec, pool)))
         volumes = merge.add_missing(volumes, [superexec_auth.volume()])
     if registration is not None:
-        init += identity.pool_init_containers(registration)
+        init += identity.pool_init_containers(registration, pool.name, claims=spec.mode == "StatefulSet")
         volumes = merge.add_missing(volumes, identity.pool_volumes(spec, registration))
     if pool.authKeySecretRef is not None:
         ref = pool.authKeySecretRef

@@ -17,7 +17,17 @@ from function.api.spec import (
     generates_identity,
 )
 from function.api.validation import SpecError
-from function.builders import fleet_proxy, gpu, identity, netpol, pods, superlink, supernodes, tls
+from function.builders import (
+    fleet_proxy,
+    gpu,
+    identity,
+    netpol,
+    pods,
+    published_keys,
+    superlink,
+    supernodes,
+    tls,
+)
 from function.composition import readiness
 from function.releases import flower
 from function.topology import clusters, placement
@@ -47,6 +57,7 @@ SUPERLINK = "superlink"
 SERVICE = "superlink-service"
 CERTIFICATE = "superlink-certificate"
 FLEET_PROXY_CONFIG = "superlink-fleet-proxy"
+AUTHORIZED_KEYS = "superlink-authorized-keys"
 
 
 def pool_resource(pool_name: str) -> str:
@@ -226,6 +237,8 @@ class Plan:
     external: placement.External
     # Whether the CA was read from the SuperLink's TLS Secret.
     ca_known: bool
+    # Crossplane resources returned as they are, not in an Object: the key collections.
+    direct: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     @property
     def held(self) -> dict[str, Hold]:
@@ -249,14 +262,19 @@ class Plan:
 
 
 def plan(
-    fed: Federation, observed: dict[str, Any] | None = None, remembered: Any = None, tls_secret: Any = None
+    fed: Federation,
+    observed: dict[str, Any] | None = None,
+    remembered: Any = None,
+    tls_secret: Any = None,
+    key_members: list[dict[str, Any]] | None = None,
 ) -> Plan:
     """The composed resources of a Federation, keyed by composition resource name.
 
     Everything follows from the spec, except what remote pools need first: the
     address they dial (from the observed Service) and, with TLS, the CA they
     trust (from the SuperLink's Secret, a required resource). A pool that
-    lacks either is held back.
+    lacks either is held back. key_members: the Objects the key collections
+    made (a required resource), whose keys the SuperLink is told.
     """
     observed = observed or {}
     external = placement.external(fed.spec, live(observed, SERVICE), remembered)
@@ -271,9 +289,12 @@ def plan(
         **ca_secrets(fed, composed, ca),
         **namespaces(composed),
         **network_policies(fed, composed, external),
+        **key_publishers(fed, composed),
+        **authorized_keys(fed, key_members or []),
     }
-    kept = {**kept_objects(pools, observed), **kept_clusters(fed, observed, resources)}
-    return Plan(resources, kept, pools, external, ca is not None)
+    direct = key_collections(fed, composed)
+    kept = {**kept_objects(pools, observed), **kept_clusters(fed, observed, {**resources, **direct})}
+    return Plan(resources, kept, pools, external, ca is not None, direct)
 
 
 def place_pool(fed: Federation, pool: PoolSpec, external: placement.External, *, ca_known: bool) -> PlacedPool:
@@ -444,6 +465,61 @@ def identity_programs(fed: Federation, pools: list[PlacedPool]) -> dict[str, Com
     )
 
 
+def key_places(fed: Federation, pools: list[PlacedPool]) -> dict[str, tuple[ProviderConfigRef, str]]:
+    """By composition resource name, each cluster and namespace where SuperNodes publish their keys."""
+    out: dict[str, tuple[ProviderConfigRef, str]] = {}
+    for p in pools:
+        if generates_identity(fed.spec, p.spec):
+            out.setdefault(
+                key_collection_resource(p.provider_config.name, p.namespace), (p.provider_config, p.namespace)
+            )
+    return out
+
+
+def key_publishers(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
+    """The Role that lets the pools' ServiceAccount publish keys, and its binding, where pools publish."""
+    labels = names.labels(fed.name, "flower", "supernode-keys")
+    claims = fed.spec.mode == "StatefulSet"
+    out: dict[str, Composed] = {}
+    for ref, namespace in key_places(fed, pools).values():
+        role = identity.publisher_role(fed.name, namespace, labels, claims=claims)
+        out[key_role_resource(ref.name, namespace)] = Composed(role, ref)
+        binding = identity.publisher_binding(fed.name, namespace, labels)
+        out[key_binding_resource(ref.name, namespace)] = Composed(binding, ref)
+    return out
+
+
+def key_collections(fed: Federation, pools: list[PlacedPool]) -> dict[str, dict[str, Any]]:
+    """Where pools publish keys, the provider-kubernetes collection that observes them."""
+    labels = names.labels(fed.name, "flower", "supernode-keys")
+    out = {}
+    for name, (ref, namespace) in key_places(fed, pools).items():
+        config = {"kind": ref.kind, "name": ref.name} if fed.namespaced else {"name": ref.name}
+        place = published_keys.Place(ref.name, namespace)
+        out[name] = published_keys.collection(fed.name, fed.namespace, place, config, labels, namespaced=fed.namespaced)
+    return out
+
+
+def authorized_keys(fed: Federation, members: list[dict[str, Any]]) -> dict[str, Composed]:
+    """With identities made in pods, the ConfigMap beside the SuperLink of the keys their pods published.
+
+    Every pool that makes identities counts, held back or not: a held pool's
+    pods keep running, and their keys stay.
+    """
+    if not reaps(fed):
+        return {}
+    places = {}
+    for pool in fed.spec.supernodes.pools:
+        if generates_identity(fed.spec, pool):
+            ref, namespace = placement.pool_ref(fed.spec, pool), placement.pool_namespace(fed.namespace, pool)
+            name = published_keys.collection_name(fed.name, fed.namespace, ref.name, namespace)
+            places[name] = published_keys.Place(ref.name, namespace)
+    keys = published_keys.published(fed.name, fed.namespace, places, members)
+    labels = names.labels(fed.name, "superlink", "supernode-keys")
+    manifest = published_keys.authorized_keys(fed.name, fed.namespace, labels, keys)
+    return {AUTHORIZED_KEYS: Composed(manifest, placement.superlink_ref(fed.spec))}
+
+
 def workloads(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
     """Each pool's StatefulSet or DaemonSet of SuperNodes."""
     spec = fed.spec
@@ -571,7 +647,7 @@ def kept_objects(pools: list[PlacedPool], observed: dict[str, Any]) -> dict[str,
     return out
 
 
-def kept_clusters(fed: Federation, observed: dict[str, Any], planned: dict[str, Composed]) -> dict[str, dict[str, Any]]:
+def kept_clusters(fed: Federation, observed: dict[str, Any], planned: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """What selected clusters keep when their selection cannot be judged in this reconcile.
 
     While Crossplane has not listed a selector's ProviderConfigs, every
@@ -609,6 +685,9 @@ def cluster_resources(pool: str, cluster: str, namespace: str, observed: Mapping
         ca_resource(cluster, namespace),
         namespace_resource(cluster, namespace),
         networkpolicy_resource(cluster, namespace),
+        key_collection_resource(cluster, namespace),
+        key_role_resource(cluster, namespace),
+        key_binding_resource(cluster, namespace),
         *sorted({identity_program_resource(cluster, namespace), *programs}),
     ]
 
@@ -658,6 +737,21 @@ def identity_program_resource(cluster: str, namespace: str) -> str:
     return f"identity-program-{identity.PROGRAM_DIGEST}-{cluster}-{namespace}"
 
 
+def key_collection_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of the collection of keys published in one cluster and namespace."""
+    return f"supernode-keys-{cluster}-{namespace}"
+
+
+def key_role_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of the Role that lets pods publish keys in one cluster and namespace."""
+    return f"supernode-keys-role-{cluster}-{namespace}"
+
+
+def key_binding_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of that Role's binding."""
+    return f"supernode-keys-binding-{cluster}-{namespace}"
+
+
 def ca_resource(cluster: str, namespace: str) -> str:
     """Composition resource name of the CA copy in one cluster and namespace."""
     return f"ca-{cluster}-{namespace}"
@@ -698,5 +792,6 @@ def wrap(manifest: dict[str, Any], ref: ProviderConfigRef, *, namespaced: bool =
 def desired(fed: Federation, built: Plan) -> dict[str, dict[str, Any]]:
     """The Objects to return: the planned ones wrapped, the kept ones as observed."""
     out = {name: wrap(c.manifest, c.provider_config, namespaced=fed.namespaced) for name, c in built.resources.items()}
+    out.update(built.direct)
     out.update(built.kept)
     return out

@@ -83,7 +83,9 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
     status = _status(fed, built, [entry for entry, _ in pools], generation)
     warnings = [*fed.flower.warnings, *superlink.exposure_warnings(fed.spec), *_warnings(fed, built, manifests, pools)]
     conditions = _conditions(fed, built, judged, pools)
-    return Report(status, {name: o.ready for name, o in judged.items()}, conditions, warnings)
+    # A key collection is ready once made: it gates nothing, the keys it finds come when they come.
+    ready = {**{name: o.ready for name, o in judged.items()}, **dict.fromkeys(built.direct, True)}
+    return Report(status, ready, conditions, warnings)
 
 
 def _pools(

@@ -10,7 +10,7 @@ from google.protobuf.message import DecodeError
 
 from function.api import k8s_schema
 from function.api.validation import SpecError
-from function.builders import tls
+from function.builders import published_keys, tls
 from function.composition import compose, status
 from function.serving import wire
 from function.topology import clusters
@@ -36,7 +36,7 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
         fed = compose.federation(xr, required, observed)
         remembered = ((xr.get("status") or {}).get("endpoints") or {}).get("external")
         tls_secret = request.get_required_resource(req, tls.REQUIREMENT)
-        built = compose.plan(fed, observed, remembered, tls_secret)
+        built = compose.plan(fed, observed, remembered, tls_secret, required.get(published_keys.REQUIREMENT))
         desired = compose.desired(fed, built)
         report = status.report(fed, built, observed, (xr.get("metadata") or {}).get("generation"))
     except SpecError as err:
@@ -88,6 +88,16 @@ def _answer(
             "Secret",
             match_name=tls.secret_name(fed.name, fed.spec),
             namespace=fed.namespace,
+        )
+    if compose.reaps(fed):
+        # The keys the pools' pods published, as the collections' Objects observed them.
+        response.require_resources(
+            rsp,
+            published_keys.REQUIREMENT,
+            compose.NAMESPACED_OBJECT_API if fed.namespaced else compose.OBJECT_API,
+            "Object",
+            match_labels={published_keys.CARRIED_LABEL: published_keys.carried_label(fed.name, fed.namespace)},
+            namespace=fed.namespace if fed.namespaced else None,
         )
     response.set_conditions(rsp, *report.conditions)
     for warning in report.warnings:

@@ -166,11 +166,18 @@ def render(
     docs = [out_xr]
     for name in sorted(rsp.desired.resources):
         obj = wire.to_dict(rsp.desired.resources[name].resource)
-        obj["metadata"] = {
-            "annotations": {COMPOSITION_RESOURCE_NAME: name},
-            "generateName": f"{xr_name}-",
-            "labels": {"crossplane.io/composite": xr_name},
+        # As Crossplane names composed resources: a name the function set is kept, else one is generated.
+        given = obj.get("metadata") or {}
+        meta: dict[str, Any] = {
+            "annotations": {**(given.get("annotations") or {}), COMPOSITION_RESOURCE_NAME: name},
+            "labels": {**(given.get("labels") or {}), "crossplane.io/composite": xr_name},
         }
+        for key in ("name", "namespace"):
+            if given.get(key):
+                meta[key] = given[key]
+        if "name" not in meta:
+            meta["generateName"] = f"{xr_name}-"
+        obj["metadata"] = dict(sorted(meta.items()))
         docs.append(obj)
     return docs, warnings
 

@@ -13,6 +13,7 @@ import os
 import pathlib
 import re
 import subprocess
+import sys
 import tempfile
 import time
 from typing import Any
@@ -30,6 +31,8 @@ from controlplane import (
     condition,
     wait_for,
 )
+from function.api import names
+from function.builders import identity, identity_program, published_keys
 from peers import CLAIMS, INVALID, ROOT, hack_module, load_all
 
 build_image = hack_module("build_image")
@@ -452,6 +455,105 @@ def check_status(plane: ControlPlane, path: pathlib.Path, claim: dict[str, Any])
         spec["isolationMode"],
         f"{total}/{total}",
     )
+
+
+def publish_key(
+    cluster: Cluster, token: str, namespace: str, pod: dict[str, Any], claim: str | None, work: pathlib.Path
+) -> subprocess.CompletedProcess[str]:
+    """The identity program's publish mode, run as a SuperNode pod's identity container runs it.
+
+    The same program, arguments and credentials (a token of a ServiceAccount, the
+    cluster's CA), at the API server as seen from the host instead of the pod.
+    """
+    config = yaml.safe_load(cluster.kubeconfig_text())["clusters"][0]["cluster"]
+    host, port = config["server"].removeprefix("https://").rsplit(":", 1)
+    credentials, keys = work / "credentials", work / "keys"
+    credentials.mkdir(parents=True, exist_ok=True)
+    keys.mkdir(exist_ok=True)
+    (credentials / "token").write_text(token)
+    (credentials / "ca.crt").write_bytes(base64.b64decode(config["certificate-authority-data"]))
+    labels = identity.publication_labels(pod["metadata"]["labels"]["app.kubernetes.io/instance"], "default")
+    args = [f"--work={work}", f"--key-dir={keys}", f"--kube-credentials={credentials}"]
+    args += [f"--label={k}={v}" for k, v in sorted(labels.items())]
+    args += [f"--owner-claim={claim}"] if claim else []
+    meta = pod["metadata"]
+    env = {**os.environ, "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port,
+           "POD_NAME": meta["name"], "POD_NAMESPACE": namespace, "POD_UID": meta["uid"]}  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(ROOT / "function" / "builders" / "identity_program.py"), "publish", *args],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def authorized_keys(cluster: Cluster, name: str, namespace: str) -> str | None:
+    live = cluster.get("configmap", published_keys.authorized_keys_name(name), namespace)
+    return None if live is None else (live.get("data") or {}).get(published_keys.AUTHORIZED_KEYS, "")
+
+
+def test_supernode_keys_reach_the_superlink_through_kubernetes(plane, tmp_path):
+    """A SuperNode's key reaches the SuperLink's side only as Kubernetes' RBAC allows.
+
+    The real identity program publishes a key with a token of the pool's
+    ServiceAccount (Role and binding composed by the function); from the
+    attacker's seat, that token publishes nothing in another namespace, and
+    another account's publishes nothing in the pool's. provider-kubernetes'
+    collection observes the published key and Crossplane carries it to the
+    ConfigMap beside the SuperLink; deleting the publication withdraws it.
+    """
+    hub = plane.hub
+    claim = claim_of(next(p for p in CLAIMS if p.stem == "persistence-auth"))
+    name, namespace = claim["metadata"]["name"], claim["metadata"]["namespace"]
+    account = f"{name}-flower"
+    pod_name = f"{names.pool(name, 'default')}-0"
+    pod = wait_for(f"pod {pod_name}", lambda: hub.get("pod", pod_name, namespace))
+    claim_name = f"{identity.IDENTITY_VOLUME}-{pod_name}"
+    pvc = wait_for(f"claim {claim_name}", lambda: hub.get("persistentvolumeclaim", claim_name, namespace))
+    token = hub.kubectl("create", "token", account, "-n", namespace).strip()
+
+    # The attacker's seat: the pool's token in another namespace, another account's token in the pool's.
+    hub.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "stranger", "namespace": namespace}})
+    stranger = hub.kubectl("create", "token", "stranger", "-n", namespace).strip()
+    for seat, who, where in [("elsewhere", token, "flower"), ("stranger", stranger, namespace)]:
+        proc = publish_key(hub, who, where, pod, None, tmp_path / seat)
+        assert proc.returncode == 1, (seat, proc.stdout, proc.stderr)
+        assert "403" in proc.stdout, (seat, proc.stdout)
+        leaked = hub.get("configmap", f"{identity_program.CONFIGMAP_PREFIX}{pod['metadata']['uid']}", where)
+        assert leaked is None, seat
+    # Create is all the pool's account may do with ConfigMaps: it reads no one's.
+    can = hub.kubectl(
+        "auth",
+        "can-i",
+        "get",
+        "configmaps",
+        "-n",
+        namespace,
+        f"--as=system:serviceaccount:{namespace}:{account}",
+        check=False,
+    )
+    assert can.strip() == "no", can
+
+    # The pool's own account, in its namespace: published, owned by the claim that holds the key.
+    proc = publish_key(hub, token, namespace, pod, claim_name, tmp_path / "pool")
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    public_key = (tmp_path / "pool" / "keys" / identity_program.PUBLIC_KEY).read_text().strip()
+    configmap = f"{identity_program.CONFIGMAP_PREFIX}{pvc['metadata']['uid']}"
+    published = hub.get("configmap", configmap, namespace)
+    assert published["data"][identity_program.PUBLIC_KEY_FIELD] == public_key
+    assert published["metadata"]["ownerReferences"][0]["kind"] == "PersistentVolumeClaim"
+    assert published["immutable"] is True
+    # Published again (a restarted pod): already there, which is success.
+    again = publish_key(hub, token, namespace, pod, claim_name, tmp_path / "pool")
+    assert again.returncode == 0, (again.stdout, again.stderr)
+
+    # Carried: a member Object of the Federation's collection, then the SuperLink's authorized keys.
+    wait_for("the key in the SuperLink's authorized keys",
+             lambda: public_key in (authorized_keys(hub, name, namespace) or ""), timeout=240)  # fmt: skip
+    line = next(x for x in authorized_keys(hub, name, namespace).splitlines() if public_key in x)
+    assert line.endswith(f"/{namespace}/PersistentVolumeClaim/{claim_name}"), line
+    # Withdrawn with its publication (as when Kubernetes deletes it with the claim).
+    hub.kubectl("delete", "configmap", configmap, "-n", namespace)
+    wait_for("the key gone from the SuperLink's authorized keys",
+             lambda: public_key not in (authorized_keys(hub, name, namespace) or public_key), timeout=240)  # fmt: skip
 
 
 def test_remote_pools_land_in_the_spoke(plane):

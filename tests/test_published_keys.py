@@ -1,0 +1,208 @@
+"""SuperNode keys published through Kubernetes: who may publish, what is carried, what the SuperLink is told.
+
+The publication itself, by the real program against a real API server with the
+Role composed here, is proven in the e2e (test_supernode_keys_reach_the_superlink_through_kubernetes).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function.builders import identity, identity_program, published_keys
+from function.composition import compose
+from function.serving import fn
+from helpers import BASE, manifests, pod, spec, xr
+
+TLS = spec(BASE, tls={"secretName": "superlink-tls"})
+AUTH = spec(TLS, nodeAuthentication={"enabled": True})
+AUTH_DS = spec(AUTH, mode="DaemonSet", supernodes__pools=[{"name": "edge"}])
+# The claim helper names the XR fed-x7k2p, claimed as fed in team-a.
+FED, NAMESPACE = "fed", "team-a"
+KEY = "ecdsa-sha2-nistp384 AAAAE2VjZHNhLXNoYTItbmlzdHAzODQAAAAIbmlzdHAzODQAAABhBP0="
+OTHER_KEY = "ecdsa-sha2-nistp384 AAAAE2VjZHNhLXNoYTItbmlzdHAzODQAAAAIbmlzdHAzODQAAABhBQ1="
+COLLECTION = published_keys.collection_name(FED, NAMESPACE, "default", NAMESPACE)
+CARRIED = published_keys.carried_label(FED, NAMESPACE)
+
+
+def member(
+    key: str = KEY,
+    *,
+    collection: str = COLLECTION,
+    carried: str = CARRIED,
+    namespace: str = NAMESPACE,
+    owner_kind: str = "PersistentVolumeClaim",
+    uid: str = "2f1c",
+    **changes: Any,
+) -> dict[str, Any]:
+    """A member Object of a key collection, observing the ConfigMap a SuperNode pod published."""
+    configmap = identity_program.key_configmap(
+        identity_program.Owner(owner_kind, "supernode-identity-fed-default-0", uid),
+        namespace,
+        identity.publication_labels(FED, "default"),
+        key,
+    )
+    for path, value in changes.items():
+        node = configmap
+        *parents, last = path.split("__")
+        for p in parents:
+            node = node[p]
+        node[last] = value
+    return {
+        "apiVersion": compose.OBJECT_API,
+        "kind": "Object",
+        "metadata": {"labels": {published_keys.MEMBER_LABEL: collection, published_keys.CARRIED_LABEL: carried}},
+        "status": {"atProvider": {"manifest": configmap}},
+    }
+
+
+PLACES = {COLLECTION: published_keys.Place("default", NAMESPACE)}
+
+
+@pytest.mark.parametrize(
+    ("members", "expected", "reason"),
+    [
+        ([member()], [KEY], "a key a pool's claim owns, observed by this Federation's collection"),
+        ([member(owner_kind="Pod")], [KEY], "a DaemonSet pod owns its key"),
+        ([member(), member(uid="9a9a", metadata__name="flwr-key-9a9a")], [KEY], "one line per key"),
+        ([member(OTHER_KEY, uid="b"), member(uid="a")], sorted([KEY, OTHER_KEY]), "sorted by key"),
+        ([member(collection="someone-elses-keys")], [], "an Object of another collection"),
+        ([member(carried="other-fed-0123456789")], [], "an Object carried for another Federation"),
+        ([member(namespace="team-b")], [], "a ConfigMap of another namespace than the collection observes"),
+        ([member(metadata__labels={"app.kubernetes.io/instance": "other"})], [], "another Federation's key"),
+        ([member(owner_kind="Secret")], [], "owned by neither a pod nor a claim"),
+        ([member(metadata__ownerReferences=[])], [], "owned by nothing: outlives every SuperNode"),
+        ([member(metadata__name="flwr-key-someone-else")], [], "its name is not its owner's uid"),
+        ([member(kind="Secret")], [], "not a ConfigMap"),
+        ([member("ssh-rsa AAAAB3NzaC1yc2E=")], [], "not the P-384 key the program makes"),
+        ([member(KEY + "\nssh-rsa AAAA")], [], "more than one line"),
+        ([{"apiVersion": compose.OBJECT_API, "kind": "Object", "metadata": {}}], [], "an Object not observed yet"),
+    ],
+)
+def test_only_keys_a_pools_pods_published_are_carried(members, expected, reason):
+    keys = published_keys.published(FED, NAMESPACE, PLACES, members)
+    assert [k.public_key for k in keys] == expected, reason
+
+
+def test_authorized_keys_name_each_key_and_its_holder():
+    configmap = published_keys.authorized_keys(
+        FED, NAMESPACE, {}, published_keys.published(FED, NAMESPACE, PLACES, [member()])
+    )
+    assert configmap["metadata"]["name"] == "fed-superlink-authorized-keys"
+    assert configmap["data"] == {
+        "authorized-keys": f"{KEY} default/{NAMESPACE}/PersistentVolumeClaim/supernode-identity-fed-default-0\n"
+    }
+
+
+def test_names_fit_the_member_label_and_stay_apart():
+    long = "f" * 63
+    assert len(published_keys.collection_name(long, NAMESPACE, "c" * 63, "n" * 63)) <= 63
+    assert len(published_keys.carried_label(long, NAMESPACE)) <= 63
+    assert published_keys.carried_label(FED, "team-a") != published_keys.carried_label(FED, "team-b")
+    assert published_keys.collection_name(FED, NAMESPACE, "eu", NAMESPACE) != published_keys.collection_name(
+        FED, NAMESPACE, "us", NAMESPACE
+    )
+
+
+def test_the_pools_service_account_may_create_configmaps_and_nothing_more():
+    objects = manifests(AUTH)
+    role = objects[compose.key_role_resource("default", NAMESPACE)]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get"]},
+    ]
+    binding = objects[compose.key_binding_resource("default", NAMESPACE)]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fed-flower", "namespace": NAMESPACE}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    # A DaemonSet's pods own their keys: no claim to read.
+    ds_role = manifests(AUTH_DS)[compose.key_role_resource("default", NAMESPACE)]
+    assert ds_role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
+
+
+def test_nothing_is_published_without_identities_made_in_pods():
+    names = set(manifests(TLS))
+    assert not {n for n in names if n.startswith("supernode-keys-") or n == compose.AUTHORIZED_KEYS}
+
+
+def test_only_the_identity_containers_hold_a_token():
+    p = manifests(AUTH)["pool-default"]["spec"]["template"]["spec"]
+    assert p["automountServiceAccountToken"] is False
+    holders = {
+        c["name"]
+        for c in p["containers"] + p["initContainers"]
+        if any(m["name"] == identity.KUBE_VOLUME for m in c.get("volumeMounts", []))
+    }
+    assert holders == {identity.INIT_CONTAINER, identity.SIDECAR}
+    volume = next(v for v in p["volumes"] if v["name"] == identity.KUBE_VOLUME)
+    assert volume["projected"]["sources"][0] == {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}
+
+
+@pytest.mark.parametrize(
+    ("s", "owner_claim"),
+    [(AUTH, "--owner-claim=supernode-identity-$(POD_NAME)"), (AUTH_DS, None)],
+    ids=["statefulset-claim-owns-the-key", "daemonset-pod-owns-the-key"],
+)
+def test_the_publication_is_owned_by_what_holds_the_key(s, owner_claim):
+    workload = "pool-edge" if s is AUTH_DS else "pool-default"
+    first = next(c for c in pod(s, workload)["initContainers"] if c["name"] == identity.INIT_CONTAINER)
+    claims = [a for a in first["args"] if a.startswith("--owner-claim=")]
+    assert claims == ([owner_claim] if owner_claim else [])
+    assert {e["name"] for e in first["env"]} == {"POD_NAME", "POD_NAMESPACE", "POD_UID"}
+
+
+def run(s: dict[str, Any], members: list[dict[str, Any]] | None) -> fnv1.RunFunctionResponse:
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.update(xr(s))
+    if members is not None:
+        answer = req.required_resources[published_keys.REQUIREMENT]
+        for m in members:
+            answer.items.add().resource.update(copy.deepcopy(m))
+    rsp = fn.run(req)
+    assert not [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    return rsp
+
+
+def test_the_function_asks_for_the_carried_keys_and_tells_the_superlink():
+    rsp = run(AUTH, [member()])
+    need = rsp.requirements.resources[published_keys.REQUIREMENT]
+    assert (need.api_version, need.kind) == (compose.OBJECT_API, "Object")
+    assert dict(need.match_labels.labels) == {published_keys.CARRIED_LABEL: CARRIED}
+    objects = {k: resource.struct_to_dict(v.resource) for k, v in rsp.desired.resources.items()}
+    configmap = objects[compose.AUTHORIZED_KEYS]["spec"]["forProvider"]["manifest"]
+    assert configmap["data"]["authorized-keys"].startswith(KEY)
+    collection = objects[compose.key_collection_resource("default", NAMESPACE)]
+    assert collection["kind"] == "ObservedObjectCollection"
+    assert collection["metadata"]["name"] == COLLECTION
+    assert collection["spec"]["observeObjects"]["namespace"] == NAMESPACE
+    assert rsp.desired.resources[compose.key_collection_resource("default", NAMESPACE)].ready == fnv1.READY_TRUE
+    # Without node authentication nothing is asked for.
+    assert published_keys.REQUIREMENT not in run(TLS, None).requirements.resources
+
+
+def test_a_collection_per_cluster_and_namespace_where_pools_publish():
+    # Flower 1.41: pools in other clusters register through the Fleet proxy.
+    two = spec(
+        AUTH,
+        superlink__image="flwr/superlink:1.41.0",
+        superlink__externalAddress="fleet.example.com:443",
+        supernodes__image="flwr/supernode:1.41.0",
+        supernodes__pools=[
+            {"name": "a", "replicas": 1},
+            {"name": "b", "replicas": 1},
+            {"name": "eu", "replicas": 1, "providerConfigRef": {"name": "spoke-eu"}, "caSecretRef": {"name": "ca"}},
+        ],
+    )
+    built = compose.plan(compose.federation(xr(two)))
+    assert sorted(built.direct) == [
+        compose.key_collection_resource("default", NAMESPACE),
+        compose.key_collection_resource("spoke-eu", NAMESPACE),
+    ]
+    assert built.direct[compose.key_collection_resource("spoke-eu", NAMESPACE)]["spec"]["providerConfigRef"] == {
+        "name": "spoke-eu"
+    }
+    # Not an Object: returned as it is.
+    assert compose.key_collection_resource("default", NAMESPACE) not in built.resources
