@@ -59,7 +59,8 @@ would do, as far as these tests need:
   its runner's alone; a fifth runner waits for a lane to come free.
 
 Pods start all at once, as kubelets start them: one's init container may wait
-for another pod. `restart()` stops a container (SIGTERM, or SIGKILL) and starts
+for another pod. `update()` rewrites a changed ConfigMap or Secret in the volumes of running pods, as
+the kubelet syncs them. `restart()` stops a container (SIGTERM, or SIGKILL) and starts
 it again; `delete()` stops a pod and takes it out of its Services, as a
 scale-down does; `restart_exited()` restarts what exited, when a test asks, as a
 kubelet would.
@@ -67,8 +68,9 @@ kubelet would.
 What it does not do: pull images (an image is a local entrypoint and
 config), probes (a running container counts as ready), restarts on its own, resource limits,
 requests or GPUs, scheduling (pods get the fake nodes in turn),
-NetworkPolicies, the Kubernetes API in pods (no ServiceAccount token, no
-service link variables), hostPath or downwardAPI volumes, hostNetwork,
+NetworkPolicies, the Kubernetes API in pods (a projected ServiceAccount token is
+a placeholder nothing accepts; no KUBERNETES_SERVICE_HOST or other service link
+variables), hostPath or downwardAPI volumes, hostNetwork,
 cert-manager. It needs root.
 """
 
@@ -121,6 +123,11 @@ VENV = "/opt/venv"
 NGINX = "/opt/nginx"
 # The helper processes run this module as it was imported, not as the file may read by then.
 _SOURCE = pathlib.Path(__file__).read_text()
+
+
+# What a projected ServiceAccount token holds here, and the ConfigMap of the cluster's CA every namespace has.
+NO_API_TOKEN = "no-api-server-in-the-pod-runner"  # noqa: S105 - a placeholder, accepted nowhere
+ROOT_CA = "kube-root-ca.crt"
 
 
 @dataclass(frozen=True)
@@ -516,7 +523,17 @@ class PodRunner:
         return memory
 
     def _project(self, pod: Pod, source: Manifest, path: pathlib.Path, default_mode: int) -> None:
-        """A secret or configMap source's keys as files (items pick and rename them)."""
+        """A secret or configMap source's keys as files (items pick and rename them).
+
+        A ServiceAccount token: the runner has no API server, so the file holds
+        a token nothing accepts, and pods get no KUBERNETES_SERVICE_HOST to use it.
+        """
+        if "serviceAccountToken" in source:
+            file = path / source["serviceAccountToken"]["path"]
+            file.parent.mkdir(parents=True, exist_ok=True)
+            file.write_text(NO_API_TOKEN)
+            file.chmod(default_mode)
+            return
         kind = next((k for k in ("secret", "configMap") if k in source), None)
         if kind is None:
             msg = f"pod {pod.name}: volume source {sorted(source)} is not supported"
@@ -539,6 +556,9 @@ class PodRunner:
         """A Secret's or ConfigMap's data, decoded; kind as a volume or reference names it."""
         secret = kind.lower().startswith("secret")
         obj = self.objects.get(("Secret" if secret else "ConfigMap", namespace, name))
+        if obj is None and not secret and name == ROOT_CA:
+            # Every namespace has one (the cluster's CA); the runner has no cluster, so no CA in it.
+            return {"ca.crt": b""}
         if obj is None:
             if optional:
                 return {}
@@ -701,6 +721,21 @@ class PodRunner:
             msg = f"fieldRef {path} is not supported"
             raise NotImplementedError(msg)
         return fields[path]
+
+    def update(self, obj: Manifest) -> None:
+        """Store a changed ConfigMap or Secret and rewrite it where running pods mount it, as the kubelet syncs."""
+        self._store(obj)
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        for pod in self.pods:
+            if pod.namespace != _ns(obj):
+                continue
+            for v in pod.spec.get("volumes") or []:
+                sources = v["projected"]["sources"] if "projected" in v else [v]
+                default = (v.get("projected") or v.get("secret") or v.get("configMap") or {}).get("defaultMode", 0o644)
+                for source in sources:
+                    ref = source.get("configMap") if kind == "ConfigMap" else source.get("secret")
+                    if ref is not None and (ref.get("name") or ref.get("secretName")) == name:
+                        self._project(pod, source, pod.volumes[v["name"]], default)
 
     def restart(self, namespace: str, pod: str, container: str, *, kill: bool = False) -> None:
         """Stop a container's process (SIGTERM, or SIGKILL with kill) and start it again, as a kubelet restart."""

@@ -293,7 +293,7 @@ NETWORK_POLICY_CASES = [
 
 @pytest.mark.parametrize("case", NETWORK_POLICY_CASES, ids=lambda c: c.reason)
 def test_network_policies(case):
-    out = compose.network_policies(federation(case.spec), placed(case.spec), case.external)
+    out = compose.network_policies(federation(case.spec), placed(case.spec), case.external, {})
     assert composed(out) == case.want
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from peers import need
-from podrunner import PodRunner, expand, repository, venv_image
+from podrunner import NO_API_TOKEN, PodRunner, expand, repository, venv_image
 
 TOOLS = "example.test/tools:1"
 HELD = "example.test/held:1"  # a venv kept under /tmp, in a folder with spaces, as a clone there would keep it
@@ -137,6 +137,8 @@ def probe_pod() -> dict[str, Any]:
                 {"name": "both", "projected": {"defaultMode": 0o444, "sources": [
                     {"secret": {"name": "creds", "items": [{"key": "token", "path": "token"}]}},
                     {"configMap": {"name": "settings", "items": [{"key": "greeting", "path": "conf/greeting"}]}},
+                    {"serviceAccountToken": {"path": "sa/token", "expirationSeconds": 3600}},
+                    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "sa/ca.crt"}]}},
                 ]}},
             ],
         },
@@ -259,6 +261,9 @@ def test_mounts_init_containers_and_sidecars_share(runner):
         sh(runner, "cat /both/token; echo; cat /both/conf/greeting; echo; stat -c %a /both/token")
         == "t0ken\nhello\n444"
     )
+    # No API server here: a token nothing accepts, an empty CA, and no address to dial.
+    assert sh(runner, "cat /both/sa/token; echo; wc -c < /both/sa/ca.crt") == f"{NO_API_TOKEN}\n0"
+    assert sh(runner, "echo ${KUBERNETES_SERVICE_HOST:-none}") == "none"
     sh(runner, "echo memo > /memory/note", container="main")
     assert sh(runner, "cat /memory/note", container="sidecar") == "memo"
     assert sh(runner, "grep ' /memory ' /proc/mounts | cut -d' ' -f3") == "tmpfs"

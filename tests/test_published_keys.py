@@ -13,7 +13,7 @@ import pytest
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.builders import identity, identity_program, published_keys
+from function.builders import identity, identity_program, netpol, published_keys
 from function.composition import compose
 from function.serving import fn
 from helpers import BASE, manifests, pod, spec, xr
@@ -37,6 +37,7 @@ def member(
     namespace: str = NAMESPACE,
     owner_kind: str = "PersistentVolumeClaim",
     uid: str = "2f1c",
+    node_id: str | None = None,
     **changes: Any,
 ) -> dict[str, Any]:
     """A member Object of a key collection, observing the ConfigMap a SuperNode pod published."""
@@ -45,6 +46,7 @@ def member(
         namespace,
         identity.publication_labels(FED, "default"),
         key,
+        node_id,
     )
     for path, value in changes.items():
         node = configmap
@@ -68,7 +70,9 @@ PLACES = {COLLECTION: published_keys.Place("default", NAMESPACE)}
     [
         ([member()], [KEY], "a key a pool's claim owns, observed by this Federation's collection"),
         ([member(owner_kind="Pod")], [KEY], "a DaemonSet pod owns its key"),
-        ([member(), member(uid="9a9a", metadata__name="flwr-key-9a9a")], [KEY], "one line per key"),
+        ([member(), member(uid="9a9a")], [KEY], "one line per key"),
+        ([member(node_id="123")], [KEY], "published with the node ID it registered as"),
+        ([member(data={"public-key": KEY, "node-id": "12; rm"})], [], "a node ID that is not a number"),
         ([member(OTHER_KEY, uid="b"), member(uid="a")], sorted([KEY, OTHER_KEY]), "sorted by key"),
         ([member(collection="someone-elses-keys")], [], "an Object of another collection"),
         ([member(carried="other-fed-0123456789")], [], "an Object carried for another Federation"),
@@ -80,6 +84,7 @@ PLACES = {COLLECTION: published_keys.Place("default", NAMESPACE)}
         ([member(kind="Secret")], [], "not a ConfigMap"),
         ([member("ssh-rsa AAAAB3NzaC1yc2E=")], [], "not the P-384 key the program makes"),
         ([member(KEY + "\nssh-rsa AAAA")], [], "more than one line"),
+        ([member(data={"public-key": OTHER_KEY})], [], "its name is not of its key"),
         ([{"apiVersion": compose.OBJECT_API, "kind": "Object", "metadata": {}}], [], "an Object not observed yet"),
     ],
 )
@@ -93,9 +98,14 @@ def test_authorized_keys_name_each_key_and_its_holder():
         FED, NAMESPACE, {}, published_keys.published(FED, NAMESPACE, PLACES, [member()])
     )
     assert configmap["metadata"]["name"] == "fed-superlink-authorized-keys"
-    assert configmap["data"] == {
-        "authorized-keys": f"{KEY} default/{NAMESPACE}/PersistentVolumeClaim/supernode-identity-fed-default-0\n"
-    }
+    holder = f"default/{NAMESPACE}/PersistentVolumeClaim/supernode-identity-fed-default-0"
+    assert configmap["data"] == {"authorized-keys": f"{KEY} {holder} -\n"}
+    with_node = published_keys.published(FED, NAMESPACE, PLACES, [member(node_id="42")])
+    text = published_keys.authorized_keys(FED, NAMESPACE, {}, with_node)["data"]["authorized-keys"]
+    assert text == f"{KEY} {holder} 42\n"
+    # What the reaper reads from it: the nodes it must never unregister.
+    assert identity_program.published_nodes(text) == {"42": holder}
+    assert identity_program.published_nodes(f"{KEY} {holder} -\n") == {}
 
 
 def test_names_fit_the_member_label_and_stay_apart():
@@ -206,3 +216,64 @@ def test_a_collection_per_cluster_and_namespace_where_pools_publish():
     }
     # Not an Object: returned as it is.
     assert compose.key_collection_resource("default", NAMESPACE) not in built.resources
+
+
+ENDPOINTS = {
+    "addressType": "IPv4",
+    "endpoints": [{"addresses": ["10.0.0.12"]}, {"addresses": ["10.0.0.11", "not-an-address"]}],
+    "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}],
+}
+
+
+@pytest.mark.parametrize(
+    ("endpoints", "expected", "reason"),
+    [
+        (
+            ENDPOINTS,
+            {
+                "to": [{"ipBlock": {"cidr": "10.0.0.11/32"}}, {"ipBlock": {"cidr": "10.0.0.12/32"}}],
+                "ports": [{"port": 6443, "protocol": "TCP"}],
+            },
+            "each API server address, sorted, at the port it serves",
+        ),
+        (
+            {"endpoints": [{"addresses": ["fd00::1"]}], "ports": [{"port": 443}]},
+            {"to": [{"ipBlock": {"cidr": "fd00::1/128"}}], "ports": [{"port": 443, "protocol": "TCP"}]},
+            "IPv6",
+        ),
+        (None, None, "not observed yet"),
+        ({"endpoints": [], "ports": [{"port": 443}]}, None, "no address"),
+        ({"endpoints": [{"addresses": ["10.0.0.1"]}], "ports": []}, None, "no port"),
+    ],
+)
+def test_the_api_server_is_admitted_at_the_endpoints_it_publishes(endpoints, expected, reason):
+    assert netpol.kube_api_egress(endpoints) == expected, reason
+
+
+def observed_endpoints(live: dict[str, Any]) -> dict[str, Any]:
+    return {
+        compose.api_endpoints_resource("default"): {
+            "apiVersion": compose.OBJECT_API,
+            "kind": "Object",
+            "status": {"atProvider": {"manifest": {**netpol.KUBE_API_ENDPOINTS, **live}}},
+        }
+    }
+
+
+def test_publishing_pods_reach_their_api_server_once_its_endpoints_are_observed():
+    fed = compose.federation(xr(AUTH))
+    before = compose.plan(fed).resources
+    endpoints = before[compose.api_endpoints_resource("default")]
+    assert endpoints.observe
+    wrapped = compose.desired(fed, compose.plan(fed))[compose.api_endpoints_resource("default")]
+    assert wrapped["spec"]["managementPolicies"] == ["Observe"]
+    assert "readiness" not in wrapped["spec"]
+    policy = compose.networkpolicy_resource("default", NAMESPACE)
+    assert netpol.kube_api_egress(ENDPOINTS) not in before[policy].manifest["spec"]["egress"]
+    after = compose.plan(fed, observed_endpoints(ENDPOINTS)).resources
+    assert netpol.kube_api_egress(ENDPOINTS) in after[policy].manifest["spec"]["egress"]
+    # Pools that publish nothing get no such rule, nor anything observed.
+    plain = compose.federation(xr(TLS))
+    plan = compose.plan(plain, observed_endpoints(ENDPOINTS)).resources
+    assert compose.api_endpoints_resource("default") not in plan
+    assert netpol.kube_api_egress(ENDPOINTS) not in plan[policy].manifest["spec"]["egress"]

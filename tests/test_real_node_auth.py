@@ -6,8 +6,9 @@ nodes) comes online under its own key; after the SuperLink process restarts
 they are all online again with the same node IDs; a key nobody registered is
 refused; once a pool shrinks, the SuperLink's reaper leaves only the
 identities that still run, and when it grows again the replicas that were
-gone past every grace period join under new keys (no lockout); and a
-`flwr run` completes. Needs root, like tests/test_real_flower.py.
+gone past every grace period join under new keys (no lockout); unless their
+keys are published through Kubernetes (at 1.41), when the reaper keeps them and
+they come back as the same nodes; and a `flwr run` completes. Needs root, like tests/test_real_flower.py.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from function.builders import identity_program
+from function.builders import identity, identity_program, published_keys
 from podrunner import PodRunner, unwrap
 from test_real_flower import (
     CLI_CONTAINER,
@@ -45,6 +46,8 @@ from test_real_flower import release as release  # noqa: PLC0414 - the fixture, 
 REGISTER_EVERY = 5
 UNREGISTER_AFTER = 45  # over the ~20 s SuperNodes take to reconnect to a restarted SuperLink
 ONLINE_TIMEOUT = 120
+# Where the SuperNodes' keys are published (the test carries them): the reaper keeps them when away.
+PUBLISHED_AT = "1.41.0"
 # The issue's bound for every SuperNode to be back after the SuperLink restarts.
 BACK_TIMEOUT = 120
 
@@ -144,6 +147,34 @@ def public_keys(runner: PodRunner, pods: list[str]) -> set[str]:
     return out
 
 
+def publish(runner: PodRunner, name: str, pods: list[str]) -> None:
+    """Publish the pods' keys as their identity containers would, and list them beside the SuperLink.
+
+    The ConfigMaps the program makes (owned by each pod's claim, with its node
+    ID), observed as provider-kubernetes' collection would, checked and listed
+    by the function's own builders; the kubelet then updates the reaper's volume.
+    """
+    place = published_keys.Place("default", NAMESPACE)
+    collection = published_keys.collection_name(name, NAMESPACE, place.cluster, place.namespace)
+    members = []
+    for pod in pods:
+        read = "print(open('/app/auth/supernode.pub').read().strip(), open('/app/auth/supernode.node-id').read())"
+        proc = runner.exec(NAMESPACE, pod, "supernode", ["python", "-c", read])
+        assert proc.returncode == 0, proc.stderr
+        *key, node_id = proc.stdout.split()
+        claim = identity_program.Owner("PersistentVolumeClaim", f"{identity.IDENTITY_VOLUME}-{pod}", f"uid-{pod}")
+        labels = identity.publication_labels(name, "default")
+        configmap = identity_program.key_configmap(claim, NAMESPACE, labels, " ".join(key), node_id)
+        members.append({
+            "metadata": {"labels": {published_keys.MEMBER_LABEL: collection,
+                                    published_keys.CARRIED_LABEL: published_keys.carried_label(name, NAMESPACE)}},
+            "status": {"atProvider": {"manifest": configmap}},
+        })  # fmt: skip
+    keys = published_keys.published(name, NAMESPACE, {collection: place}, members)
+    assert len(keys) == len(pods), keys
+    runner.update(published_keys.authorized_keys(name, NAMESPACE, {}, keys))
+
+
 @pytest.mark.parametrize("release", ["1.25.0", "1.41.0"], indirect=True)
 def test_statefulset_identities_register_survive_a_superlink_restart_and_are_reaped(
     release: Release, tmp_path: pathlib.Path
@@ -189,6 +220,25 @@ def test_statefulset_identities_register_survive_a_superlink_restart_and_are_rea
         )  # fmt: skip
         assert stranger.returncode not in (0, -9), f"exit {stranger.returncode}\n{stranger.stdout}\n{stranger.stderr}"
         assert len(registered(nodes(runner))) == 3, "the stranger's key got registered"
+
+        if release.version == PUBLISHED_AT:
+            # Kubernetes holds the replicas' keys, published by their claims (the runner has no API server:
+            # the test publishes as the pods would, and carries them as Crossplane would). Scaled 3 -> 1 ->
+            # 3, past every grace period, they are away, not gone: the reaper keeps them, and they come back
+            # with the same keys and node IDs.
+            publish(runner, name, pods[1:])
+            for pod in pods[1:]:
+                runner.delete(NAMESPACE, pod)
+            time.sleep(UNREGISTER_AFTER + 2 * CLI_POLL_SECONDS + 20)
+            kept = registered(nodes(runner))
+            assert {n["node-id"] for n in kept} == ids, f"a published identity was unregistered: {kept}"
+            for pod in pods[1:]:
+                runner.create(NAMESPACE, pod)
+            back = wait_for(runner, "the same 3 SuperNodes back after 3 -> 1 -> 3", lambda ls: online(ls) == ids,
+                            ONLINE_TIMEOUT, restarts=[])  # fmt: skip
+            assert len(registered(back)) == 3
+            assert public_keys(runner, pods[1:]) == old_keys, "a published identity was replaced"
+            return
 
         # Scaled from 3 to 1: the two replicas go, and the reaper unregisters their identities.
         for pod in pods[1:]:

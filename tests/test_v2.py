@@ -145,3 +145,30 @@ def test_v2_xrd_rejects_invalid_examples_too(bad, crank_validate):
     proc = crank_validate(XRD_V2, bad, strict=False)
     assert proc.returncode != 0
     assert expected_message(bad) in proc.stdout, proc.stdout
+
+
+def test_namespaced_key_collections_pass_provider_kubernetes_crds(crank_validate, shared_crds, tmp_path):
+    # The example with node authentication (Flower 1.41, so the partner pool may register remotely).
+    claim = yaml.safe_load(EXAMPLE.read_text())
+    spec = claim["spec"]
+    spec["tls"] = {"secretName": "superlink-tls"}
+    spec["nodeAuthentication"] = {"enabled": True}
+    spec["superlink"]["image"] = "flwr/superlink:1.41.0"
+    spec["supernodes"]["image"] = "flwr/supernode:1.41.0"
+    spec["supernodes"]["pools"][1]["caSecretRef"] = {"name": "superlink-ca"}
+    path = tmp_path / "auth.yaml"
+    path.write_text(yaml.safe_dump(claim))
+    _, objects = rendered(path)
+    collections = {k: o for k, o in objects.items() if o["kind"] == "ObservedObjectCollection"}
+    assert sorted(collections) == ["supernode-keys-partner-cluster-team-a", "supernode-keys-team-a-cluster-team-a"]
+    for collection in collections.values():
+        assert collection["apiVersion"] == "kubernetes.m.crossplane.io/v1alpha1"
+        assert collection["metadata"]["namespace"] == "team-a"
+    partner = collections["supernode-keys-partner-cluster-team-a"]["spec"]["providerConfigRef"]
+    assert partner == {"kind": "ClusterProviderConfig", "name": "partner-cluster"}
+    (tmp_path / "objects.yaml").write_text(yaml.safe_dump_all(list(objects.values())))
+    resources = [tmp_path / "objects.yaml", EXAMPLES / "v2" / "providerconfigs.yaml"]
+    proc = crank_validate(shared_crds / "provider-crds", resources)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 failure cases" in proc.stdout
+    assert "0 missing schemas" in proc.stdout

@@ -66,6 +66,10 @@ KUBE_DIR = "/var/run/flower-identity-api"
 TOKEN_SECONDS = 3600
 # Marks a published key's ConfigMap; with the Federation's instance label it selects the keys to carry.
 KEY_LABEL = "flower.flwr.ai/supernode-key"
+# The published keys, as the function lists them beside the SuperLink, in the reaper's volume.
+AUTHORIZED_KEYS_VOLUME = "authorized-keys"
+AUTHORIZED_KEYS_DIR = "/etc/flower-authorized-keys"
+AUTHORIZED_KEYS_FILE = "authorized-keys"
 # The pod's own name, namespace and uid, from the downward API.
 POD_FIELDS = {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace", "POD_UID": "metadata.uid"}
 # The sidecar is ready while the SuperLink confirmed its key within the last checks:
@@ -219,15 +223,34 @@ def claim_template(spec: FederationSpec) -> dict[str, Any]:
 
 
 def reaper(reg: Registration, grace: int) -> dict[str, Any]:
-    """The SuperLink pod's sidecar that unregisters identities offline for longer than grace seconds."""
-    container = _container(REAPER, reg, reg.args("reap", grace=str(grace)), [], trust=tls.ca_mount())
+    """The SuperLink pod's sidecar that unregisters identities offline for longer than grace seconds.
+
+    Never one whose key is published: it reads the published keys the function
+    lists beside the SuperLink (published_keys.authorized_keys), as the kubelet
+    keeps them up to date in its volume.
+    """
+    listed = f"{AUTHORIZED_KEYS_DIR}/{AUTHORIZED_KEYS_FILE}"
+    mount = {"name": AUTHORIZED_KEYS_VOLUME, "mountPath": AUTHORIZED_KEYS_DIR, "readOnly": True}
+    args = reg.args("reap", grace=str(grace), authorized_keys=listed)
+    container = _container(REAPER, reg, args, [mount], trust=tls.ca_mount())
     container["restartPolicy"] = "Always"
     return container
 
 
 def reaper_volumes(reg: Registration) -> list[dict[str, Any]]:
-    """The reaper's program and scratch space (the CA it trusts is the SuperLink pod's tls.CA_VOLUME)."""
-    return [_program_volume(reg), {"name": WORK_VOLUME, "emptyDir": {}}]
+    """The reaper's program, scratch space and the published keys (its CA is the SuperLink pod's tls.CA_VOLUME)."""
+    # Optional: the pod starts before the function first lists the keys.
+    keys = {"name": authorized_keys_name(reg.federation), "optional": True}
+    return [
+        _program_volume(reg),
+        {"name": WORK_VOLUME, "emptyDir": {}},
+        {"name": AUTHORIZED_KEYS_VOLUME, "configMap": keys},
+    ]
+
+
+def authorized_keys_name(federation: str) -> str:
+    """The ConfigMap beside the SuperLink that lists the published keys (published_keys.authorized_keys)."""
+    return f"{names.superlink(federation)}-authorized-keys"
 
 
 def kube_api_volume() -> dict[str, Any]:

@@ -38,8 +38,11 @@ containers mount; the pool's Role lets that account create ConfigMaps in its
 own namespace and nothing else. Crossplane carries the published keys to the
 SuperLink's side (docs/tls-and-authentication.md).
 
-* `publish` (also done by `identity` and `keep`): make the key pair if absent
-  and publish it once; exit 0 when Kubernetes holds it.
+* `publish` (also done by `identity` and `keep` once the key is registered, with
+  its node ID): make the key pair if absent and publish it once; exit 0 when
+  Kubernetes holds it. The reaper never unregisters a node whose key is
+  published: it is away (a partition, a drained node, a pool scaled down
+  with its claims kept), not gone, and would be locked out for good.
 
 Each talks to the SuperLink through the release's own `flwr` CLI, configured
 the way that release reads it (a Flower app's pyproject.toml up to 1.25,
@@ -52,6 +55,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import hashlib
 import itertools
 import json
 import os
@@ -76,6 +80,7 @@ REGISTERED = "registered"
 # Touched once Kubernetes holds the published public key.
 PUBLISHED = "published"
 PUBLIC_KEY_FIELD = "public-key"
+NODE_ID_FIELD = "node-id"
 CONFIGMAP_PREFIX = "flwr-key-"
 
 
@@ -265,20 +270,34 @@ class Owner:
         return {"apiVersion": "v1", "kind": self.kind, "name": self.name, "uid": self.uid}
 
 
-def key_configmap(owner: Owner, namespace: str, labels: dict[str, str], public_key: str) -> dict[str, Any]:
-    """The ConfigMap that publishes public_key for owner: immutable, named after the owner's uid."""
+def key_configmap(
+    owner: Owner, namespace: str, labels: dict[str, str], public_key: str, node_id: str | None = None
+) -> dict[str, Any]:
+    """The ConfigMap that publishes public_key for owner: immutable, named after the owner's uid and the key.
+
+    node_id: the node the key registered as, when known: the SuperLink's
+    reaper leaves a published node registered however long it is offline.
+    """
+    data = {PUBLIC_KEY_FIELD: public_key}
+    if node_id is not None:
+        data[NODE_ID_FIELD] = node_id
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
-            "name": CONFIGMAP_PREFIX + owner.uid,
+            "name": configmap_name(owner.uid, public_key),
             "namespace": namespace,
             "labels": labels,
             "ownerReferences": [owner.reference()],
         },
         "immutable": True,
-        "data": {PUBLIC_KEY_FIELD: public_key},
+        "data": data,
     }
+
+
+def configmap_name(owner_uid: str, public_key: str) -> str:
+    """flwr-key-<owner uid>-<digest of the key>: a key made anew is published anew beside the old one."""
+    return f"{CONFIGMAP_PREFIX}{owner_uid}-{hashlib.sha256(public_key.encode()).hexdigest()[:8]}"
 
 
 def find_owner(api: KubeApi, namespace: str, claim: str | None) -> tuple[Owner | None, str]:
@@ -296,13 +315,18 @@ def find_owner(api: KubeApi, namespace: str, claim: str | None) -> tuple[Owner |
 
 
 def publish(
-    api: KubeApi, namespace: str, claim: str | None, labels: dict[str, str], public: pathlib.Path
+    api: KubeApi,
+    namespace: str,
+    claim: str | None,
+    labels: dict[str, str],
+    public: pathlib.Path,
+    node_id: str | None = None,
 ) -> tuple[bool, str]:
     """Publish the public key through the Kubernetes API; whether Kubernetes now holds it, and what happened."""
     owner, why = find_owner(api, namespace, claim)
     if owner is None:
         return False, why
-    body = key_configmap(owner, namespace, labels, public.read_text().strip())
+    body = key_configmap(owner, namespace, labels, public.read_text().strip(), node_id)
     name = body["metadata"]["name"]
     status, answer = api.call("POST", f"/api/v1/namespaces/{namespace}/configmaps", body)
     if status == 201:  # noqa: PLR2004 - HTTP Created
@@ -315,15 +339,18 @@ def publish(
 
 def published(api: KubeApi | None, args: argparse.Namespace, public: pathlib.Path) -> tuple[bool, str]:
     """Publish the key unless done before (the marker, beside the key, remembers which): whether Kubernetes holds it."""
-    marker = pathlib.Path(args.key_dir) / PUBLISHED
-    if marker.exists() and marker.read_text() == public.read_text():
+    key_dir = pathlib.Path(args.key_dir)
+    node_file = key_dir / NODE_ID
+    node_id = node_file.read_text().strip() if node_file.exists() else None
+    marker, what = key_dir / PUBLISHED, f"{public.read_text().strip()} {node_id or ''}"
+    if marker.exists() and marker.read_text() == what:
         return True, "the public key is published"
     if api is None:
         return False, "no Kubernetes API in this pod: the public key is not published"
     labels = dict(label.split("=", 1) for label in args.label)
-    done, said = publish(api, os.environ.get("POD_NAMESPACE", ""), args.owner_claim, labels, public)
+    done, said = publish(api, os.environ.get("POD_NAMESPACE", ""), args.owner_claim, labels, public, node_id)
     if done:
-        marker.write_text(public.read_text())
+        marker.write_text(what)
     return done, said
 
 
@@ -341,6 +368,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--kube-credentials", help="the projected token and cluster CA, to publish the key")
     parser.add_argument("--owner-claim", help="the claim holding the key, which then owns its publication")
     parser.add_argument("--label", action="append", default=[], help="key=value: a label of the publication")
+    parser.add_argument("--authorized-keys", help="the published keys (reap): their nodes are never unregistered")
     args = parser.parse_args(argv)
     api = KubeApi.from_environment(pathlib.Path(args.kube_credentials)) if args.kube_credentials else None
     if args.mode == "publish":
@@ -351,7 +379,9 @@ def main(argv: list[str]) -> int:
         parser.error(f"{args.mode} needs --address")
     cli = Cli(pathlib.Path(args.work), args.cli_config, args.address, args.root_certificates)
     if args.mode == "reap":
-        return reap(cli, args.interval, args.grace)
+        return reap(
+            cli, args.interval, args.grace, pathlib.Path(args.authorized_keys) if args.authorized_keys else None
+        )
     return register(cli, api, args)
 
 
@@ -365,12 +395,6 @@ def register(cli: Cli, api: KubeApi | None, args: argparse.Namespace) -> int:
     turns = itertools.count()
     while True:
         turn = next(turns)
-        # For now beside registration through the Control API, which it will replace:
-        # a key Kubernetes does not hold yet is published again at every turn.
-        _, publication = published(api, args, public)
-        if publication != last_publication:
-            print(publication, flush=True)
-            last_publication = publication
         done, said, node_id = cli.register(public)
         if node_id is not None:
             (key_dir / NODE_ID).write_text(node_id)
@@ -387,6 +411,12 @@ def register(cli: Cli, api: KubeApi | None, args: argparse.Namespace) -> int:
         if done:
             # The sidecar's readiness probe reads its age: the pod is ready while its key is registered.
             marker.touch()
+            # For now beside registration through the Control API, which it will replace: once
+            # registered (its node ID known), the key is published, again at every turn until Kubernetes holds it.
+            _, publication = published(api, args, public)
+            if publication != last_publication:
+                print(publication, flush=True)
+                last_publication = publication
         if done and args.mode == "identity":
             return 0
         time.sleep(args.interval if done else min(args.interval, 5.0))
@@ -398,17 +428,35 @@ def _unregistered(cli: Cli, key_dir: pathlib.Path) -> bool:
     return node.exists() and cli.unregistered(node.read_text().strip())
 
 
-def reap(cli: Cli, interval: float, grace: float) -> int:
-    """Unregister, every interval, the SuperNodes offline for longer than grace seconds; never returns."""
+def reap(cli: Cli, interval: float, grace: float, authorized: pathlib.Path | None) -> int:
+    """Unregister, every interval, the SuperNodes offline for longer than grace seconds; never returns.
+
+    Never a node whose key is published (listed in authorized, the keys
+    Kubernetes holds for the pools' pods and claims): it is away, not gone, and
+    Flower would never take its key back.
+    """
     while True:
         answer = cli.call("ls")
         if answer.get("success"):
             now = dt.datetime.now(dt.timezone.utc)  # noqa: UP017 - Flower images may run Python 3.10
+            kept = published_nodes(authorized.read_text() if authorized is not None and authorized.exists() else "")
             for node_id in stale(answer.get("nodes") or [], now, grace):
+                if node_id in kept:
+                    continue
                 result = cli.call("unregister", node_id)
                 outcome = "unregistered" if result.get("success") else f"not unregistered: {result}"
                 print(f"node {node_id}, offline for over {grace:.0f} s: {outcome}", flush=True)
         time.sleep(interval)
+
+
+def published_nodes(authorized_keys: str) -> dict[str, str]:
+    """The node IDs of the published keys, to whom they belong: `<type> <key> <holder> <node ID or ->` per line."""
+    out = {}
+    for line in authorized_keys.splitlines():
+        fields = line.split()
+        if len(fields) == 4 and fields[3].isdigit():  # noqa: PLR2004 - the line's four fields
+            out[fields[3]] = fields[2]
+    return out
 
 
 if __name__ == "__main__":

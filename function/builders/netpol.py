@@ -20,6 +20,13 @@ from typing import Any
 from function.api import names
 from function.api.spec import CONTROL_PORT, FLEET_PORT, FederationSpec
 
+# The EndpointSlice every API server keeps of itself (its Service `kubernetes`), read to admit it.
+KUBE_API_ENDPOINTS: dict[str, Any] = {
+    "apiVersion": "discovery.k8s.io/v1",
+    "kind": "EndpointSlice",
+    "metadata": {"name": "kubernetes", "namespace": "default"},
+}
+
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"
 
 
@@ -102,11 +109,13 @@ def supernode_policy(
     external: str | None,
     *,
     fleet_ports: tuple[int, ...] = (FLEET_PORT,),
+    kube_api: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """SuperNode pods of one namespace: no ingress; egress to DNS, the SuperLink and what the user allows.
 
     superlink_namespace: the SuperLink's namespace when it runs in this cluster;
-    external: the address pools dial when it does not.
+    external: the address pools dial when it does not; kube_api: the rule to
+    the cluster's API server, where the pods publish their keys (kube_api_egress).
     """
     egress: list[dict[str, Any]] = [
         {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]},
@@ -122,6 +131,8 @@ def supernode_policy(
         if to:
             rule["to"] = to
         egress.append(rule)
+    if kube_api is not None:
+        egress.append(kube_api)
     if spec.allowRuntimeDependencyInstallation:
         # Package indexes have no fixed addresses: any, on HTTPS only.
         egress.append({"ports": [{"port": 443, "protocol": "TCP"}]})
@@ -135,4 +146,34 @@ def supernode_policy(
             "labels": names.labels(federation, "supernode", "network-policy"),
         },
         "spec": {"podSelector": supernode_selector(federation), "policyTypes": ["Ingress", "Egress"], "egress": egress},
+    }
+
+
+def kube_api_egress(endpoints: Any) -> dict[str, Any] | None:
+    """Egress to a cluster's API servers, from its observed EndpointSlice default/kubernetes; None if unknown.
+
+    The addresses and ports the API server publishes for itself: CNIs judge
+    egress to a Service after its translation to an endpoint, so the
+    Service's own address would not do. Only the SuperNode pods' identity
+    containers hold a token; the rest of the pod reaches an API that answers
+    it nothing.
+    """
+    if not isinstance(endpoints, dict):
+        return None
+    addresses: set[str] = set()
+    for endpoint in endpoints.get("endpoints") or []:
+        for text in (endpoint.get("addresses") or []) if isinstance(endpoint, dict) else []:
+            try:
+                address = ipaddress.ip_address(str(text))
+            except ValueError:
+                continue
+            addresses.add(f"{address}/{address.max_prefixlen}")
+    ports = sorted(
+        {p["port"] for p in endpoints.get("ports") or [] if isinstance(p, dict) and isinstance(p.get("port"), int)}
+    )
+    if not addresses or not ports:
+        return None
+    return {
+        "to": [{"ipBlock": {"cidr": cidr}} for cidr in sorted(addresses)],
+        "ports": [{"port": port, "protocol": "TCP"} for port in ports],
     }

@@ -37,7 +37,7 @@ MEMBER_LABEL = "kubernetes.crossplane.io/owned-by-collection"
 # The label the collections' template puts on each member Object; its value names the Federation.
 CARRIED_LABEL = "flower.flwr.ai/federation-keys"
 REQUIREMENT = "supernode-keys"
-AUTHORIZED_KEYS = "authorized-keys"
+AUTHORIZED_KEYS = identity.AUTHORIZED_KEYS_FILE
 # Where the published keys are gathered, beside the SuperLink.
 OWNERS = ("Pod", "PersistentVolumeClaim")
 # What identity_program.ensure_key makes: a P-384 key in OpenSSH's one-line form.
@@ -106,10 +106,11 @@ def collection(
 
 @dataclasses.dataclass(frozen=True, order=True)
 class PublishedKey:
-    """A public key and whose it is: cluster, namespace, the owner's kind and name."""
+    """A public key, whose it is (cluster, namespace, the owner's kind and name) and its node ID if published."""
 
     public_key: str
     holder: str
+    node_id: str | None = None
 
 
 def published(
@@ -140,30 +141,36 @@ def _checked(federation: str, place: Place, manifest: Any) -> PublishedKey | Non
         return None
     meta = manifest.get("metadata") or {}
     labels = meta.get("labels") or {}
-    if meta.get("namespace") != place.namespace or labels.get(names.INSTANCE_LABEL) != federation:
-        return None
     owners = meta.get("ownerReferences") or []
-    if len(owners) != 1 or not isinstance(owners[0], dict) or owners[0].get("kind") not in OWNERS:
+    data = manifest.get("data") or {}
+    text, node_id = data.get(identity_program.PUBLIC_KEY_FIELD), data.get(identity_program.NODE_ID_FIELD)
+    checks = [
+        meta.get("namespace") == place.namespace and labels.get(names.INSTANCE_LABEL) == federation,
+        # One owner, a pod or a claim, whose deletion deletes the publication.
+        len(owners) == 1 and isinstance(owners[0], dict) and owners[0].get("kind") in OWNERS,
+        isinstance(text, str) and PUBLIC_KEY.match(text) is not None,
+        node_id is None or (isinstance(node_id, str) and node_id.isdigit()),
+    ]
+    if not all(checks):
         return None
     owner = owners[0]
-    if meta.get("name") != f"{identity_program.CONFIGMAP_PREFIX}{owner.get('uid')}":
+    # Named as the program names it: the owner's uid and the key.
+    if meta.get("name") != identity_program.configmap_name(str(owner.get("uid")), str(text)):
         return None
-    text = (manifest.get("data") or {}).get(identity_program.PUBLIC_KEY_FIELD)
-    if not isinstance(text, str) or not PUBLIC_KEY.match(text.strip()):
-        return None
-    return PublishedKey(text.strip(), f"{place.cluster}/{place.namespace}/{owner['kind']}/{owner.get('name')}")
+    holder = f"{place.cluster}/{place.namespace}/{owner['kind']}/{owner.get('name')}"
+    return PublishedKey(str(text), holder, node_id)
 
 
 def authorized_keys_name(federation: str) -> str:
     """The ConfigMap beside the SuperLink that lists the published keys."""
-    return f"{names.superlink(federation)}-authorized-keys"
+    return identity.authorized_keys_name(federation)
 
 
 def authorized_keys(
     federation: str, namespace: str, labels: dict[str, str], keys: list[PublishedKey]
 ) -> dict[str, Any]:
-    """The published keys, one `<key> <cluster>/<namespace>/<owner kind>/<owner name>` line each, sorted."""
-    text = "".join(f"{k.public_key} {k.holder}\n" for k in keys)
+    """The published keys, one `<key> <cluster>/<namespace>/<owner kind>/<owner name> <node ID or ->` line each."""
+    text = "".join(f"{k.public_key} {k.holder} {k.node_id or '-'}\n" for k in keys)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

@@ -178,7 +178,7 @@ def _stay_in(namespace: str, spec: FederationSpec) -> None:
         raise SpecError(errors)
 
 
-def live(observed: dict[str, Any], name: str) -> Any:
+def live(observed: Mapping[str, Any], name: str) -> Any:
     """status.atProvider.manifest of an observed Object: the live object."""
     node: Any = observed.get(name)
     for key in ("status", "atProvider", "manifest"):
@@ -192,6 +192,8 @@ class Composed:
 
     manifest: dict[str, Any]
     provider_config: ProviderConfigRef
+    # Read from the cluster, never written: an observe-only Object.
+    observe: bool = False
 
 
 class Hold(enum.Enum):
@@ -288,8 +290,9 @@ def plan(
         **workloads(fed, composed),
         **ca_secrets(fed, composed, ca),
         **namespaces(composed),
-        **network_policies(fed, composed, external),
+        **network_policies(fed, composed, external, observed),
         **key_publishers(fed, composed),
+        **api_endpoints(fed, composed),
         **authorized_keys(fed, key_members or []),
     }
     direct = key_collections(fed, composed)
@@ -489,6 +492,16 @@ def key_publishers(fed: Federation, pools: list[PlacedPool]) -> dict[str, Compos
     return out
 
 
+def api_endpoints(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
+    """Where pools publish keys behind a NetworkPolicy, the cluster's API server endpoints, observed only."""
+    if not fed.spec.networkPolicy.enabled:
+        return {}
+    out: dict[str, Composed] = {}
+    for ref, _ in key_places(fed, pools).values():
+        out.setdefault(api_endpoints_resource(ref.name), Composed(netpol.KUBE_API_ENDPOINTS, ref, observe=True))
+    return out
+
+
 def key_collections(fed: Federation, pools: list[PlacedPool]) -> dict[str, dict[str, Any]]:
     """Where pools publish keys, the provider-kubernetes collection that observes them."""
     labels = names.labels(fed.name, "flower", "supernode-keys")
@@ -596,8 +609,14 @@ def namespaces(pools: list[PlacedPool]) -> dict[str, Composed]:
     return out
 
 
-def network_policies(fed: Federation, pools: list[PlacedPool], external: placement.External) -> dict[str, Composed]:
-    """With spec.networkPolicy.enabled, the SuperLink's policy and one per pool cluster and namespace."""
+def network_policies(
+    fed: Federation, pools: list[PlacedPool], external: placement.External, observed: Mapping[str, Any]
+) -> dict[str, Composed]:
+    """With spec.networkPolicy.enabled, the SuperLink's policy and one per pool cluster and namespace.
+
+    Where pools publish keys, their policy admits the cluster's API server
+    once its endpoints are observed (api_endpoints).
+    """
     if not fed.spec.networkPolicy.enabled:
         return {}
     places: dict[tuple[str, str], tuple[ProviderConfigRef, bool]] = {}
@@ -623,7 +642,9 @@ def network_policies(fed: Federation, pools: list[PlacedPool], external: placeme
             placement.superlink_ref(fed.spec),
         )
     }
+    publishing = set(key_places(fed, pools))
     for (cluster, namespace), (ref, remote) in sorted(places.items()):
+        endpoints = live(observed, api_endpoints_resource(cluster))
         policy = netpol.supernode_policy(
             fed.name,
             namespace,
@@ -631,6 +652,9 @@ def network_policies(fed: Federation, pools: list[PlacedPool], external: placeme
             None if remote else fed.namespace,
             external.address if remote else None,
             fleet_ports=fleet_ports,
+            kube_api=netpol.kube_api_egress(endpoints)
+            if key_collection_resource(cluster, namespace) in publishing
+            else None,
         )
         out[networkpolicy_resource(cluster, namespace)] = Composed(policy, ref)
     return out
@@ -686,6 +710,7 @@ def cluster_resources(pool: str, cluster: str, namespace: str, observed: Mapping
         namespace_resource(cluster, namespace),
         networkpolicy_resource(cluster, namespace),
         key_collection_resource(cluster, namespace),
+        api_endpoints_resource(cluster),
         key_role_resource(cluster, namespace),
         key_binding_resource(cluster, namespace),
         *sorted({identity_program_resource(cluster, namespace), *programs}),
@@ -742,6 +767,11 @@ def key_collection_resource(cluster: str, namespace: str) -> str:
     return f"supernode-keys-{cluster}-{namespace}"
 
 
+def api_endpoints_resource(cluster: str) -> str:
+    """Composition resource name of the observed endpoints of one cluster's API server."""
+    return f"kube-api-endpoints-{cluster}"
+
+
 def key_role_resource(cluster: str, namespace: str) -> str:
     """Composition resource name of the Role that lets pods publish keys in one cluster and namespace."""
     return f"supernode-keys-role-{cluster}-{namespace}"
@@ -772,26 +802,31 @@ def manifests(fed: Federation) -> dict[str, dict[str, Any]]:
     return {name: c.manifest for name, c in plan(fed).resources.items()}
 
 
-def wrap(manifest: dict[str, Any], ref: ProviderConfigRef, *, namespaced: bool = False) -> dict[str, Any]:
-    """A provider-kubernetes Object that applies manifest to the chosen cluster.
+def wrap(
+    manifest: dict[str, Any], ref: ProviderConfigRef, *, namespaced: bool = False, observe: bool = False
+) -> dict[str, Any]:
+    """A provider-kubernetes Object that applies manifest to the chosen cluster (or only observes it).
 
     A namespaced XR composes namespaced Objects, which name the kind of their
     provider config; cluster-scoped Objects only take its name.
     """
-    return {
-        "apiVersion": NAMESPACED_OBJECT_API if namespaced else OBJECT_API,
-        "kind": "Object",
-        "spec": {
-            "forProvider": {"manifest": manifest},
-            "providerConfigRef": {"kind": ref.kind, "name": ref.name} if namespaced else {"name": ref.name},
-            "readiness": readiness.policy(manifest),
-        },
+    spec: dict[str, Any] = {
+        "forProvider": {"manifest": manifest},
+        "providerConfigRef": {"kind": ref.kind, "name": ref.name} if namespaced else {"name": ref.name},
     }
+    if observe:
+        spec["managementPolicies"] = ["Observe"]
+    else:
+        spec["readiness"] = readiness.policy(manifest)
+    return {"apiVersion": NAMESPACED_OBJECT_API if namespaced else OBJECT_API, "kind": "Object", "spec": spec}
 
 
 def desired(fed: Federation, built: Plan) -> dict[str, dict[str, Any]]:
     """The Objects to return: the planned ones wrapped, the kept ones as observed."""
-    out = {name: wrap(c.manifest, c.provider_config, namespaced=fed.namespaced) for name, c in built.resources.items()}
+    out = {
+        name: wrap(c.manifest, c.provider_config, namespaced=fed.namespaced, observe=c.observe)
+        for name, c in built.resources.items()
+    }
     out.update(built.direct)
     out.update(built.kept)
     return out

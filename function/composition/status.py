@@ -84,7 +84,9 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
     warnings = [*fed.flower.warnings, *superlink.exposure_warnings(fed.spec), *_warnings(fed, built, manifests, pools)]
     conditions = _conditions(fed, built, judged, pools)
     # A key collection is ready once made: it gates nothing, the keys it finds come when they come.
-    ready = {**{name: o.ready for name, o in judged.items()}, **dict.fromkeys(built.direct, True)}
+    # So is what is only observed: the API server's endpoints are read when they are there.
+    observed_only = [name for name, c in built.resources.items() if c.observe]
+    ready = {**{name: o.ready for name, o in judged.items()}, **dict.fromkeys([*built.direct, *observed_only], True)}
     return Report(status, ready, conditions, warnings)
 
 

@@ -32,7 +32,7 @@ from controlplane import (
     wait_for,
 )
 from function.api import names
-from function.builders import identity, identity_program, published_keys
+from function.builders import identity, identity_program, netpol, published_keys
 from peers import CLAIMS, INVALID, ROOT, hack_module, load_all
 
 build_image = hack_module("build_image")
@@ -517,7 +517,8 @@ def test_supernode_keys_reach_the_superlink_through_kubernetes(plane, tmp_path):
         proc = publish_key(hub, who, where, pod, None, tmp_path / seat)
         assert proc.returncode == 1, (seat, proc.stdout, proc.stderr)
         assert "403" in proc.stdout, (seat, proc.stdout)
-        leaked = hub.get("configmap", f"{identity_program.CONFIGMAP_PREFIX}{pod['metadata']['uid']}", where)
+        key = (tmp_path / seat / "keys" / identity_program.PUBLIC_KEY).read_text().strip()
+        leaked = hub.get("configmap", identity_program.configmap_name(pod["metadata"]["uid"], key), where)
         assert leaked is None, seat
     # Create is all the pool's account may do with ConfigMaps: it reads no one's.
     can = hub.kubectl(
@@ -536,7 +537,7 @@ def test_supernode_keys_reach_the_superlink_through_kubernetes(plane, tmp_path):
     proc = publish_key(hub, token, namespace, pod, claim_name, tmp_path / "pool")
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     public_key = (tmp_path / "pool" / "keys" / identity_program.PUBLIC_KEY).read_text().strip()
-    configmap = f"{identity_program.CONFIGMAP_PREFIX}{pvc['metadata']['uid']}"
+    configmap = identity_program.configmap_name(pvc["metadata"]["uid"], public_key)
     published = hub.get("configmap", configmap, namespace)
     assert published["data"][identity_program.PUBLIC_KEY_FIELD] == public_key
     assert published["metadata"]["ownerReferences"][0]["kind"] == "PersistentVolumeClaim"
@@ -549,11 +550,19 @@ def test_supernode_keys_reach_the_superlink_through_kubernetes(plane, tmp_path):
     wait_for("the key in the SuperLink's authorized keys",
              lambda: public_key in (authorized_keys(hub, name, namespace) or ""), timeout=240)  # fmt: skip
     line = next(x for x in authorized_keys(hub, name, namespace).splitlines() if public_key in x)
-    assert line.endswith(f"/{namespace}/PersistentVolumeClaim/{claim_name}"), line
+    # Published by the publish mode, before any registration: no node ID.
+    assert line.split()[2:] == [f"default/{namespace}/PersistentVolumeClaim/{claim_name}", "-"], line
+    # The pods may reach their API server through the NetworkPolicy: at the endpoints it publishes.
+    rule = netpol.kube_api_egress(hub.get("endpointslice", "kubernetes", "default"))
+    assert rule is not None
+    wait_for("the API server admitted by the SuperNodes' NetworkPolicy",
+             lambda: rule in hub.get("networkpolicy", f"{name}-supernode", namespace)["spec"]["egress"])  # fmt: skip
     # Withdrawn with its publication (as when Kubernetes deletes it with the claim).
     hub.kubectl("delete", "configmap", configmap, "-n", namespace)
+    # An empty list is "" (no key left); None is no ConfigMap, which says nothing.
     wait_for("the key gone from the SuperLink's authorized keys",
-             lambda: public_key not in (authorized_keys(hub, name, namespace) or public_key), timeout=240)  # fmt: skip
+             lambda: (keys := authorized_keys(hub, name, namespace)) is not None and public_key not in keys,
+             timeout=240)  # fmt: skip
 
 
 def test_remote_pools_land_in_the_spoke(plane):
