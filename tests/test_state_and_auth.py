@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import io
+import subprocess
+import sys
+import zipfile
+
 import pytest
 
 from function.api.validation import SpecError, parse
@@ -125,7 +131,7 @@ def test_each_supernode_makes_and_registers_its_own_key(s, claim, memory):
     # The SuperLink's image: its flwr CLI speaks the SuperLink's Control API.
     assert first["image"] == keep["image"] == "flwr/superlink:1.25.0"
     # The program ships once per namespace (a ConfigMap), not inlined in the pod spec.
-    assert first["command"] == keep["command"] == ["python", "/etc/flower-identity/identity_program.py"]
+    assert first["command"] == keep["command"] == ["python", "/etc/flower-identity/identity_program.pyz"]
     assert {"name": "identity-program", "mountPath": "/etc/flower-identity", "readOnly": True} in first["volumeMounts"]
     assert first["args"][0] == "identity"
     assert keep["args"][0] == "keep"
@@ -248,7 +254,8 @@ def test_the_identity_program_ships_once_per_cluster_and_namespace_not_in_every_
         assert configmap["kind"] == "ConfigMap"
         assert configmap["immutable"] is True
         assert configmap["metadata"]["name"] == f"fed-identity-program-{digest}"
-        assert configmap["data"] == {"identity_program.py": identity.PROGRAM}
+        archive = zipfile.ZipFile(io.BytesIO(base64.b64decode(configmap["binaryData"]["identity_program.pyz"])))
+        assert archive.read("__main__.py").decode() == identity.PROGRAM
     for workload in ("superlink", "pool-edge"):
         pod_spec = built[workload]["spec"]["template"]["spec"]
         volumes = {v["name"]: v for v in pod_spec["volumes"]}
@@ -256,3 +263,19 @@ def test_the_identity_program_ships_once_per_cluster_and_namespace_not_in_every_
         assert identity.PROGRAM not in str(pod_spec)
     # Without node authentication there is no program to ship.
     assert not [name for name in manifests(TLS) if name.startswith("identity-program-")]
+
+
+def test_the_shipped_archive_runs_as_the_program(tmp_path):
+    """What the pods run: `python identity_program.pyz`, the same bytes every time."""
+    archive = tmp_path / identity.PROGRAM_FILE
+    archive.write_bytes(base64.b64decode(identity.PROGRAM_ARCHIVE))
+    assert identity.PROGRAM_ARCHIVE == base64.b64encode(identity._archive(identity.PROGRAM)).decode()
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    proc = subprocess.run(
+        [sys.executable, str(archive), "publish", f"--work={tmp_path}", f"--key-dir={keys}"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "no Kubernetes API in this pod" in proc.stdout
+    assert (keys / "supernode.pub").read_text().startswith("ecdsa-sha2-nistp384 ")
