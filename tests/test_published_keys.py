@@ -277,3 +277,22 @@ def test_publishing_pods_reach_their_api_server_once_its_endpoints_are_observed(
     plan = compose.plan(plain, observed_endpoints(ENDPOINTS)).resources
     assert compose.api_endpoints_resource("default") not in plan
     assert netpol.kube_api_egress(ENDPOINTS) not in plan[policy].manifest["spec"]["egress"]
+
+
+def test_a_held_pools_keys_stay_listed():
+    """A pool waiting for the SuperLink's external address is not composed, but its pods may run: keys stay."""
+    held = spec(
+        AUTH,
+        superlink__image="flwr/superlink:1.41.0",
+        superlink__service={"type": "LoadBalancer"},
+        supernodes__image="flwr/supernode:1.41.0",
+        supernodes__pools=[{"name": "eu", "replicas": 1, "providerConfigRef": {"name": "spoke-eu"},
+                            "caSecretRef": {"name": "ca"}}],
+    )  # fmt: skip
+    fed = compose.federation(xr(held))
+    name = published_keys.collection_name(FED, NAMESPACE, "spoke-eu", NAMESPACE)
+    built = compose.plan(fed, key_members=[member(collection=name, carried=CARRIED)])
+    assert built.held == {"eu": compose.Hold.ADDRESS}
+    assert compose.key_collection_resource("spoke-eu", NAMESPACE) not in built.direct
+    listed = built.resources[compose.AUTHORIZED_KEYS].manifest["data"]["authorized-keys"]
+    assert listed.startswith(f"{KEY} spoke-eu/{NAMESPACE}/"), listed

@@ -293,7 +293,7 @@ def plan(
         **network_policies(fed, composed, external, observed),
         **key_publishers(fed, composed),
         **api_endpoints(fed, composed),
-        **authorized_keys(fed, key_members or []),
+        **authorized_keys(fed, pools, key_members or []),
     }
     direct = key_collections(fed, composed)
     kept = {**kept_objects(pools, observed), **kept_clusters(fed, observed, {**resources, **direct})}
@@ -513,20 +513,20 @@ def key_collections(fed: Federation, pools: list[PlacedPool]) -> dict[str, dict[
     return out
 
 
-def authorized_keys(fed: Federation, members: list[dict[str, Any]]) -> dict[str, Composed]:
+def authorized_keys(fed: Federation, pools: list[PlacedPool], members: list[dict[str, Any]]) -> dict[str, Composed]:
     """With identities made in pods, the ConfigMap beside the SuperLink of the keys their pods published.
 
-    Every pool that makes identities counts, held back or not: a held pool's
-    pods keep running, and their keys stay.
+    pools: every pool, held back or not: a held pool's pods keep running, and
+    their keys stay.
     """
     if not reaps(fed):
         return {}
-    places = {}
-    for pool in fed.spec.supernodes.pools:
-        if generates_identity(fed.spec, pool):
-            ref, namespace = placement.pool_ref(fed.spec, pool), placement.pool_namespace(fed.namespace, pool)
-            name = published_keys.collection_name(fed.name, fed.namespace, ref.name, namespace)
-            places[name] = published_keys.Place(ref.name, namespace)
+    places = {
+        published_keys.collection_name(fed.name, fed.namespace, ref.name, namespace): published_keys.Place(
+            ref.name, namespace
+        )
+        for ref, namespace in key_places(fed, pools).values()
+    }
     keys = published_keys.published(fed.name, fed.namespace, places, members)
     labels = names.labels(fed.name, "superlink", "supernode-keys")
     manifest = published_keys.authorized_keys(fed.name, fed.namespace, labels, keys)
