@@ -201,8 +201,7 @@ beside `tls`; node authentication without TLS; `authKeySecretRef` on a pool of m
 | Kubernetes-typed fields (resources, env, volumes, pod templates) against the Kubernetes schema; \
 `nodeConfig` values Flower cannot read; generated names too long; claims deploying outside their \
 namespace; `volumeClaimTemplates` outside StatefulSet mode; a SuperLink claim template named like the \
-persistence volume; a pool volume named like the identity volume; node authentication for a pool in \
-another cluster before Flower 1.40 | | yes |
+persistence volume; a pool volume named like the identity volume | | yes |
 
 The pool limit (128) and the `nodeConfig` bounds (32 keys, string values of at most 1024
 characters) are what keeps these rules within budget. `nodeConfig` values are strings at

@@ -214,10 +214,12 @@ def garbled(objects: dict[str, dict[str, Any]], noise: list[Any], where: list[in
             obj["status"] = {"atProvider": value}
         elif depth == 2:
             obj["status"] = {"atProvider": {"manifest": value}}
-        else:
+        elif "forProvider" in obj.get("spec", {}):
             manifest = json.loads(json.dumps(obj["spec"]["forProvider"]["manifest"]))
             manifest["status"] = value
             obj["status"] = {"atProvider": {"manifest": manifest}}
+        else:  # composed directly (an ObservedObjectCollection): no manifest to hold it
+            obj["status"] = {"atProvider": value}
         out[name] = obj
     return out
 

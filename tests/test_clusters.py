@@ -520,12 +520,10 @@ def test_a_namespaced_federation_selects_both_kinds_and_names_the_kind():
     assert "pool-gpu-eu" in pools and pools["pool-gpu-eu"]["kind"] == "ProviderConfig"
 
 
-def test_a_selector_pool_counts_as_remote_before_any_cluster_is_selected():
-    # Any cluster may come to carry the labels: a pool that could not register
-    # its keys from another cluster (before Flower 1.40) is refused up front,
-    # not when a cluster joins.
+def test_a_selector_pool_with_node_authentication_needs_no_control_api_on_any_release():
+    # Any cluster may come to carry the labels. Its SuperNodes publish their keys through their own
+    # cluster's API and never reach the Control API, so a release before 1.40 (whose Fleet address
+    # leads to no Control API) is no longer refused up front.
     s = spec(SELECTED, tls={"secretName": "superlink-tls"}, nodeAuthentication={"enabled": True})
-    with pytest.raises(SpecError) as err:
-        compose.federation(xr(s))
-    assert err.value.errors[0][0] == "spec.supernodes.pools[0]"
-    assert "registers its SuperNodes' keys" in err.value.errors[0][1]
+    fed = compose.federation(xr(s))
+    assert str(fed.flower.superlink) == "1.25.0", "the case needs a release before 1.40"

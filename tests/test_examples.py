@@ -12,7 +12,6 @@ import pytest
 import yaml
 
 from conftest import CLAIMS, EXAMPLES, INVALID, ROOT, load_all
-from function.builders import superlink
 from function.serving import render
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
@@ -31,8 +30,6 @@ EXPECTED_WARNINGS = {
             ("resources", "LoadBalancer"),
         ]
     },
-    # Node authentication keeps the Control API open to the SuperNodes, which register through it, for now.
-    **{example: [superlink.NODE_AUTH_CONTROL_WARNING] for example in ("persistence-auth", "production")},
     # The flower-operator's mixed-release example: a 1.24 pool beside a 1.25 SuperLink.
     "multipools": ["pool pool-b runs Flower 1.24.0, the SuperLink 1.25.0"],
     "flower-upgrade": [

@@ -1,50 +1,189 @@
 """The identity program's decisions, from the answers Flower's CLI gives (function/builders/identity_program.py).
 
 What it does against real SuperLinks is in tests/test_real_node_auth.py; these
-cases pin the parts that read the CLI's output and pick identities to reap.
+cases pin the registrar's decisions (register, keep, unregister) and the parts
+that read the CLI's output.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import os
-import subprocess
-import sys
-import time
+import copy
 
 import pytest
 
-from function.builders import identity, identity_program
+from function.builders import identity_program
+from function.builders.identity_program import Registered
 
-NOW = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.timezone.utc)  # noqa: UP017 - as the program writes it
+NOW = 1_000_000.0
+GRACE = 600.0
+K1, K2 = "ecdsa-sha2-nistp384 AAAAone", "ecdsa-sha2-nistp384 AAAAtwo"
+HOLDER = "default/team-a/PersistentVolumeClaim/supernode-identity-fed-default-0"
 
 
-def node(node_id, status, created="2026-11-22 11:00:00Z", offline="N/A"):
-    return {"node-id": node_id, "status": status, "created-at": created, "offline-at": offline}
+def listed(*keys, hint=None):
+    return dict.fromkeys(keys, (HOLDER, hint))
 
 
 @pytest.mark.parametrize(
-    ("nodes", "grace", "reaped", "reason"),
+    ("listing", "nodes", "memory", "register", "unregister", "after", "reason"),
     [
-        ([node("1", "online")], 60, [], "online nodes stay"),
-        ([node("1", "offline", offline="2026-11-22 11:58:30Z")], 60, ["1"], "offline 90 s, past a 60 s grace"),
-        ([node("1", "offline", offline="2026-11-22 11:59:30Z")], 60, [], "offline 30 s: may come back"),
-        ([node("1", "registered", created="2026-11-22 11:50:00Z")], 300, ["1"], "registered, never online, 10 min"),
-        ([node("1", "registered", created="2026-11-22 11:59:00Z")], 300, [], "registered a minute ago: starting"),
-        ([node("1", "unregistered", created="2026-11-01 00:00:00Z")], 60, [], "already gone"),
-        ([node("1", "offline", offline="N/A")], 60, [], "no time given: nothing to judge by"),
-        ([node("1", "offline", offline="2026-11-22T11:00:00+00:00")], 60, ["1"], "ISO form with an offset"),
+        (listed(K1), {}, {}, [K1], [], {}, "a new published key is registered"),
+        (listed(K1), {"7": "online"}, {K1: Registered("7")}, [], [], {K1: Registered("7")}, "registered: nothing"),
         (
-            [node("1", "online"), node("2", "offline", offline="2026-11-22 10:00:00Z"), node("3", "offline")],
-            60,
-            ["2"],
-            "only the long-offline one of several",
+            listed(K1),
+            {"7": "offline"},
+            {K1: Registered("7")},
+            [],
+            [],
+            {K1: Registered("7")},
+            "offline for however long, still published: away, not gone, never unregistered",
+        ),
+        (
+            listed(K1),
+            {},
+            {K1: Registered("7")},
+            [K1],
+            [],
+            {K1: Registered("7")},
+            "the SuperLink lost its registrations (no database): registered again",
+        ),
+        (
+            listed(K1),
+            {"7": "unregistered"},
+            {K1: Registered("7")},
+            [],
+            [],
+            {K1: Registered("7", retired=True)},
+            "unregistered by hand: Flower never takes it back, so it is not tried again",
+        ),
+        (
+            listed(K1),
+            {"7": "unregistered"},
+            {K1: Registered("7", retired=True)},
+            [],
+            [],
+            {K1: Registered("7", retired=True)},
+            "retired before: nothing, and nothing said again",
+        ),
+        (
+            listed(K1, hint="7"),
+            {"7": "online"},
+            {},
+            [],
+            [],
+            {K1: Registered("7")},
+            "registered by its SuperNode before the registrar: adopted, not registered twice",
+        ),
+        (listed(K1, hint="7"), {"7": "unregistered"}, {}, [K1], [], {}, "a hint whose node is gone adopts nothing"),
+        (
+            listed(K1),
+            {"": "online"},
+            {K1: Registered("")},
+            [],
+            [],
+            {K1: Registered("")},
+            "in use under a node it cannot name: left alone",
+        ),
+        (
+            {},
+            {"7": "offline"},
+            {K1: Registered("7")},
+            [],
+            [],
+            {K1: Registered("7", NOW)},
+            "just left the list: the grace period starts",
+        ),
+        (
+            {},
+            {"7": "offline"},
+            {K1: Registered("7", NOW - GRACE + 1)},
+            [],
+            [],
+            {K1: Registered("7", NOW - GRACE + 1)},
+            "out of the list within the grace period: kept",
+        ),
+        (
+            {},
+            {"7": "offline"},
+            {K1: Registered("7", NOW - GRACE - 1)},
+            [],
+            [(K1, "7")],
+            {K1: Registered("7", NOW - GRACE - 1)},
+            "out of the list past the grace period: its holder is gone",
+        ),
+        (
+            {},
+            {},
+            {K1: Registered("7", NOW - GRACE - 1)},
+            [],
+            [],
+            {},
+            "past the grace period and unknown to the SuperLink: forgotten, nothing to unregister",
+        ),
+        (
+            None,
+            {"7": "offline"},
+            {K1: Registered("7", NOW - GRACE - 1)},
+            [],
+            [],
+            {K1: Registered("7", NOW - GRACE - 1)},
+            "no list written yet: nothing counts as absent",
+        ),
+        (
+            listed(K1),
+            {"7": "online"},
+            {K1: Registered("7", NOW - GRACE - 1)},
+            [],
+            [],
+            {K1: Registered("7")},
+            "back in the list: the grace period ends",
+        ),
+        (
+            listed(K2),
+            {"7": "online"},
+            {K1: Registered("7")},
+            [K2],
+            [],
+            {K1: Registered("7", NOW)},
+            "one key replaced by another: the new one registered, the old one's grace starts",
         ),
     ],
-    ids=lambda v: v if isinstance(v, str) else None,
 )
-def test_stale_identities(nodes, grace, reaped, reason):
-    assert identity_program.stale(nodes, NOW, grace) == reaped, reason
+def test_the_registrar_decides(listing, nodes, memory, register, unregister, after, reason):
+    given = copy.deepcopy(memory)
+    step = identity_program.plan(listing, nodes, memory, NOW, GRACE)
+    assert (step.register, step.unregister, step.memory) == (register, unregister, after), reason
+    assert memory == given, "the memory given is not changed in place"
+
+
+def test_a_retired_key_is_named_with_its_holder_once():
+    step = identity_program.plan(listed(K1), {"7": "unregistered"}, {K1: Registered("7")}, NOW, GRACE)
+    assert len(step.said) == 1 and HOLDER in step.said[0] and "delete" in step.said[0]
+    again = identity_program.plan(listed(K1), {"7": "unregistered"}, step.memory, NOW, GRACE)
+    assert again.said == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "reason"),
+    [
+        (f"{K1} {HOLDER} -\n", {K1: (HOLDER, None)}, "published before any registration"),
+        (f"{K1} {HOLDER} 42\n", {K1: (HOLDER, "42")}, "published with the node it registered as"),
+        (f"{K1} {HOLDER} -\n{K2} {HOLDER} 7", {K1: (HOLDER, None), K2: (HOLDER, "7")}, "one key a line"),
+        ("", {}, "no key published"),
+        (f"{K1} {HOLDER}\n", {}, "a line missing a field is not a key"),
+    ],
+)
+def test_the_listed_keys_are_read(text, expected, reason):
+    assert identity_program.authorized(text) == expected, reason
+
+
+def test_the_memory_survives_a_restart(tmp_path):
+    memory = {K1: Registered("7"), K2: Registered("9", NOW, retired=True)}
+    path = tmp_path / identity_program.REGISTRATIONS
+    identity_program.save(path, memory)
+    assert identity_program.load(path) == memory
+    assert identity_program.load(tmp_path / "none.json") == {}
+    assert [p.name for p in tmp_path.iterdir()] == [identity_program.REGISTRATIONS], "no partial file left"
 
 
 @pytest.mark.parametrize(
@@ -96,20 +235,6 @@ def test_registration_outcomes(tmp_path, monkeypatch, answer, done, reason):
 
 
 @pytest.mark.parametrize(
-    ("nodes", "node_id", "burned", "reason"),
-    [
-        ([{"node-id": 7, "status": "unregistered"}], "7", True, "unregistered: its key is refused for good"),
-        ([{"node-id": "7", "status": "deleted"}], "7", True, "deleted, as some releases say"),
-        ([{"node-id": 7, "status": "offline"}], "7", False, "offline comes back under the same key"),
-        ([{"node-id": 8, "status": "unregistered"}], "7", False, "another node's"),
-        ([], "7", False, "not listed: cannot tell, keep the key"),
-    ],
-)
-def test_an_unregistered_node_is_told_apart(nodes, node_id, burned, reason):
-    assert identity_program.gone(nodes, node_id) is burned, reason
-
-
-@pytest.mark.parametrize(
     ("style", "path", "target", "reason"),
     [
         ("pyproject", "app/pyproject.toml", [".", "federation"], "up to 1.25: a Flower app's pyproject.toml"),
@@ -123,19 +248,3 @@ def test_the_connection_is_written_where_the_release_reads_it(tmp_path, style, p
     assert 'root-certificates = "/app/tls/ca.crt"' in text
     assert "insecure" not in text
     assert cli.target == target
-
-
-def test_the_readiness_check_follows_the_marker_age(tmp_path):
-    """The sidecar's probe: ready while the SuperLink confirmed the key recently."""
-    marker = tmp_path / identity_program.REGISTERED
-
-    def probe(max_age: str) -> int:
-        return subprocess.run([sys.executable, "-c", identity.FRESH, str(marker), max_age], check=False).returncode
-
-    marker.touch()
-    assert probe("90") == 0
-    old = time.time() - 120
-    os.utime(marker, (old, old))
-    assert probe("90") == 1
-    marker.unlink()
-    assert probe("90") != 0, "no registration yet: not ready"

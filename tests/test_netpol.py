@@ -147,8 +147,8 @@ def test_remote_pools_without_fleet_cidrs_are_warned_about():
 # The intended matrix, written once: SuperNodes reach the SuperLink on the Fleet ports pools
 # dial, DNS, and only what their spec opens (HTTPS for dependency installation, the user's
 # supernodeEgress, a remote SuperLink's address); nothing reaches a SuperNode; the SuperLink
-# takes the Control API only where it leaves the pod's loopback (inClusterControlAPI, and node
-# authentication's registrations for now), then only from the listed namespaces and ranges, and
+# takes the Control API only where it leaves the pod's loopback (inClusterControlAPI: node
+# authentication's registrar dials the loopback), then only from the listed namespaces and ranges, and
 # nothing from anyone else. The SuperLink's own egress is not narrowed (its ServerApps'
 # needs are the user's), so the matrix says nothing of it.
 
@@ -236,12 +236,9 @@ def intent(spec_, manifests) -> Intent:
     if not superlinks:  # the SuperLink is in another cluster: its address, on the port pools dial
         opened |= {_pod_port(manifests, _dialled(m)) for m in supernodes.values()}
     control = ("TCP", CONTROL_PORT)
-    # What the pools dial, and the Control API where they register their keys.
+    # What the pools dial: never the Control API, node authentication or not.
     fleet = {_pod_port(manifests, _dialled(m)) for m in supernodes.values()}
-    registers = bool((spec_.get("nodeAuthentication") or {}).get("enabled"))
-    if registers:
-        fleet.add(control)
-    control_open = registers or bool((spec_.get("superlink") or {}).get("inClusterControlAPI"))
+    control_open = bool((spec_.get("superlink") or {}).get("inClusterControlAPI"))
     listed = policy.get("controlNamespaces", [])
     cidrs = policy.get("fleetCIDRs", []) + (policy.get("controlCIDRs", []) if control_open else [])
     return Intent(manifests, supernodes, superlinks, fleet, control, opened, listed if control_open else [],

@@ -203,9 +203,8 @@ def _containers(s: dict[str, Any]) -> dict[str, dict[str, Any]]:
         ("the ClientApp's SuperExec: training is the user's to size", "superexec-clientapp", pods.FLOWER_REQUESTS),
         ("nginx, passing Fleet requests on", "fleet-proxy", {"cpu": "10m", "memory": "16Mi"}),
         ("a one-shot secret maker", "superexec-auth", {"cpu": "10m", "memory": "32Mi"}),
-        ("the identity program, with Flower's CLI loaded", "supernode-identity", pods.PROGRAM_REQUESTS),
-        ("the registration sidecar", "supernode-registration", pods.PROGRAM_REQUESTS),
-        ("the reaper", "supernode-reaper", pods.PROGRAM_REQUESTS),
+        ("the identity program making and publishing the key", "supernode-identity", pods.PROGRAM_REQUESTS),
+        ("the registrar, with Flower's CLI loaded", "supernode-registrar", pods.PROGRAM_REQUESTS),
     ],
 )
 def test_a_container_without_resources_gets_requests_and_no_limits(reason, container, want):

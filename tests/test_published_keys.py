@@ -103,9 +103,9 @@ def test_authorized_keys_name_each_key_and_its_holder():
     with_node = published_keys.published(FED, NAMESPACE, PLACES, [member(node_id="42")])
     text = published_keys.authorized_keys(FED, NAMESPACE, {}, with_node)["data"]["authorized-keys"]
     assert text == f"{KEY} {holder} 42\n"
-    # What the reaper reads from it: the nodes it must never unregister.
-    assert identity_program.published_nodes(text) == {"42": holder}
-    assert identity_program.published_nodes(f"{KEY} {holder} -\n") == {}
+    # What the registrar reads from it: each key, its holder and the node it registered as, if any.
+    assert identity_program.authorized(text) == {KEY: (holder, "42")}
+    assert identity_program.authorized(f"{KEY} {holder} -\n") == {KEY: (holder, None)}
 
 
 def test_names_fit_the_member_label_and_stay_apart():
@@ -146,7 +146,7 @@ def test_only_the_identity_containers_hold_a_token():
         for c in p["containers"] + p["initContainers"]
         if any(m["name"] == identity.KUBE_VOLUME for m in c.get("volumeMounts", []))
     }
-    assert holders == {identity.INIT_CONTAINER, identity.SIDECAR}
+    assert holders == {identity.INIT_CONTAINER}
     volume = next(v for v in p["volumes"] if v["name"] == identity.KUBE_VOLUME)
     assert volume["projected"]["sources"][0] == {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}
 

@@ -1,20 +1,29 @@
-"""Node authentication as real Flower processes: each SuperNode makes its own key and registers it.
+"""Node authentication as real Flower processes: keys made in pods, proven by Kubernetes, registered by the SuperLink.
 
-What function/builders/identity.py promises, run through the pod runner with TLS on:
-every SuperNode of a StatefulSet pool of 3 (or a DaemonSet on the runner's 2
-nodes) comes online under its own key; after the SuperLink process restarts
-they are all online again with the same node IDs; a key nobody registered is
-refused; once a pool shrinks, the SuperLink's reaper leaves only the
-identities that still run, and when it grows again the replicas that were
-gone past every grace period join under new keys (no lockout); unless their
-keys are published through Kubernetes (at 1.41), when the reaper keeps them and
-they come back as the same nodes; and a `flwr run` completes. Needs root, like tests/test_real_flower.py.
+What function/builders/identity.py promises, run through the pod runner with TLS on.
+The runner has no API server, so the test plays Kubernetes and Crossplane: it
+publishes each pod's public key as the pod's identity container would (the
+program's own ConfigMap, owned by the claim or the pod) and carries the
+publications to the SuperLink's side with the function's own builders; the
+kubelet (the runner) then updates the registrar's volume. The rest is real:
+the SuperLink's registrar registers the listed keys over the pod's loopback,
+and the SuperNodes, refused until then and restarted as the kubelet would,
+join. Every SuperNode of a StatefulSet pool of 3 (or a DaemonSet on the
+runner's 2 nodes) comes online under its own key; a key nobody published is
+never registered; after the SuperLink process restarts they are all online
+again with the same node IDs; a pool scaled 3 -> 1 -> 3 with its claims kept
+(its keys still published) keeps its node IDs however long it was away; keys
+whose holders are gone for good are unregistered and their new holders join
+under new keys (no lockout); and a `flwr run` completes. Needs root, like
+tests/test_real_flower.py.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import pathlib
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -28,6 +37,7 @@ from podrunner import PodRunner, unwrap
 from test_real_flower import (
     CLI_CONTAINER,
     CLI_POLL_SECONDS,
+    GRPC_PROBE,
     NAMESPACE,
     SUPEREXEC_IMAGES,
     Release,
@@ -44,10 +54,13 @@ from test_real_flower import (
 from test_real_flower import release as release  # noqa: PLC0414 - the fixture, re-exported for pytest
 
 REGISTER_EVERY = 5
-UNREGISTER_AFTER = 45  # over the ~20 s SuperNodes take to reconnect to a restarted SuperLink
+# Over the registrar's interval and the runner's ConfigMap update: a key out of the list this long is gone.
+UNREGISTER_AFTER = 15
 ONLINE_TIMEOUT = 120
-# Where the SuperNodes' keys are published (the test carries them): the reaper keeps them when away.
-PUBLISHED_AT = "1.41.0"
+# Every this many polls the liveness probes run (each a Python process importing grpc), and a container
+# failing them this many times in a row is restarted.
+PROBE_EVERY = 4
+LIVENESS_FAILURES = 2
 # The issue's bound for every SuperNode to be back after the SuperLink restarts.
 BACK_TIMEOUT = 120
 
@@ -94,17 +107,49 @@ def wait_for(
 ) -> list[dict[str, Any]]:
     """Poll nodes() until test(nodes) holds with every container running; fail with the last listing and the logs.
 
-    With restarts, exited containers are started again, as the kubelet does, and listed there.
+    With restarts, containers are started again as the kubelet does, and listed there: those that
+    exited, and those its gRPC liveness probe finds unhealthy (live_or_restart).
     """
-    deadline, listing = time.monotonic() + timeout, []
+    deadline, listing, turns, failures = time.monotonic() + timeout, [], itertools.count(), {}
     while time.monotonic() < deadline:
         if restarts is not None:
             restarts += runner.restart_exited()
+            if next(turns) % PROBE_EVERY == PROBE_EVERY - 1:
+                restarts += live_or_restart(runner, failures)
         listing = nodes(runner)
         if test(listing) and not runner.exited():
             return listing
         time.sleep(CLI_POLL_SECONDS)
     pytest.fail(f"{what} within {timeout} s; last listing: {listing}; exited: {runner.exited()}\n{runner.logs()}")
+
+
+def live_or_restart(runner: PodRunner, failures: dict[tuple[str, str], int]) -> list[str]:
+    """The kubelet's gRPC liveness probes, as the function renders them: a container whose health check fails
+    LIVENESS_FAILURES times in a row is restarted (UNAVAILABLE, nothing listening yet, is no verdict).
+
+    Flower 1.35 keeps a refused SuperNode's process up (its key not registered yet): only this restarts it.
+    Fewer failures than the rendered threshold, and turns instead of its period: the same verdict, sooner.
+    """
+    out = []
+    for pod in list(runner.pods):
+        for spec in pod.spec["containers"]:
+            grpc = (spec.get("livenessProbe") or {}).get("grpc")
+            container = pod.containers.get(spec["name"])
+            if grpc is None or container is None or not container.running():
+                continue
+            ask = ["python", "-c", GRPC_PROBE, f"127.0.0.1:{grpc['port']}", "2"]
+            try:
+                probe = runner.exec(pod.namespace, pod.name, spec["name"], ask)
+            except RuntimeError:  # it exited meanwhile: restart_exited sees to it
+                continue
+            key = (pod.name, spec["name"])
+            failed = probe.returncode != 0 and "StatusCode.UNAVAILABLE" not in probe.stderr
+            failures[key] = failures.get(key, 0) + 1 if failed else 0
+            if failures[key] >= LIVENESS_FAILURES:
+                runner.restart(pod.namespace, pod.name, spec["name"], kill=True)
+                failures[key] = 0
+                out.append(f"{pod.namespace}/{pod.name}/{spec['name']}: liveness probe failed")
+    return out
 
 
 def registered(listing: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -135,36 +180,40 @@ def supernode_pods(runner: PodRunner) -> list[str]:
     return sorted(p.name for p in runner.pods if p.labels.get("app.kubernetes.io/name") == "supernode")
 
 
+def public_key(runner: PodRunner, pod: str) -> str:
+    """A SuperNode's public key, as its identity container printed it last (the SuperNode may be between
+    restarts, and a DaemonSet's key lives in memory the host does not see)."""
+    log = runner.pod(NAMESPACE, pod).containers[identity.INIT_CONTAINER].log.read_text()
+    said = [line for line in log.splitlines() if line.startswith("public key: ")]
+    assert said, log
+    return said[-1].removeprefix("public key: ").strip()
+
+
 def public_keys(runner: PodRunner, pods: list[str]) -> set[str]:
-    """Each SuperNode's public key, as its identity volume holds it."""
-    out = set()
-    for pod in pods:
-        proc = runner.exec(
-            NAMESPACE, pod, "supernode", ["python", "-c", "print(open('/app/auth/supernode.pub').read())"]
-        )
-        assert proc.returncode == 0, proc.stderr
-        out.add(proc.stdout.strip())
-    return out
+    return {public_key(runner, pod) for pod in pods}
 
 
-def publish(runner: PodRunner, name: str, pods: list[str]) -> None:
+def carry(runner: PodRunner, name: str, pods: list[str]) -> None:
     """Publish the pods' keys as their identity containers would, and list them beside the SuperLink.
 
-    The ConfigMaps the program makes (owned by each pod's claim, with its node
-    ID), observed as provider-kubernetes' collection would, checked and listed
-    by the function's own builders; the kubelet then updates the reaper's volume.
+    The ConfigMaps the program makes (owned by each pod's claim, or by a
+    DaemonSet's pod), observed as provider-kubernetes' collection would,
+    checked and listed by the function's own builders; the kubelet then
+    updates the registrar's volume. Only these pods' keys: the others'
+    publications are gone (their holders deleted).
     """
     place = published_keys.Place("default", NAMESPACE)
     collection = published_keys.collection_name(name, NAMESPACE, place.cluster, place.namespace)
     members = []
     for pod in pods:
-        read = "print(open('/app/auth/supernode.pub').read().strip(), open('/app/auth/supernode.node-id').read())"
-        proc = runner.exec(NAMESPACE, pod, "supernode", ["python", "-c", read])
-        assert proc.returncode == 0, proc.stderr
-        *key, node_id = proc.stdout.split()
-        claim = identity_program.Owner("PersistentVolumeClaim", f"{identity.IDENTITY_VOLUME}-{pod}", f"uid-{pod}")
+        target = runner.pod(NAMESPACE, pod)
+        if identity.IDENTITY_VOLUME in target.claims:
+            owner = identity_program.Owner("PersistentVolumeClaim", target.claims[identity.IDENTITY_VOLUME],
+                                           f"uid-{target.claims[identity.IDENTITY_VOLUME]}")  # fmt: skip
+        else:
+            owner = identity_program.Owner("Pod", pod, target.uid)
         labels = identity.publication_labels(name, "default")
-        configmap = identity_program.key_configmap(claim, NAMESPACE, labels, " ".join(key), node_id)
+        configmap = identity_program.key_configmap(owner, NAMESPACE, labels, public_key(runner, pod))
         members.append({
             "metadata": {"labels": {published_keys.MEMBER_LABEL: collection,
                                     published_keys.CARRIED_LABEL: published_keys.carried_label(name, NAMESPACE)}},
@@ -176,26 +225,33 @@ def publish(runner: PodRunner, name: str, pods: list[str]) -> None:
 
 
 @pytest.mark.parametrize("release", ["1.25.0", "1.41.0"], indirect=True)
-def test_statefulset_identities_register_survive_a_superlink_restart_and_are_reaped(
-    release: Release, tmp_path: pathlib.Path
-):
+def test_statefulset_identities_join_once_published_and_are_never_locked_out(release: Release, tmp_path: pathlib.Path):
     with start(release, tmp_path, "StatefulSet") as (runner, manifests, name):
         pods = supernode_pods(runner)
         assert len(pods) == 3
-        assert len(public_keys(runner, pods)) == 3, "SuperNodes share a key"
-        old_keys = public_keys(runner, pods[1:])
-        first = wait_for(runner, "3 SuperNodes online", lambda ls: len(online(ls)) == 3, ONLINE_TIMEOUT)
+        keys = public_keys(runner, pods)
+        assert len(keys) == 3, "SuperNodes share a key"
+
+        # Nothing published yet: the SuperLink registers no key, and the SuperNodes are refused.
+        time.sleep(3 * REGISTER_EVERY)
+        assert registered(nodes(runner)) == [], "a key was registered without a publication"
+        assert not online(nodes(runner))
+
+        # Published and carried: the registrar registers them, the SuperNodes (restarted) join.
+        carry(runner, name, pods)
+        restarts: list[str] = []
+        first = wait_for(runner, "3 SuperNodes online", lambda ls: len(online(ls)) == 3, ONLINE_TIMEOUT, restarts)
         ids = online(first)
 
         # The SuperLink restarts; its state (kept by default with node authentication) keeps the registrations.
         # A SuperNode may exit when its stream is cut (Flower 1.25 does, with code 0): the kubelet restarts it,
         # and with its key it is the same node.
         runner.restart(NAMESPACE, f"{name}-superlink-0", "superlink")
-        restarts: list[str] = []
+        restarts = []
         wait_for(runner, "the same 3 SuperNodes online again", lambda ls: online(ls) == ids, BACK_TIMEOUT, restarts)
         assert all(r.rsplit("/", 1)[1].startswith("supernode:") for r in restarts), restarts
 
-        # A key nobody registered is refused: the SuperNode exits.
+        # A key nobody published is refused: the SuperNode exits, and nothing registers it.
         fleet = next(
             f"{m['metadata']['name']}.{NAMESPACE}.svc:{p['port']}"
             for m in manifests
@@ -221,85 +277,79 @@ def test_statefulset_identities_register_survive_a_superlink_restart_and_are_rea
         assert stranger.returncode not in (0, -9), f"exit {stranger.returncode}\n{stranger.stdout}\n{stranger.stderr}"
         assert len(registered(nodes(runner))) == 3, "the stranger's key got registered"
 
-        if release.version == PUBLISHED_AT:
-            # Kubernetes holds the replicas' keys, published by their claims (the runner has no API server:
-            # the test publishes as the pods would, and carries them as Crossplane would). Scaled 3 -> 1 ->
-            # 3, past every grace period, they are away, not gone: the reaper keeps them, and they come back
-            # with the same keys and node IDs.
-            publish(runner, name, pods[1:])
-            for pod in pods[1:]:
-                runner.delete(NAMESPACE, pod)
-            time.sleep(UNREGISTER_AFTER + 2 * CLI_POLL_SECONDS + 20)
-            kept = registered(nodes(runner))
-            assert {n["node-id"] for n in kept} == ids, f"a published identity was unregistered: {kept}"
-            for pod in pods[1:]:
-                runner.create(NAMESPACE, pod)
-            back = wait_for(runner, "the same 3 SuperNodes back after 3 -> 1 -> 3", lambda ls: online(ls) == ids,
-                            ONLINE_TIMEOUT, restarts=[])  # fmt: skip
-            assert len(registered(back)) == 3
-            assert public_keys(runner, pods[1:]) == old_keys, "a published identity was replaced"
-            return
-
-        # Scaled from 3 to 1: the two replicas go, and the reaper unregisters their identities.
+        # Scaled 3 -> 1 -> 3 with the claims kept, so their keys stay published: away past every grace
+        # period, not gone. The registrar keeps them, and they come back as the same nodes with the same keys.
         for pod in pods[1:]:
             runner.delete(NAMESPACE, pod)
-        # The kubelet keeps restarting the one left if it exits meanwhile (Flower 1.25 may, on a slow machine).
-        left = wait_for(
-            runner, "1 registered identity", lambda ls: len(registered(ls)) == 1, UNREGISTER_AFTER + 60, restarts=[]
-        )
-        assert {n["node-id"] for n in registered(left)} <= ids
-
-        # Scaled back to 3: the two replicas return, offline past every grace period, with their claims and
-        # the keys the reaper unregistered (Flower never takes such a key back). Nobody is locked out: each
-        # makes a new key pair, registers it and joins, and the SuperLink holds 3 registered identities.
+        time.sleep(UNREGISTER_AFTER + 3 * REGISTER_EVERY)
+        kept = registered(nodes(runner))
+        assert {n["node-id"] for n in kept} == ids, f"an identity away with its key published was unregistered: {kept}"
         for pod in pods[1:]:
             runner.create(NAMESPACE, pod)
+        back = wait_for(runner, "the same 3 SuperNodes back after 3 -> 1 -> 3", lambda ls: online(ls) == ids,
+                        ONLINE_TIMEOUT, restarts=[])  # fmt: skip
+        assert len(registered(back)) == 3
+        assert public_keys(runner, pods) == keys, "an identity away was replaced"
+
+        # Gone for good: two replicas and their claims deleted (the pool removed, say), so their publications
+        # go with the claims. Past the grace period the registrar unregisters those keys and nothing else.
+        for pod in pods[1:]:
+            runner.delete(NAMESPACE, pod)
+            shutil.rmtree(runner.workdir / "claims" / NAMESPACE / f"{identity.IDENTITY_VOLUME}-{pod}")
+        carry(runner, name, pods[:1])
+        left = wait_for(runner, "1 registered identity", lambda ls: len(registered(ls)) == 1,
+                        UNREGISTER_AFTER + 60, restarts=[])  # fmt: skip
+        assert {n["node-id"] for n in registered(left)} < ids
+
+        # The pool back (new claims, new keys): nobody is locked out. Each new key is published and registered,
+        # and the SuperLink holds 3 registered identities, 3 online.
+        for pod in pods[1:]:
+            runner.create(NAMESPACE, pod)
+        carry(runner, name, pods)
         wait_for(
             runner,
-            "3 SuperNodes online and 3 registered after 3 -> 1 -> 3",
+            "3 SuperNodes online and 3 registered after the pool came back",
             lambda ls: len(online(ls)) == 3 and len(registered(ls)) == 3,
             ONLINE_TIMEOUT,
             restarts=[],
         )
         new_keys = public_keys(runner, pods[1:])
         assert len(new_keys) == 2, "the returning replicas share a key"
-        assert not new_keys & old_keys, "a returning replica kept a key its SuperLink unregistered"
+        assert not new_keys & keys, "a returning replica kept a key its SuperLink unregistered"
 
 
 @pytest.mark.parametrize("release", ["1.25.0", "1.41.0", "1.42.0"], indirect=True)
 def test_daemonset_identities_one_per_node(release: Release, tmp_path: pathlib.Path):
-    with start(release, tmp_path, "DaemonSet") as (runner, _, _):
+    with start(release, tmp_path, "DaemonSet") as (runner, _, name):
         pods = supernode_pods(runner)
         assert len(pods) == 2
         keys = public_keys(runner, pods)
         assert len(keys) == 2, "SuperNodes share a key"
-        first = wait_for(runner, "2 SuperNodes online", lambda ls: len(online(ls)) == 2, ONLINE_TIMEOUT)
-        assert runner.exited() == [], runner.logs()
+        carry(runner, name, pods)
+        first = wait_for(runner, "2 SuperNodes online", lambda ls: len(online(ls)) == 2, ONLINE_TIMEOUT, [])
 
-        # Unregistered (by hand here, by the reaper after an outage): Flower never takes that key back.
-        # Its pod makes a new key pair and joins as a new node, with nobody acting.
-        victim = sorted(online(first))[0]
-        argv = cli_argv(runner)
-        argv[2:3] = ["unregister", victim]
-        done = cli_exec(runner, argv, timeout=60)
-        assert identity_program.parse(done.stdout, done.stderr).get("success") is True, done
-        restarts: list[str] = []
+        # A replaced pod is a new identity (its key lived in memory): the new key is published and joins,
+        # and the old one, whose publication went with its pod, is unregistered after the grace period.
+        victim = pods[0]
+        runner.delete(NAMESPACE, victim)
+        runner.create(NAMESPACE, victim)
+        assert public_key(runner, victim) not in keys, "a new pod kept the key of the one it replaced"
+        carry(runner, name, pods)
 
         def rejoined(listing: list[dict[str, Any]]) -> bool:
-            return len(online(listing)) == 2 and victim not in online(listing)
+            return len(online(listing)) == 2 and len(registered(listing)) == 2 and online(listing) != online(first)
 
-        back = wait_for(runner, "2 SuperNodes online, one under a new key", rejoined, ONLINE_TIMEOUT * 2, restarts)
-        assert online(first) - {victim} <= online(back)
-        now = public_keys(runner, pods)
-        assert len(now) == 2 and len(now & keys) == 1, "not exactly one key replaced"
+        back = wait_for(runner, "2 SuperNodes online, one under a new key", rejoined,
+                        ONLINE_TIMEOUT + UNREGISTER_AFTER, [])  # fmt: skip
+        assert len(online(first) & online(back)) == 1, "not exactly one node replaced"
 
 
 @pytest.mark.parametrize("release", ["1.25.0", "1.41.0", "1.42.0"], indirect=True)
 def test_a_federated_run_completes_with_authentication(release: Release, tmp_path: pathlib.Path):
-    """`flwr run` of examples/app, process isolation and TLS, on SuperNodes that registered their own keys."""
+    """`flwr run` of examples/app, process isolation and TLS, on SuperNodes whose keys Kubernetes vouched for."""
     name = "fed-auth-run"
     federation = claim(name, release.version, "process", tls=True)
-    federation["spec"]["nodeAuthentication"] = {"enabled": True}
+    federation["spec"]["nodeAuthentication"] = {"enabled": True, "registrationIntervalSeconds": REGISTER_EVERY}
     secrets = [tls_secret(tmp_path, f"{name}-superlink")]
     rendered = render(tmp_path, federation, secrets)
     manifests = [unwrap(r) for r in rendered]
@@ -308,7 +358,8 @@ def test_a_federated_run_completes_with_authentication(release: Release, tmp_pat
     def attempt(n: int) -> tuple[subprocess.CompletedProcess[str], str]:
         with PodRunner(tmp_path / f"cluster-{n}", images(release.bin, SUPEREXEC_IMAGES), secrets) as runner:
             runner.start([*rendered, *extra])
-            wait_for(runner, "2 SuperNodes online", lambda ls: len(online(ls)) == 2, ONLINE_TIMEOUT)
+            carry(runner, name, supernode_pods(runner))
+            wait_for(runner, "2 SuperNodes online", lambda ls: len(online(ls)) == 2, ONLINE_TIMEOUT, [])
             return flwr_run(runner, release), runner.logs(lines=200)
 
     proc, logs = run_once_more_after_pull_race(attempt)

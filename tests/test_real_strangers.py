@@ -1,6 +1,6 @@
 """Network reach of a SuperLink grants the Fleet API and health, nothing else: tried from the attacker's seats.
 
-A rendered Federation (TLS on) runs as real processes (podrunner.py), and
+A rendered Federation (TLS and node authentication on) runs as real processes (podrunner.py), and
 three strangers try every door: a pod in another namespace, a SuperNode's own
 pod (a compromised workload) and this machine, which reaches the Service's
 address as a client outside the cluster reaches an exposed Service. Each asks
@@ -20,7 +20,6 @@ import json
 import pathlib
 import subprocess
 import sys
-import time
 from typing import Any
 
 import pytest
@@ -37,11 +36,11 @@ from test_real_flower import (
     cli_exec,
     cli_parts,
     images,
-    online_supernodes,
     render,
     tls_secret,
 )
 from test_real_flower import release as release  # noqa: PLC0414 - the fixture, re-exported for pytest
+from test_real_node_auth import ONLINE_TIMEOUT, REGISTER_EVERY, carry, online, supernode_pods, wait_for
 
 ELSEWHERE = "elsewhere"
 # What the flwr CLI sends for ls, run, stop and supernode register/list/unregister, and the Runtime API's
@@ -110,7 +109,10 @@ def answered(results: list[list[Any]]) -> list[list[Any]]:
 def test_strangers_reach_the_fleet_api_and_nothing_else(release: Release, tmp_path: pathlib.Path):
     name = "fed-strangers"
     secret = tls_secret(tmp_path, f"{name}-superlink")
-    rendered = render(tmp_path, claim(name, release.version, "subprocess", tls=True), [secret])
+    federation = claim(name, release.version, "subprocess", tls=True)
+    # Node authentication on: its registrations no longer travel the network either.
+    federation["spec"]["nodeAuthentication"] = {"enabled": True, "registrationIntervalSeconds": REGISTER_EVERY}
+    rendered = render(tmp_path, federation, [secret])
     manifests = [unwrap(r) for r in rendered]
     service = next(m for m in manifests if m["kind"] == "Service")
     assert [p["name"] for p in service["spec"]["ports"]] == ["fleet"], "the Service carries the Fleet API alone"
@@ -130,9 +132,11 @@ def test_strangers_reach_the_fleet_api_and_nothing_else(release: Release, tmp_pa
     http_control, http_fleet = minor >= (1, 37), minor >= (1, 40)
     with PodRunner(tmp_path / "cluster", images(release.bin), [secret, elsewhere_secret]) as runner:
         runner.start([*rendered, *extra])
-        # The Fleet API works: every SuperNode joins through it.
-        online, last = online_supernodes(runner, time.monotonic() + release.online_timeout, REPLICAS)
-        assert online == REPLICAS, f"{last}\n{runner.logs()}"
+        # The Fleet API works: every SuperNode joins through it, once its key is published and carried
+        # (the test plays Kubernetes and Crossplane, as in test_real_node_auth) and the registrar registered it.
+        carry(runner, name, supernode_pods(runner))
+        wait_for(runner, f"{REPLICAS} SuperNodes online", lambda ls: len(online(ls)) == REPLICAS,
+                 release.online_timeout + ONLINE_TIMEOUT, restarts=[])  # fmt: skip
 
         superlink = next(p for p in runner.pods if p.labels.get("app.kubernetes.io/name") == "superlink")
         supernode = next(p for p in runner.pods if p.labels.get("app.kubernetes.io/name") == "supernode")

@@ -107,8 +107,8 @@ def test_a_given_key_is_mounted_and_not_registered():
         },
     } in pod(GIVEN_KEY)["volumes"]
     assert init_containers(GIVEN_KEY) == {}
-    # No pool makes its own identity: nothing for a reaper to clean up after.
-    assert "supernode-reaper" not in init_containers(GIVEN_KEY, "superlink")
+    # No pool makes its own identity: nothing for a registrar to register.
+    assert "supernode-registrar" not in init_containers(GIVEN_KEY, "superlink")
 
 
 @pytest.mark.parametrize(
@@ -119,53 +119,61 @@ def test_a_given_key_is_mounted_and_not_registered():
     ],
     ids=["statefulset: a claim per ordinal keeps the key and node ID", "daemonset: in memory, per pod"],
 )
-def test_each_supernode_makes_and_registers_its_own_key(s, claim, memory):
+def test_each_supernode_makes_and_publishes_its_own_key(s, claim, memory):
     workload = manifests(s)["pool-edge" if s is AUTH_DS else "pool-default"]
     template = workload["spec"]["template"]["spec"]
-    init = {c["name"]: c for c in template["initContainers"]}
-    first, keep = init["supernode-identity"], init["supernode-registration"]
-    # The key is made and registered before the SuperNode starts, then kept registered beside it.
-    assert [c["name"] for c in template["initContainers"]] == ["supernode-identity", "supernode-registration"]
+    # One init container makes and publishes the key; nothing in the pod registers it or reaches Control.
+    assert [c["name"] for c in template["initContainers"]] == ["supernode-identity"]
+    first = template["initContainers"][0]
     assert "restartPolicy" not in first
-    assert keep["restartPolicy"] == "Always"
-    # The SuperLink's image: its flwr CLI speaks the SuperLink's Control API.
-    assert first["image"] == keep["image"] == "flwr/superlink:1.25.0"
+    # The pool's own image: a pool cluster pulls no SuperLink image.
+    assert first["image"] == "flwr/supernode:1.25.0"
     # The program ships once per namespace (a ConfigMap), not inlined in the pod spec.
-    assert first["command"] == keep["command"] == ["python", "/etc/flower-identity/identity_program.pyz"]
+    assert first["command"] == ["python", "/etc/flower-identity/identity_program.pyz"]
     assert {"name": "identity-program", "mountPath": "/etc/flower-identity", "readOnly": True} in first["volumeMounts"]
-    assert first["args"][0] == "identity"
-    assert keep["args"][0] == "keep"
-    for c in (first, keep):
-        assert "--address=fed-superlink.team-a.svc:9093" in c["args"]
-        assert "--root-certificates=/app/tls/ca.crt" in c["args"]
-        assert "--cli-config=pyproject" in c["args"]  # Flower 1.25 reads a Flower app's pyproject.toml
-    # Both write: the first makes the key, the sidecar replaces one the SuperLink unregistered.
+    assert first["args"][:2] == ["publish", "--key-dir=/app/auth"]
+    assert "--retry=5" in first["args"], "it returns only once Kubernetes holds the key"
+    assert not any(a.startswith(("--address", "--root-certificates")) for a in first["args"])
+    assert not any(m["name"].startswith("superlink-tls") for m in first["volumeMounts"]), "it dials no SuperLink"
     assert {"name": "supernode-identity", "mountPath": "/app/auth"} in first["volumeMounts"]
-    assert {"name": "supernode-identity", "mountPath": "/app/auth"} in keep["volumeMounts"]
     node = next(c for c in template["containers"] if c["name"] == "supernode")
     assert "--auth-supernode-private-key=/app/auth/supernode.key" in node["args"]
     assert {"name": "supernode-identity", "mountPath": "/app/auth", "readOnly": True} in node["volumeMounts"]
     claims = [t["metadata"]["name"] for t in workload["spec"].get("volumeClaimTemplates", [])]
     assert ("supernode-identity" in claims) == claim
+    # The claims (and the keys' publications) go with the StatefulSet, not with a scale-down.
+    retention = workload["spec"].get("persistentVolumeClaimRetentionPolicy")
+    assert retention == ({"whenDeleted": "Delete", "whenScaled": "Retain"} if claim else None)
     volumes = {v["name"]: v for v in template["volumes"]}
     assert ("supernode-identity" in volumes) == memory
     if memory:
         assert volumes["supernode-identity"]["emptyDir"]["medium"] == "Memory"
 
 
-def test_the_superlink_reaps_identities_and_keeps_its_state():
+def test_the_superlink_registers_published_keys_and_keeps_its_state():
     init = init_containers(AUTH, "superlink")
-    reaper = init["supernode-reaper"]
-    assert reaper["restartPolicy"] == "Always"
-    assert reaper["args"][0] == "reap"
-    assert "--grace=600" in reaper["args"]
-    # Through the Service, whose name the SuperLink's certificate holds.
-    assert "--address=fed-superlink.team-a.svc:9093" in reaper["args"]
+    assert list(init) == ["supernode-registrar"]
+    registrar = init["supernode-registrar"]
+    assert registrar["restartPolicy"] == "Always"
+    assert registrar["image"] == "flwr/superlink:1.25.0", "the SuperLink's CLI speaks its Control API"
+    assert registrar["args"][0] == "registrar"
+    # Over the pod's loopback, which the SuperLink's certificate names: the only Control API client.
+    assert "--address=127.0.0.1:9093" in registrar["args"]
+    assert "--root-certificates=/app/tls/ca.crt" in registrar["args"]
+    assert "--grace=600" in registrar["args"]
+    assert "--authorized-keys=/etc/flower-authorized-keys/authorized-keys" in registrar["args"]
+    # Its memory on the SuperLink's state volume, in a folder of its own: both survive a restart or neither.
+    assert "--state=/var/lib/flower-registrar" in registrar["args"]
+    state = {"name": "state", "mountPath": "/var/lib/flower-registrar", "subPath": "registrar"}
+    assert state in registrar["volumeMounts"]
     c = container(AUTH, "superlink", "superlink")
     assert "--enable-supernode-auth" in c["args"]
     assert "--database=/app/state/state.db" in c["args"], "registrations must survive a restart"
     off = spec(AUTH, superlink__persistence={"enabled": False})
     assert not any(a.startswith("--database") for a in container(off, "superlink", "superlink")["args"])
+    in_memory = init_containers(off, "superlink")["supernode-registrar"]
+    assert "--state=/var/run/flower-registrar/registrar" in in_memory["args"]
+    assert not any(m["name"] == "state" for m in in_memory["volumeMounts"])
 
 
 def test_no_private_key_in_any_composed_resource():
@@ -194,57 +202,46 @@ def remote_auth(version: str, *, older_pool: str | None = None) -> dict:
     )
 
 
-def test_a_pool_elsewhere_registers_at_the_address_it_dials():
-    """From 1.40 the Fleet address leads to the listener that serves the Control API too."""
-    built = manifests(remote_auth("1.41.0"))
+@pytest.mark.parametrize(
+    ("s", "reason"),
+    [
+        (remote_auth("1.41.0"), "from 1.40 the Fleet address leads to a proxy that passes Fleet alone"),
+        (remote_auth("1.39.0"), "before 1.40 the Fleet port serves only Fleet"),
+    ],
+)
+def test_a_pool_elsewhere_publishes_its_keys_and_never_reaches_control(s, reason):
+    """Registration no longer travels the network: any release, any cluster (once refused before 1.40)."""
+    built = manifests(s)
     init = {c["name"]: c for c in built["pool-edge"]["spec"]["template"]["spec"]["initContainers"]}
     node = next(c for c in built["pool-edge"]["spec"]["template"]["spec"]["containers"] if c["name"] == "supernode")
-    assert "--superlink=flower.example.com:9092" in node["args"]
-    assert "--address=flower.example.com:9092" in init["supernode-identity"]["args"]
-    assert "--cli-config=config-toml" in init["supernode-identity"]["args"]  # 1.26+: $FLWR_HOME/config.toml
-    assert init["supernode-identity"]["image"] == "flwr/superlink:1.41.0"
+    assert "--superlink=flower.example.com:9092" in node["args"], reason
+    assert init["supernode-identity"]["args"][0] == "publish", reason
+    assert not any(a.startswith("--address") for a in init["supernode-identity"]["args"]), reason
+    proxy = built.get("superlink-fleet-proxy")
+    if proxy is not None:
+        assert "/v1/control" not in proxy["data"]["nginx.conf"], reason
+    service = built["superlink-service"]
+    assert [p["name"] for p in service["spec"]["ports"]] in (["fleet"], ["fleet", "fleet-http"]), reason
 
 
 @pytest.mark.parametrize(
     ("s", "reason"),
     [
-        (remote_auth("1.39.0"), "before 1.40 the Control API is not behind the Fleet address"),
-        (remote_auth("1.41.0", older_pool="1.25.0"), "the Fleet port is held by the gRPC adapter for a 1.25 pool"),
+        (AUTH, "the registrar dials the loopback: no pod, not even the SuperLink's own, reaches the Control port"),
+        (TLS, "without node authentication the Control port stays closed to SuperNodes"),
     ],
 )
-def test_a_pool_elsewhere_that_could_not_register_is_refused(s, reason):
-    with pytest.raises(SpecError) as err:
-        manifests(s)
-    assert any(
-        f == "spec.supernodes.pools[0]" and "registers its SuperNodes' keys" in m for f, m in err.value.errors
-    ), (reason, err.value.errors)
-
-
-@pytest.mark.parametrize(
-    ("s", "control_to_supernodes", "reason"),
-    [
-        (AUTH, True, "SuperNodes register at the Control port, apart from the Fleet port before 1.40"),
-        (TLS, False, "without node authentication the Control port stays closed to SuperNodes"),
-    ],
-)
-def test_network_policies_let_supernodes_register(s, control_to_supernodes, reason):
+def test_network_policies_admit_no_one_to_control(s, reason):
     built = manifests(s)
     superlink_rules = built["networkpolicy-superlink"]["spec"]["ingress"]
-    fleet_rule = next(r for r in superlink_rules if any("podSelector" in p for p in r["from"]))
-    assert ({"port": 9093, "protocol": "TCP"} in fleet_rule["ports"]) == control_to_supernodes, reason
+    assert not any({"port": 9093, "protocol": "TCP"} in r["ports"] for r in superlink_rules), reason
     egress = built["networkpolicy-supernode-default-team-a"]["spec"]["egress"]
-    to_superlink = next(r for r in egress if "to" in r)
-    assert ({"port": 9093, "protocol": "TCP"} in to_superlink["ports"]) == control_to_supernodes, reason
-    # The reaper dials the Service from the SuperLink's own pod.
-    own = {"podSelector": {"matchLabels": built["superlink"]["spec"]["selector"]["matchLabels"]}}
-    assert any(own in r["from"] and {"port": 9093, "protocol": "TCP"} in r["ports"] for r in superlink_rules) == (
-        control_to_supernodes
-    ), reason
+    assert not any({"port": 9093, "protocol": "TCP"} in r.get("ports", []) for r in egress if "to" in r), reason
 
 
 def test_the_identity_program_ships_once_per_cluster_and_namespace_not_in_every_pod():
     """Issue 31: the program was inlined into every pod spec (67 KB each). Now one immutable ConfigMap per place
-    where identity containers run (the SuperLink's namespace for the reaper, each pool's), named by its content,
+    where identity containers run (the SuperLink's namespace for the registrar, each pool's), named by its content,
     and each pod mounts it by that name."""
     built = manifests(remote_auth("1.41.0"))
     programs = {name: m for name, m in built.items() if name.startswith("identity-program-")}
@@ -273,9 +270,9 @@ def test_the_shipped_archive_runs_as_the_program(tmp_path):
     keys = tmp_path / "keys"
     keys.mkdir()
     proc = subprocess.run(
-        [sys.executable, str(archive), "publish", f"--work={tmp_path}", f"--key-dir={keys}"],
+        [sys.executable, str(archive), "publish", f"--key-dir={keys}"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr
-    assert "no Kubernetes API in this pod" in proc.stdout
+    assert "no Kubernetes API in reach" in proc.stdout
     assert (keys / "supernode.pub").read_text().startswith("ecdsa-sha2-nistp384 ")

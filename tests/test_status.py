@@ -122,9 +122,10 @@ def _removed_pool_object():
 
 
 REGISTRATION_PENDING = (
-    "1/2 SuperNode keys registered (pools default 1/2): a SuperNode pod waits in its supernode-identity "
-    "init container until the SuperLink federation-durable-superlink accepts its key, and is not ready while "
-    "supernode-registration cannot confirm it; their logs say why"
+    "1/2 SuperNode keys registered (pools default 1/2): each SuperNode pod publishes its key in its "
+    "supernode-identity init container, Crossplane carries it to federation-durable-superlink-authorized-keys, "
+    "and the SuperLink's supernode-registrar registers it; until then the SuperNode is refused and restarts. "
+    "Their logs say why"
 )
 
 NOT_ISSUED = {"type": "Ready", "status": "False", "reason": "DoesNotExist", "message": "Issuer flower-ca not found"}
@@ -150,7 +151,7 @@ SCENARIOS = [
         },
         unready=["superlink-certificate"],
         registered=4,
-        warnings=["SuperNodes register their keys through the Control API"],
+        warnings=[],
     ),
     Scenario(
         name="certificate-issued",
@@ -161,7 +162,7 @@ SCENARIOS = [
         supernodes="4/4",
         conditions={"TLSReady": ("True", "the SuperLink's certificate is issued")},
         registered=4,
-        warnings=["SuperNodes register their keys through the Control API"],
+        warnings=[],
     ),
     Scenario(
         name="keys-pending",
@@ -174,7 +175,7 @@ SCENARIOS = [
         conditions={"SuperNodesRegistered": ("False", REGISTRATION_PENDING)},
         unready=["pool-default"],
         registered=1,
-        warnings=["SuperNodes register their keys through the Control API"],
+        warnings=[],
     ),
     Scenario(
         name="keys-registered",
@@ -188,7 +189,7 @@ SCENARIOS = [
             "SuperNodesRegistered": ("True", "2/2 SuperNode keys registered"),
         },
         registered=2,
-        warnings=["SuperNodes register their keys through the Control API"],
+        warnings=[],
     ),
     Scenario(
         name="nothing-created",

@@ -293,7 +293,7 @@ def _whole_secret_mounts(pod_spec: dict) -> list[str]:
 
 def test_only_the_superlink_mounts_its_key_the_containers_that_dial_it_get_the_ca():
     # Process isolation from 1.37 puts the SuperExec's link behind the SuperLink's
-    # TLS, and node authentication adds the reaper: both dial, neither serves.
+    # TLS, and node authentication adds the registrar: both dial, neither serves.
     s = spec(PROCESS, tls={"secretName": "superlink-tls"}, nodeAuthentication={"enabled": True})
     s = yaml.safe_load(yaml.safe_dump(s).replace(":1.25.0", ":1.41.0"))
     superlink = pod(s, "superlink")
@@ -302,7 +302,7 @@ def test_only_the_superlink_mounts_its_key_the_containers_that_dial_it_get_the_c
     ca_only = {"secretName": "superlink-tls", "items": [{"key": "ca.crt", "path": "ca.crt"}], "defaultMode": 0o440}
     assert {"name": tls.CA_VOLUME, "secret": ca_only} in superlink["volumes"]
     dialing = {c["name"]: c for c in [*superlink["initContainers"], *superlink["containers"]]}
-    for name in ("superexec-serverapp", "supernode-reaper"):
+    for name in ("superexec-serverapp", "supernode-registrar"):
         assert {"name": tls.CA_VOLUME, "mountPath": "/app/tls", "readOnly": True} in dialing[name]["volumeMounts"]
 
 

@@ -290,15 +290,18 @@ class NodeAuthentication(Model):
         default=30,
         ge=5,
         le=3600,
-        description="How often each SuperNode registers its key again (a SuperLink that lost its state gets it back).",
+        description=(
+            "How often the SuperLink's registrar registers the published keys it does not hold yet "
+            "(a SuperLink that lost its state gets them back) and looks for keys no longer published."
+        ),
     )
     unregisterAfterSeconds: int = Field(
         default=600,
         ge=10,
         le=604800,
         description=(
-            "A SuperNode offline (or registered and never online) this long is unregistered: "
-            "the identities of removed replicas and pools. One back later registers anew."
+            "A key no longer published this long is unregistered: its holder (a DaemonSet's pod, a "
+            "StatefulSet's claim) is gone for good. A SuperNode offline keeps its key published and registered."
         ),
     )
 
@@ -460,8 +463,8 @@ class PoolSpec(Storage):
         default=None,
         description=(
             "With node authentication: a Secret key holding the private key of this pool's one SuperNode "
-            "(StatefulSet, replicas 1), which you register yourself. Without it SuperNodes make and register "
-            "their own keys."
+            "(StatefulSet, replicas 1), which you register yourself. Without it SuperNodes make their own keys "
+            "and publish them through Kubernetes, and the SuperLink's registrar registers them."
         ),
     )
     images: PoolImages = Field(default_factory=PoolImages, description="Images of this pool.")

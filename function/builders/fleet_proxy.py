@@ -35,9 +35,6 @@ _SCRATCH = "/tmp"  # noqa: S108 - the container's own emptyDir
 
 # The Fleet endpoints are lower-case words joined by hyphens (`/v1/fleet/pull-messages`).
 FLEET_PATH = "^/v1/fleet/[a-z0-9-]+$"
-# With node authentication, until registration leaves the network
-# (docs/tls-and-authentication.md): remote pools register their keys here.
-CONTROL_PATH = "^/v1/control/[a-z0-9-]+$"
 
 
 def configmap_name(federation: str) -> str:
@@ -45,12 +42,8 @@ def configmap_name(federation: str) -> str:
     return f"{names.superlink(federation)}-fleet-proxy"
 
 
-def config(spec: FederationSpec, *, control: bool = False) -> str:
-    """nginx.conf: Fleet and health to the SuperLink's loopback listener, nothing else.
-
-    control: also pass the Control API (node authentication's registrations
-    from other clusters, for now).
-    """
+def config(spec: FederationSpec) -> str:
+    """nginx.conf: Fleet and health to the SuperLink's loopback listener, nothing else."""
     lines = [
         "# Written by the Flower Federation function: the SuperLink's Fleet API and health, nothing else.",
         "daemon off;",
@@ -64,13 +57,13 @@ def config(spec: FederationSpec, *, control: bool = False) -> str:
         "    access_log off;",
         "    server_tokens off;",
         *(f"    {kind}_temp_path {_SCRATCH}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")),
-        *(f"    {line}" for line in _server(spec, control=control)),
+        *(f"    {line}" for line in _server(spec)),
         "}",
     ]
     return "\n".join(lines) + "\n"
 
 
-def _server(spec: FederationSpec, *, control: bool) -> list[str]:
+def _server(spec: FederationSpec) -> list[str]:
     """The one server block: the proxy's listener, TLS as the SuperLink's, and what it passes."""
     secure = tls.enabled(spec)
     server_tls = [
@@ -91,19 +84,14 @@ def _server(spec: FederationSpec, *, control: bool) -> list[str]:
         "    proxy_http_version 1.1;",
         "    proxy_read_timeout 1h;",
         "    proxy_send_timeout 1h;",
-        *(
-            f"    {line}"
-            for line in _locations(f"{'https' if secure else 'http'}://127.0.0.1:{CONTROL_PORT}", control=control)
-        ),
+        *(f"    {line}" for line in _locations(f"{'https' if secure else 'http'}://127.0.0.1:{CONTROL_PORT}")),
         "}",
     ]
 
 
-def _locations(upstream: str, *, control: bool) -> list[str]:
-    """Fleet (and Control when asked) by raw path prefix and method, health by GET; 404 for the rest."""
+def _locations(upstream: str) -> list[str]:
+    """Fleet by raw path prefix and method, health by GET; 404 for the rest."""
     passed = [("/v1/fleet/", FLEET_PATH, "POST")]
-    if control:
-        passed.append(("/v1/control/", CONTROL_PATH, "POST"))
     locations = []
     for prefix, raw, method in passed:
         locations += [
@@ -123,7 +111,7 @@ def _locations(upstream: str, *, control: bool) -> list[str]:
     ]
 
 
-def configmap(federation: str, namespace: str, spec: FederationSpec, *, control: bool = False) -> dict[str, Any]:
+def configmap(federation: str, namespace: str, spec: FederationSpec) -> dict[str, Any]:
     """The ConfigMap the proxy reads its configuration from."""
     return {
         "apiVersion": "v1",
@@ -133,7 +121,7 @@ def configmap(federation: str, namespace: str, spec: FederationSpec, *, control:
             "namespace": namespace,
             "labels": names.superlink_labels(federation),
         },
-        "data": {CONFIG_FILE: config(spec, control=control)},
+        "data": {CONFIG_FILE: config(spec)},
     }
 
 

@@ -1,27 +1,27 @@
-"""SuperNode identities: one key pair per SuperNode, made in its pod and registered by it.
+"""SuperNode identities: a key pair per SuperNode, made in its pod, proven by Kubernetes, registered by the SuperLink.
 
 Flower binds a node ID to a key: two SuperNodes cannot share one. So each
 SuperNode pod makes its own key pair, on a volume of its own, and its private
 key never leaves that volume: no Secret, Object or XR ever holds it.
 
 * StatefulSet pools keep it on a claim per ordinal (volumeClaimTemplates), so a
-  pod that is replaced keeps its key and its node ID.
+  pod that is replaced keeps its key and its node ID; the claims go with the
+  StatefulSet (not with a scale-down), and the key's publication with them.
 * DaemonSet pools keep it in memory (an emptyDir), for as long as the pod runs
   on its node; a replaced pod is a new identity.
 
-Registration is Flower's own (`flwr supernode register` against the Control
-API), run by the pod that holds the key: an init container registers the key
-before the SuperNode starts, and a sidecar registers it again every interval,
-so registrations lost with a SuperLink's state come back by themselves. In the
-SuperLink's pod a sidecar unregisters SuperNodes that stay offline past a grace
-period: the identities of removed replicas and pools. All three run the
-SuperLink's image, so the CLI always speaks the SuperLink's release, and
-function/builders/identity_program.py, run by its Python (no shell, no user text).
-Each pod also publishes its public key through its own cluster's API
+Nothing a SuperNode pod does reaches the Control API. Its init container
+publishes the public key through its own cluster's API
 (identity_program.publish), with a projected ServiceAccount token that only
-its identity containers mount and a Role that lets the pool's ServiceAccount
-create ConfigMaps in its namespace (publisher_role); Crossplane brings the
-published keys back (function/builders/published_keys.py).
+that container mounts and a Role that lets the pool's ServiceAccount create
+ConfigMaps in its namespace (publisher_role); Crossplane brings the published
+keys back (function/builders/published_keys.py) into a ConfigMap beside the
+SuperLink. The registrar, a sidecar of the SuperLink, is the only Control API
+client: over the pod's loopback it registers each listed key and unregisters a
+key only once it has left the list for good (identity_program.registrar). It
+runs the SuperLink's image, so the CLI always speaks the SuperLink's release;
+the publisher runs the pool's SuperNode image. Both run
+function/builders/identity_program.py with that image's Python (no shell, no user text).
 The program ships once per namespace, in a ConfigMap named by its content
 (program_configmap), not inlined into every pod spec: a new program is a new
 name, so pods that run it roll, and a Federation's size grows by a reference
@@ -43,6 +43,7 @@ from function.api import names
 from function.api.spec import (
     AUTH_KEY_PATH,
     IDENTITY_VOLUME,
+    STATE_VOLUME,
     FederationSpec,
     NodeAuthentication,
 )
@@ -50,11 +51,15 @@ from function.builders import identity_program, pods, tls
 from function.releases.flower import Dialect
 
 KEY_DIR = posixpath.dirname(AUTH_KEY_PATH)
-WORK_VOLUME = "supernode-identity-work"
-WORK_DIR = "/var/run/flower-identity"
+WORK_VOLUME = "supernode-registrar-work"
+WORK_DIR = "/var/run/flower-registrar"
 INIT_CONTAINER = "supernode-identity"
-SIDECAR = "supernode-registration"
-REAPER = "supernode-reaper"
+REGISTRAR = "supernode-registrar"
+# The registrar's memory of the keys it registered: beside the SuperLink's own state where it keeps one.
+REGISTRAR_STATE = "registrar"
+REGISTRAR_STATE_DIR = "/var/lib/flower-registrar"
+# Seconds between a publisher's attempts while Kubernetes does not hold its key yet.
+PUBLISH_RETRY = 5
 # The program's text: it runs in the Flower image, which has no copy of this package.
 PROGRAM = inspect.getsource(identity_program)
 PROGRAM_VOLUME = "identity-program"
@@ -63,22 +68,19 @@ PROGRAM_DIR = "/etc/flower-identity"
 PROGRAM_FILE = "identity_program.pyz"
 # Names the ConfigMap after the program's content: immutable, and replaced (not edited) when it changes.
 PROGRAM_DIGEST = hashlib.sha256(PROGRAM.encode()).hexdigest()[:10]
-# The projected ServiceAccount token and cluster CA the identity containers publish the key with.
+# The projected ServiceAccount token and cluster CA the identity container publishes the key with.
 KUBE_VOLUME = "identity-kube-api"
 KUBE_DIR = "/var/run/flower-identity-api"
 # A token lives an hour; the kubelet renews it well before, the program reads it at every call.
 TOKEN_SECONDS = 3600
 # Marks a published key's ConfigMap; with the Federation's instance label it selects the keys to carry.
 KEY_LABEL = "flower.flwr.ai/supernode-key"
-# The published keys, as the function lists them beside the SuperLink, in the reaper's volume.
+# The published keys, as the function lists them beside the SuperLink, in the registrar's volume.
 AUTHORIZED_KEYS_VOLUME = "authorized-keys"
 AUTHORIZED_KEYS_DIR = "/etc/flower-authorized-keys"
 AUTHORIZED_KEYS_FILE = "authorized-keys"
 # The pod's own name, namespace and uid, from the downward API.
 POD_FIELDS = {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace", "POD_UID": "metadata.uid"}
-# The sidecar is ready while the SuperLink confirmed its key within the last checks:
-# a SuperNode pod is ready only with its key registered, so ready pods count registered identities.
-FRESH = "import os, sys, time; sys.exit(time.time() - os.path.getmtime(sys.argv[1]) > float(sys.argv[2]))"
 
 
 def settings(spec: FederationSpec) -> NodeAuthentication:
@@ -88,7 +90,7 @@ def settings(spec: FederationSpec) -> NodeAuthentication:
 
 @dataclasses.dataclass(frozen=True)
 class Registration:
-    """Where and how a pool's SuperNodes register: the SuperLink's Control API and the CLI that speaks it."""
+    """How the registrar beside the SuperLink reaches its Control API: the loopback, with the CLI that speaks it."""
 
     federation: str
     image: str
@@ -99,14 +101,24 @@ class Registration:
     # With TLS, the CA certificate the CLI trusts, as the pod mounts it.
     root_certificates: str | None
     interval: int
+    grace: int
+    # Whether the SuperLink keeps its state on a volume: the registrar's memory goes there too.
+    persistent: bool
 
-    def args(self, mode: str, **extra: str) -> list[str]:
-        """The program's command line."""
-        args = [mode, f"--address={self.address}", f"--cli-config={self.cli_config}", f"--work={WORK_DIR}"]
+    def args(self) -> list[str]:
+        """The registrar's command line."""
+        state = REGISTRAR_STATE_DIR if self.persistent else f"{WORK_DIR}/{REGISTRAR_STATE}"
+        args = [
+            "registrar",
+            f"--address={self.address}",
+            f"--cli-config={self.cli_config}",
+            f"--work={WORK_DIR}",
+            f"--state={state}",
+            f"--authorized-keys={AUTHORIZED_KEYS_DIR}/{AUTHORIZED_KEYS_FILE}",
+        ]
         if self.root_certificates:
             args.append(f"--root-certificates={self.root_certificates}")
-        args.append(f"--interval={self.interval}")
-        return args + [f"--{k.replace('_', '-')}={v}" for k, v in sorted(extra.items())]
+        return [*args, f"--interval={self.interval}", f"--grace={self.grace}"]
 
 
 def _archive(source: str) -> bytes:
@@ -144,12 +156,15 @@ def program_configmap(federation: str, namespace: str, labels: dict[str, str]) -
     }
 
 
-def registration(federation: str, spec: FederationSpec, superlink_dialect: Dialect, address: str) -> Registration:
-    """How parts of federation reach the Control API at address, with the SuperLink's own CLI."""
+def registration(
+    federation: str, spec: FederationSpec, superlink_dialect: Dialect, address: str, *, persistent: bool
+) -> Registration:
+    """How the registrar reaches the Control API at address (the loopback), with the SuperLink's own CLI."""
     if spec.superlink.image is None:
         msg = "spec.superlink.image is unset: compose.federation names it from spec.version"
         raise ValueError(msg)
     ca = f"{tls.TLS_DIR}/{tls.CA_FILE}" if tls.enabled(spec) else None
+    auth = settings(spec)
     return Registration(
         federation,
         spec.superlink.image,
@@ -157,24 +172,21 @@ def registration(federation: str, spec: FederationSpec, superlink_dialect: Diale
         address,
         superlink_dialect.cli_config,
         ca,
-        settings(spec).registrationIntervalSeconds,
+        auth.registrationIntervalSeconds,
+        auth.unregisterAfterSeconds,
+        persistent,
     )
 
 
-def _container(
-    name: str, reg: Registration, args: list[str], mounts: list[dict[str, Any]], *, trust: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """trust: the mount of the CA certificate, where the pod's TLS volume holds more than that."""
-    work = {"name": WORK_VOLUME, "mountPath": WORK_DIR}
+def _program(name: str, image: str, args: list[str], mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    """A container running the program from its ConfigMap, with the image's Python."""
     program = {"name": PROGRAM_VOLUME, "mountPath": PROGRAM_DIR, "readOnly": True}
-    if reg.root_certificates:
-        mounts = [*mounts, trust or tls.mount()]
     return {
         "name": name,
-        "image": reg.image,
+        "image": image,
         "command": ["python", f"{PROGRAM_DIR}/{PROGRAM_FILE}"],
         "args": args,
-        "volumeMounts": [*mounts, program, work],
+        "volumeMounts": [*mounts, program],
     }
 
 
@@ -183,43 +195,30 @@ def publication_labels(federation: str, pool: str) -> dict[str, str]:
     return {names.INSTANCE_LABEL: federation, names.POOL_LABEL: pool, KEY_LABEL: "true"}
 
 
-def _publisher(container: dict[str, Any], reg: Registration, pool: str, *, claims: bool) -> dict[str, Any]:
-    """container, also publishing the key through the Kubernetes API: its pod's identity and the token."""
-    args = [f"--kube-credentials={KUBE_DIR}"]
-    args += [f"--label={k}={v}" for k, v in sorted(publication_labels(reg.federation, pool).items())]
+def _program_volume(federation: str) -> dict[str, Any]:
+    return {"name": PROGRAM_VOLUME, "configMap": {"name": program_configmap_name(federation), "defaultMode": 0o444}}
+
+
+def pool_init_containers(federation: str, image: str, pool: str, *, claims: bool) -> list[dict[str, Any]]:
+    """The key maker and publisher, run in the pool's SuperNode image before the SuperNode starts.
+
+    It returns once Kubernetes holds the key (the SuperLink's registrar
+    registers it when Crossplane has carried it there; until then the SuperNode
+    is refused, exits and is restarted by the kubelet). claims: the key lives
+    on the pod's StatefulSet claim, which then owns the publication.
+    """
+    args = ["publish", f"--key-dir={KEY_DIR}", f"--kube-credentials={KUBE_DIR}", f"--retry={PUBLISH_RETRY}"]
+    args += [f"--label={k}={v}" for k, v in sorted(publication_labels(federation, pool).items())]
     if claims:
         # The StatefulSet's claim for this pod: the key lives, and its publication with it, as long as the claim.
         args.append(f"--owner-claim={IDENTITY_VOLUME}-$(POD_NAME)")
-    env = [{"name": k, "valueFrom": {"fieldRef": {"fieldPath": v}}} for k, v in POD_FIELDS.items()]
-    mount = {"name": KUBE_VOLUME, "mountPath": KUBE_DIR, "readOnly": True}
-    return {**container, "args": container["args"] + args, "env": env,
-            "volumeMounts": [*container["volumeMounts"], mount]}  # fmt: skip
-
-
-def _program_volume(reg: Registration) -> dict[str, Any]:
-    return {"name": PROGRAM_VOLUME, "configMap": {"name": reg.program, "defaultMode": 0o444}}
-
-
-def pool_init_containers(reg: Registration, pool: str, *, claims: bool) -> list[dict[str, Any]]:
-    """The key maker and first registration, then the sidecar that keeps the key registered.
-
-    Both publish the key (the sidecar until Kubernetes holds it); claims: the
-    key lives on the pod's StatefulSet claim, which then owns the publication.
-    """
-    key = {"name": IDENTITY_VOLUME, "mountPath": KEY_DIR}
-    first = _container(INIT_CONTAINER, reg, reg.args("identity", key_dir=KEY_DIR), [key])
-    # Writable: it replaces a key the SuperLink unregistered (identity_program).
-    keep = _container(SIDECAR, reg, reg.args("keep", key_dir=KEY_DIR), [key])
-    # A native sidecar: it runs beside the SuperNode for the pod's life, and its
-    # readiness is the pod's: ready while the last checks found the key registered.
-    keep["restartPolicy"] = "Always"
-    marker = f"{WORK_DIR}/{identity_program.REGISTERED}"
-    keep["readinessProbe"] = {
-        "exec": {"command": ["python", "-c", FRESH, marker, str(3 * reg.interval)]},
-        "periodSeconds": 10,
-        "failureThreshold": 1,
-    }
-    return [_publisher(first, reg, pool, claims=claims), _publisher(keep, reg, pool, claims=claims)]
+    mounts: list[dict[str, Any]] = [
+        {"name": IDENTITY_VOLUME, "mountPath": KEY_DIR},
+        {"name": KUBE_VOLUME, "mountPath": KUBE_DIR, "readOnly": True},
+    ]
+    container = _program(INIT_CONTAINER, image, args, mounts)
+    container["env"] = [{"name": k, "valueFrom": {"fieldRef": {"fieldPath": v}}} for k, v in POD_FIELDS.items()]
+    return [container]
 
 
 def supernode_mount() -> dict[str, Any]:
@@ -227,10 +226,10 @@ def supernode_mount() -> dict[str, Any]:
     return {"name": IDENTITY_VOLUME, "mountPath": KEY_DIR, "readOnly": True}
 
 
-def pool_volumes(spec: FederationSpec, reg: Registration) -> list[dict[str, Any]]:
-    """The program, its scratch space and, for a DaemonSet, the identity itself, in memory."""
+def pool_volumes(spec: FederationSpec, federation: str) -> list[dict[str, Any]]:
+    """The program, the publisher's token and, for a DaemonSet, the identity itself, in memory."""
     memory = {"medium": "Memory", "sizeLimit": "1Mi"}
-    volumes = [_program_volume(reg), {"name": WORK_VOLUME, "emptyDir": {}}, kube_api_volume()]
+    volumes = [_program_volume(federation), kube_api_volume()]
     if spec.mode == "DaemonSet":
         volumes.append({"name": IDENTITY_VOLUME, "emptyDir": memory})
     return volumes
@@ -245,27 +244,37 @@ def claim_template(spec: FederationSpec) -> dict[str, Any]:
     return {"metadata": {"name": IDENTITY_VOLUME}, "spec": claim}
 
 
-def reaper(reg: Registration, grace: int) -> dict[str, Any]:
-    """The SuperLink pod's sidecar that unregisters identities offline for longer than grace seconds.
+# The claims (and so the keys' publications) go with the StatefulSet, when its pool or cluster is
+# removed: those SuperNodes are gone for good. A scale-down keeps them: the replicas are away, not gone.
+CLAIM_RETENTION = {"whenDeleted": "Delete", "whenScaled": "Retain"}
 
-    Never one whose key is published: it reads the published keys the function
-    lists beside the SuperLink (published_keys.authorized_keys), as the kubelet
-    keeps them up to date in its volume.
+
+def registrar(reg: Registration) -> dict[str, Any]:
+    """The SuperLink pod's sidecar that registers the published keys, and unregisters those gone for good.
+
+    It reads the keys the function lists beside the SuperLink
+    (published_keys.authorized_keys), as the kubelet keeps them up to date in its volume.
     """
-    listed = f"{AUTHORIZED_KEYS_DIR}/{AUTHORIZED_KEYS_FILE}"
-    mount = {"name": AUTHORIZED_KEYS_VOLUME, "mountPath": AUTHORIZED_KEYS_DIR, "readOnly": True}
-    args = reg.args("reap", grace=str(grace), authorized_keys=listed)
-    container = _container(REAPER, reg, args, [mount], trust=tls.ca_mount())
+    mounts: list[dict[str, Any]] = [
+        {"name": AUTHORIZED_KEYS_VOLUME, "mountPath": AUTHORIZED_KEYS_DIR, "readOnly": True},
+        {"name": WORK_VOLUME, "mountPath": WORK_DIR},
+    ]
+    if reg.persistent:
+        # Its own folder of the SuperLink's state volume: it sees none of the SuperLink's files.
+        mounts.append({"name": STATE_VOLUME, "mountPath": REGISTRAR_STATE_DIR, "subPath": REGISTRAR_STATE})
+    if reg.root_certificates:
+        mounts.append(tls.ca_mount())
+    container = _program(REGISTRAR, reg.image, reg.args(), mounts)
     container["restartPolicy"] = "Always"
     return container
 
 
-def reaper_volumes(reg: Registration) -> list[dict[str, Any]]:
-    """The reaper's program, scratch space and the published keys (its CA is the SuperLink pod's tls.CA_VOLUME)."""
+def registrar_volumes(reg: Registration) -> list[dict[str, Any]]:
+    """The registrar's program, scratch space and the published keys (its CA is the SuperLink pod's tls.CA_VOLUME)."""
     # Optional: the pod starts before the function first lists the keys.
     keys = {"name": authorized_keys_name(reg.federation), "optional": True}
     return [
-        _program_volume(reg),
+        _program_volume(reg.federation),
         {"name": WORK_VOLUME, "emptyDir": {}},
         {"name": AUTHORIZED_KEYS_VOLUME, "configMap": keys},
     ]

@@ -1,62 +1,48 @@
-"""The program that gives each SuperNode its own identity and keeps it registered.
+"""The program that gives each SuperNode its own identity, proven by Kubernetes, and registers it.
 
 It runs inside the Flower images (their Python, their `cryptography`, their
-`flwr` CLI), started as `python -c <this file> <mode> ...` with fixed
+`flwr` CLI), started as `python identity_program.pyz <mode> ...` with fixed
 arguments: no shell, no user text. Standard library and `cryptography` only,
 Python 3.10 and later, as every supported Flower image has them.
 
 Modes:
 
-* `identity` (a SuperNode pod's init container): make the SuperNode's key pair
+* `publish` (a SuperNode pod's init container): make the SuperNode's key pair
   in its identity volume unless one is there (P-384, OpenSSH format, the
-  private key readable by its owner alone), then register the public key with
-  the SuperLink's Control API until the SuperLink has it. The SuperNode starts
-  only after that, so it is never refused for a key the SuperLink does not know.
-* `keep` (a SuperNode pod's sidecar): register the key again every interval.
-  A key the SuperLink knows is refused as already in use, which is the answer
-  wanted; a SuperLink that lost its registrations (no --database) gets it back.
-* `reap` (the SuperLink pod's sidecar): unregister every SuperNode that has been
-  offline, or registered and never online, for longer than the grace period:
-  the keys of replicas and pools that are gone. A SuperNode back within the
-  grace period keeps its node ID; one back later joins under a new key (below).
+  private key readable by its owner alone) and publish the public key through
+  the Kubernetes API of the pod's own cluster: an immutable ConfigMap
+  `flwr-key-<owner uid>-<key digest>` in the pod's namespace, owned by the pod
+  (or, on a StatefulSet, by the claim that holds the key), so Kubernetes
+  deletes it when the key's holder is gone for good. It authenticates with a
+  projected ServiceAccount token only this container mounts; the pool's Role
+  lets that account create ConfigMaps in its own namespace and nothing else.
+  So Kubernetes' authorization is the proof that the key belongs to one of the
+  pool's pods. With --retry it tries again until Kubernetes holds the key.
+  The private key never leaves the pod, and the pod never reaches the Control API.
+* `registrar` (the SuperLink pod's sidecar, the only Control API client):
+  Crossplane carries the published keys to a list beside the SuperLink
+  (function/builders/published_keys.py) which the kubelet keeps in its
+  volume. Every interval it registers each listed key the SuperLink does not
+  hold, over the pod's loopback, and keeps the key's node ID in its state
+  (beside the SuperLink's own, so both survive a restart or neither does); a
+  SuperLink that lost its registrations gets them back. A key is unregistered
+  only once it has left the list for longer than the grace period: its holder
+  (pod or claim) was deleted, or its pool or cluster removed. A SuperNode that
+  is merely offline (a partition, a drained node, a pool scaled down with its
+  claims kept) keeps its registration however long it is away, so Flower,
+  which never takes an unregistered key back, never locks it out.
 
-Flower never takes back an unregistered key: registering it again is refused
-as already in use, and a SuperNode holding it is refused for good. So each
-registration's node ID is kept beside the key, and when the key is in use
-`identity` and `keep` ask (the init container at once, the sidecar every few intervals)
-whether that node was unregistered, by the reaper or by hand: then the key is
-replaced by a new pair, which registers as a new node, and the SuperNode,
-refused under its old key and restarted by the kubelet, joins with it.
-
-Each pod also publishes its public key through the Kubernetes API of its own
-cluster, proving by Kubernetes' authorization that the key belongs to one of
-the pool's pods: an immutable ConfigMap `flwr-key-<owner uid>` in the pod's
-namespace, owned by the pod (or, on a StatefulSet, by the claim that holds
-the key), so Kubernetes deletes it when the key's holder is gone for good. It
-authenticates with a projected ServiceAccount token that only the identity
-containers mount; the pool's Role lets that account create ConfigMaps in its
-own namespace and nothing else. Crossplane carries the published keys to the
-SuperLink's side (docs/tls-and-authentication.md).
-
-* `publish` (also done by `identity` and `keep` once the key is registered, with
-  its node ID): make the key pair if absent and publish it once; exit 0 when
-  Kubernetes holds it. The reaper never unregisters a node whose key is
-  published: it is away (a partition, a drained node, a pool scaled down
-  with its claims kept), not gone, and would be locked out for good.
-
-Each talks to the SuperLink through the release's own `flwr` CLI, configured
-the way that release reads it (a Flower app's pyproject.toml up to 1.25,
-$FLWR_HOME/config.toml from 1.26), so the Control API is used as Flower intends
-in every release.
+The registrar talks to the SuperLink through the release's own `flwr` CLI,
+configured the way that release reads it (a Flower app's pyproject.toml up to
+1.25, $FLWR_HOME/config.toml from 1.26), so the Control API is used as Flower
+intends in every release.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
 import hashlib
-import itertools
 import json
 import os
 import pathlib
@@ -70,27 +56,26 @@ from typing import Any
 
 KEY = "supernode.key"
 PUBLIC_KEY = "supernode.pub"
-NODE_ID = "supernode.node-id"  # the node the key registered as
-GONE = ("unregistered", "deleted")
-CHECK_EVERY = 4  # the sidecar's intervals between two asks whether its node was unregistered
 CONNECTION = "federation"
 IN_USE = "already in use"
-# Touched after each registration the SuperLink confirmed (identity.READINESS_PROBE reads its age).
-REGISTERED = "registered"
-# Touched once Kubernetes holds the published public key.
+# Statuses of a node whose key Flower will never take again.
+GONE = ("unregistered", "deleted")
+# Written once Kubernetes holds the published public key (its content: the key).
 PUBLISHED = "published"
 PUBLIC_KEY_FIELD = "public-key"
 NODE_ID_FIELD = "node-id"
 CONFIGMAP_PREFIX = "flwr-key-"
+# The registrar's memory of what it registered, beside the SuperLink's state.
+REGISTRATIONS = "registrations.json"
 
 
-def ensure_key(directory: pathlib.Path, *, new: bool = False) -> pathlib.Path:
-    """The identity's public key file, the key pair made first if the volume holds none (or new asks)."""
+def ensure_key(directory: pathlib.Path) -> pathlib.Path:
+    """The identity's public key file, the key pair made first if the volume holds none."""
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - in the Flower image only
     from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
 
     key, public = directory / KEY, directory / PUBLIC_KEY
-    if new or not key.exists():
+    if not key.exists():
         private = ec.generate_private_key(ec.SECP384R1())
         data = private.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
@@ -169,16 +154,6 @@ class Cli:
             return True, "already registered", None
         return False, message.strip().replace("\n", " "), None
 
-    def unregistered(self, node_id: str) -> bool:
-        """Whether the SuperLink lists node_id as unregistered; False when it cannot tell."""
-        answer = self.call("ls")
-        return answer.get("success") is True and gone(answer.get("nodes") or [], node_id)
-
-
-def gone(nodes: list[dict[str, Any]], node_id: str) -> bool:
-    """Whether the listing shows node_id unregistered: its key is refused for good."""
-    return any(str(n.get("node-id")) == node_id and n.get("status") in GONE for n in nodes)
-
 
 def parse(stdout: str, fallback: str) -> dict[str, Any]:
     """The JSON object the CLI printed (some releases pretty-print it over several lines)."""
@@ -192,30 +167,6 @@ def parse(stdout: str, fallback: str) -> dict[str, Any]:
             if isinstance(value, dict):
                 return value
     return {"success": False, "error-message": f"no JSON answer: {stdout.strip()} {fallback}"}
-
-
-def stale(nodes: list[dict[str, Any]], now: dt.datetime, grace: float) -> list[str]:
-    """Node IDs offline (or registered and never online) for longer than grace seconds."""
-    out = []
-    for node in nodes:
-        if node.get("status") not in ("offline", "registered"):
-            continue
-        since = node.get("offline-at") if node.get("status") == "offline" else node.get("created-at")
-        when = timestamp(since)
-        if when is not None and (now - when).total_seconds() > grace:
-            out.append(str(node["node-id"]))
-    return out
-
-
-def timestamp(text: object) -> dt.datetime | None:
-    """A time as the CLI prints it ("2026-11-22 10:00:00Z"), or None ("N/A")."""
-    if not isinstance(text, str):
-        return None
-    try:
-        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)  # noqa: UP017 - Flower images may run Python 3.10
 
 
 class KubeApi:
@@ -275,8 +226,8 @@ def key_configmap(
 ) -> dict[str, Any]:
     """The ConfigMap that publishes public_key for owner: immutable, named after the owner's uid and the key.
 
-    node_id: the node the key registered as, when known: the SuperLink's
-    reaper leaves a published node registered however long it is offline.
+    node_id: the node the key registered as, where the SuperNode registered it
+    itself (up to this release): the registrar adopts that registration.
     """
     data = {PUBLIC_KEY_FIELD: public_key}
     if node_id is not None:
@@ -339,124 +290,223 @@ def publish(
 
 def published(api: KubeApi | None, args: argparse.Namespace, public: pathlib.Path) -> tuple[bool, str]:
     """Publish the key unless done before (the marker, beside the key, remembers which): whether Kubernetes holds it."""
-    key_dir = pathlib.Path(args.key_dir)
-    node_file = key_dir / NODE_ID
-    node_id = node_file.read_text().strip() if node_file.exists() else None
-    marker, what = key_dir / PUBLISHED, f"{public.read_text().strip()} {node_id or ''}"
-    if marker.exists() and marker.read_text() == what:
+    marker, key = pathlib.Path(args.key_dir) / PUBLISHED, public.read_text().strip()
+    if marker.exists() and marker.read_text() == key:
         return True, "the public key is published"
     if api is None:
-        return False, "no Kubernetes API in this pod: the public key is not published"
+        return False, "no Kubernetes API in reach (KUBERNETES_SERVICE_HOST or the token missing): not published"
     labels = dict(label.split("=", 1) for label in args.label)
-    done, said = publish(api, os.environ.get("POD_NAMESPACE", ""), args.owner_claim, labels, public, node_id)
+    done, said = publish(api, os.environ.get("POD_NAMESPACE", ""), args.owner_claim, labels, public)
     if done:
-        marker.write_text(what)
+        marker.write_text(key)
     return done, said
 
 
-def main(argv: list[str]) -> int:
-    """Run one mode (see the module's docstring); identity returns once the key is registered."""
-    parser = argparse.ArgumentParser(prog="supernode-identity")
-    parser.add_argument("mode", choices=["identity", "keep", "reap", "publish"])
-    parser.add_argument("--address", help="host:port of the SuperLink's Control API (identity, keep, reap)")
-    parser.add_argument("--cli-config", choices=["pyproject", "config-toml"], default="config-toml")
-    parser.add_argument("--root-certificates", help="CA certificate of the SuperLink; plain connection without")
-    parser.add_argument("--work", required=True, help="a writable directory of this container's own")
-    parser.add_argument("--key-dir", help="the identity volume (identity, keep, publish)")
-    parser.add_argument("--interval", type=float, default=30.0)
-    parser.add_argument("--grace", type=float, default=600.0, help="seconds offline before a node is unregistered")
-    parser.add_argument("--kube-credentials", help="the projected token and cluster CA, to publish the key")
-    parser.add_argument("--owner-claim", help="the claim holding the key, which then owns its publication")
-    parser.add_argument("--label", action="append", default=[], help="key=value: a label of the publication")
-    parser.add_argument("--authorized-keys", help="the published keys (reap): their nodes are never unregistered")
-    args = parser.parse_args(argv)
-    api = KubeApi.from_environment(pathlib.Path(args.kube_credentials)) if args.kube_credentials else None
-    if args.mode == "publish":
-        done, said = published(api, args, ensure_key(pathlib.Path(args.key_dir)))
-        print(said, flush=True)
-        return 0 if done else 1
-    if not args.address:
-        parser.error(f"{args.mode} needs --address")
-    cli = Cli(pathlib.Path(args.work), args.cli_config, args.address, args.root_certificates)
-    if args.mode == "reap":
-        return reap(
-            cli, args.interval, args.grace, pathlib.Path(args.authorized_keys) if args.authorized_keys else None
-        )
-    return register(cli, api, args)
-
-
-def register(cli: Cli, api: KubeApi | None, args: argparse.Namespace) -> int:
-    """Modes identity and keep: make and publish the key, register it; identity returns once registered."""
-    key_dir = pathlib.Path(args.key_dir)
-    public = ensure_key(key_dir)
+def publish_until_held(api: KubeApi | None, args: argparse.Namespace) -> int:
+    """Mode publish: make the key unless there is one, publish it (with --retry, until Kubernetes holds it)."""
+    public = ensure_key(pathlib.Path(args.key_dir))
     print(f"public key: {public.read_text().strip()}", flush=True)
-    last, last_publication = "", ""
-    marker = pathlib.Path(args.work) / REGISTERED
-    turns = itertools.count()
+    last = ""
     while True:
-        turn = next(turns)
-        done, said, node_id = cli.register(public)
-        if node_id is not None:
-            (key_dir / NODE_ID).write_text(node_id)
-        elif done and (args.mode == "identity" or turn % CHECK_EVERY == 0) and _unregistered(cli, key_dir):
-            public = ensure_key(key_dir, new=True)
-            print(f"node {(key_dir / NODE_ID).read_text()} was unregistered: a new key pair, to join as a new node",
-                  flush=True)  # fmt: skip
-            (key_dir / NODE_ID).unlink()
-            last = ""
-            continue
+        done, said = published(api, args, public)
         if said != last:
-            print(f"{'ok' if done else 'waiting for the SuperLink'}: {said}", flush=True)
+            print(said, flush=True)
             last = said
         if done:
-            # The sidecar's readiness probe reads its age: the pod is ready while its key is registered.
-            marker.touch()
-            # For now beside registration through the Control API, which it will replace: once
-            # registered (its node ID known), the key is published, again at every turn until Kubernetes holds it.
-            _, publication = published(api, args, public)
-            if publication != last_publication:
-                print(publication, flush=True)
-                last_publication = publication
-        if done and args.mode == "identity":
             return 0
-        time.sleep(args.interval if done else min(args.interval, 5.0))
+        if args.retry is None:
+            return 1
+        if api is None:
+            # Nothing to retry against: the SuperNode starts and is refused until its key is published.
+            return 0
+        time.sleep(args.retry)
 
 
-def _unregistered(cli: Cli, key_dir: pathlib.Path) -> bool:
-    """Whether the node this key registered as has been unregistered (unknown node: no)."""
-    node = key_dir / NODE_ID
-    return node.exists() and cli.unregistered(node.read_text().strip())
+@dataclasses.dataclass
+class Registered:
+    """A key the registrar registered: its node, and since when the key has been out of the list."""
+
+    node: str
+    absent_since: float | None = None
+    # Unregistered (by the registrar or by hand): Flower never takes the key back.
+    retired: bool = False
 
 
-def reap(cli: Cli, interval: float, grace: float, authorized: pathlib.Path | None) -> int:
-    """Unregister, every interval, the SuperNodes offline for longer than grace seconds; never returns.
+def authorized(text: str) -> dict[str, tuple[str, str | None]]:
+    """The listed keys: `<type> <key> <holder> <node ID or ->` per line -> (holder, node ID it registered as)."""
+    out: dict[str, tuple[str, str | None]] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 4:  # noqa: PLR2004 - the line's four fields
+            out[f"{fields[0]} {fields[1]}"] = (fields[2], fields[3] if fields[3].isdigit() else None)
+    return out
 
-    Never a node whose key is published (listed in authorized, the keys
-    Kubernetes holds for the pools' pods and claims): it is away, not gone, and
-    Flower would never take its key back.
+
+def load(path: pathlib.Path) -> dict[str, Registered]:
+    """The registrar's memory; empty when there is none (a new SuperLink, or one without state)."""
+    if not path.exists():
+        return {}
+    raw = json.loads(path.read_text())
+    return {key: Registered(e["node"], e.get("absent-since"), e.get("retired", False)) for key, e in raw.items()}
+
+
+def save(path: pathlib.Path, memory: dict[str, Registered]) -> None:
+    """Written aside and renamed: a container stopped halfway never leaves half a memory."""
+    raw = {k: {"node": r.node, "absent-since": r.absent_since, "retired": r.retired} for k, r in sorted(memory.items())}
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(raw, indent=1, sort_keys=True))
+    os.replace(partial, path)
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """What one turn of the registrar does: keys to register, nodes to unregister, and the memory after."""
+
+    register: list[str]
+    unregister: list[tuple[str, str]]
+    memory: dict[str, Registered]
+    said: list[str]
+
+
+def plan(
+    listed: dict[str, tuple[str, str | None]] | None,
+    nodes: dict[str, str],
+    memory: dict[str, Registered],
+    now: float,
+    grace: float,
+) -> Step:
+    """The registrar's decisions for one turn, from the list, the SuperLink's nodes (id -> status) and its memory.
+
+    listed is None while the list has never been written (the pod started
+    before the function listed the keys): then nothing counts as absent.
     """
+    memory = {k: dataclasses.replace(r) for k, r in memory.items()}
+    register, said = [], []
+    for key, (holder, hint) in sorted((listed or {}).items()):
+        wanted, news = _listed(key, holder, hint, nodes, memory)
+        if wanted:
+            register.append(key)
+        if news:
+            said.append(news)
+    unregister = [] if listed is None else _gone(listed, nodes, memory, now, grace)
+    return Step(register, unregister, memory, said)
+
+
+def _listed(
+    key: str, holder: str, hint: str | None, nodes: dict[str, str], memory: dict[str, Registered]
+) -> tuple[bool, str]:
+    """Whether a listed key needs registering, and what to say of it; adopts or retires it in memory."""
+    known = memory.get(key)
+    if known is None:
+        if hint is not None and nodes.get(hint) not in (None, *GONE):
+            # Registered before the registrar kept a memory (by the SuperNode itself, up to this release).
+            memory[key] = Registered(hint)
+            return False, ""
+        return True, ""
+    known.absent_since = None
+    if not known.node or known.retired:
+        return False, ""  # in use under a node it cannot name (registered by hand), or retired: nothing to do
+    status = nodes.get(known.node)
+    if status in GONE:
+        known.retired = True
+        return False, (
+            f"node {known.node} of {holder} was unregistered and Flower never takes its key back: "
+            f"delete {holder} so that it makes a new one"
+        )
+    # Unknown to the SuperLink: it lost its registrations (no database), which come back.
+    return status is None, ""
+
+
+def _gone(
+    listed: dict[str, tuple[str, str | None]],
+    nodes: dict[str, str],
+    memory: dict[str, Registered],
+    now: float,
+    grace: float,
+) -> list[tuple[str, str]]:
+    """The registrations whose keys have been out of the list for longer than grace: their holders are gone."""
+    out = []
+    for key, known in sorted(memory.items()):
+        if key in listed:
+            continue
+        if known.absent_since is None:
+            known.absent_since = now
+        elif now - known.absent_since > grace:
+            if known.retired or nodes.get(known.node) in (None, *GONE):
+                del memory[key]  # nothing left to unregister
+            else:
+                out.append((key, known.node))
+    return out
+
+
+def registrar(cli: Cli, args: argparse.Namespace) -> int:
+    """Mode registrar: every interval, register the listed keys and unregister those gone; never returns."""
+    listing, state = pathlib.Path(args.authorized_keys), pathlib.Path(args.state) / REGISTRATIONS
+    state.parent.mkdir(parents=True, exist_ok=True)
+    key_file = pathlib.Path(args.work) / PUBLIC_KEY
+    memory, last = load(state), ""
     while True:
         answer = cli.call("ls")
-        if answer.get("success"):
-            now = dt.datetime.now(dt.timezone.utc)  # noqa: UP017 - Flower images may run Python 3.10
-            kept = published_nodes(authorized.read_text() if authorized is not None and authorized.exists() else "")
-            for node_id in stale(answer.get("nodes") or [], now, grace):
-                if node_id in kept:
-                    continue
-                result = cli.call("unregister", node_id)
-                outcome = "unregistered" if result.get("success") else f"not unregistered: {result}"
-                print(f"node {node_id}, offline for over {grace:.0f} s: {outcome}", flush=True)
-        time.sleep(interval)
+        if not answer.get("success"):
+            said = f"waiting for the SuperLink's Control API: {answer.get('error-message', '')}".strip()
+            if said != last:
+                print(said, flush=True)
+                last = said
+            time.sleep(min(args.interval, 5.0))
+            continue
+        last = ""
+        nodes = {str(n.get("node-id")): str(n.get("status")) for n in answer.get("nodes") or []}
+        listed = authorized(listing.read_text()) if listing.exists() else None
+        step = plan(listed, nodes, memory, time.time(), args.grace)
+        memory = step.memory
+        for line in step.said:
+            print(line, flush=True)
+        for key in step.register:
+            key_file.write_text(key + "\n")
+            holder = (listed or {})[key][0]
+            done, said, node = cli.register(key_file)
+            if node is not None or done:
+                # done without a node: the key was in use already, under a node it cannot name.
+                memory[key] = Registered(node or "")
+            print(f"{holder}: {said if done else 'not registered: ' + said}", flush=True)
+        for key, node in step.unregister:
+            result = cli.call("unregister", node)
+            if result.get("success"):
+                memory.pop(key, None)
+            outcome = "unregistered" if result.get("success") else f"not unregistered: {result}"
+            print(f"node {node}, its key unpublished for over {args.grace:.0f} s: {outcome}", flush=True)
+        save(state, memory)
+        time.sleep(args.interval)
 
 
-def published_nodes(authorized_keys: str) -> dict[str, str]:
-    """The node IDs of the published keys, to whom they belong: `<type> <key> <holder> <node ID or ->` per line."""
-    out = {}
-    for line in authorized_keys.splitlines():
-        fields = line.split()
-        if len(fields) == 4 and fields[3].isdigit():  # noqa: PLR2004 - the line's four fields
-            out[fields[3]] = fields[2]
-    return out
+def main(argv: list[str]) -> int:
+    """Run one mode (see the module's docstring)."""
+    parser = argparse.ArgumentParser(prog="supernode-identity")
+    parser.add_argument("mode", choices=["publish", "registrar"])
+    parser.add_argument("--key-dir", help="publish: the identity volume")
+    parser.add_argument("--kube-credentials", help="publish: the projected token and cluster CA")
+    parser.add_argument("--owner-claim", help="publish: the claim holding the key, which then owns its publication")
+    parser.add_argument("--label", action="append", default=[], help="publish: key=value, a label of the publication")
+    parser.add_argument("--retry", type=float, help="publish: seconds between attempts until Kubernetes holds the key")
+    parser.add_argument("--address", help="registrar: host:port of the SuperLink's Control API")
+    parser.add_argument("--cli-config", choices=["pyproject", "config-toml"], default="config-toml")
+    parser.add_argument("--root-certificates", help="registrar: the SuperLink's CA certificate; plain without")
+    parser.add_argument("--work", help="registrar: a writable directory of this container's own")
+    parser.add_argument("--state", help="registrar: where it remembers the keys it registered")
+    parser.add_argument("--authorized-keys", help="registrar: the published keys, as the function lists them")
+    parser.add_argument("--interval", type=float, default=30.0)
+    parser.add_argument("--grace", type=float, default=600.0, help="seconds out of the list before unregistered")
+    args = parser.parse_args(argv)
+    if args.mode == "publish":
+        if not args.key_dir:
+            parser.error("publish needs --key-dir")
+        api = KubeApi.from_environment(pathlib.Path(args.kube_credentials)) if args.kube_credentials else None
+        return publish_until_held(api, args)
+    needed = ("address", "work", "state", "authorized_keys")
+    missing = [f"--{n.replace('_', '-')}" for n in needed if not getattr(args, n)]
+    if missing:
+        parser.error(f"registrar needs {', '.join(missing)}")
+    return registrar(Cli(pathlib.Path(args.work), args.cli_config, args.address, args.root_certificates), args)
 
 
 if __name__ == "__main__":

@@ -52,12 +52,10 @@ def superlink_policy(
     *,
     fleet_ports: tuple[int, ...] = (FLEET_PORT,),
     control: bool = False,
-    reaper: bool = False,
 ) -> dict[str, Any]:
     """Ingress to the SuperLink pod. pool_namespaces: namespaces of its cluster with pools.
 
-    control: the Control API listens on the pod's address, for controlNamespaces and controlCIDRs;
-    reaper: its own pod reaches the Control API through the Service (function/builders/identity.py).
+    control: the Control API listens on the pod's address, for controlNamespaces and controlCIDRs.
     """
     policy = spec.networkPolicy
     fleet_from: list[dict[str, Any]] = []
@@ -71,8 +69,6 @@ def superlink_policy(
     if control:
         control_from += [{"namespaceSelector": _namespace(ns)} for ns in policy.controlNamespaces]
         control_from += [{"ipBlock": {"cidr": cidr}} for cidr in policy.controlCIDRs]
-    if reaper:
-        control_from.append({"podSelector": superlink_selector(federation)})
     ingress = []
     if fleet_from:
         ingress.append({"from": fleet_from, "ports": [{"port": port, "protocol": "TCP"} for port in fleet_ports]})

@@ -13,7 +13,6 @@ from function.api.spec import (
     STATE_VOLUME,
     FederationSpec,
     Persistence,
-    generates_identity,
     node_authentication,
     superlink_state,
 )
@@ -22,11 +21,6 @@ from function.releases.flower import Dialect
 
 # The CIDRs of every address: a Service or NetworkPolicy admitting one is open to all.
 WORLD = ("0.0.0.0/0", "::/0")
-NODE_AUTH_CONTROL_WARNING = (
-    "With node authentication SuperNodes register their keys through the Control API, so it listens "
-    "beyond the SuperLink pod (to the SuperNodes and, for pools in other clusters, at the Fleet "
-    "address): whoever reaches it there can register keys and run code"
-)
 # Flower's switch for its gRPC Fleet adapter (1.40+; flower.Releases.legacy_fleet).
 LEGACY_FLEET_ENV = {"name": "FLWR_INTERNAL_GRPC_FLEET_API", "value": "1"}
 
@@ -178,7 +172,7 @@ def statefulset(
 
     legacy_fleet: also serve the gRPC Fleet API, for pools before 1.40;
     control_open: the Control API on every address, not the loopback alone;
-    registration: with node authentication, how its reaper reaches the Control API.
+    registration: with node authentication, how its registrar reaches the Control API.
     """
     name = names.superlink(federation)
     labels = names.superlink_labels(federation)
@@ -222,8 +216,8 @@ def _pod_spec(
         init.append(superexec_auth.init_container(_image(spec)))
         volumes = merge.add_missing(volumes, [superexec_auth.volume()])
     if registration is not None:
-        init.append(identity.reaper(registration, identity.settings(spec).unregisterAfterSeconds))
-        volumes = merge.add_missing(volumes, identity.reaper_volumes(registration))
+        init.append(identity.registrar(registration))
+        volumes = merge.add_missing(volumes, identity.registrar_volumes(registration))
     if tls.enabled(spec):
         # The whole Secret for the SuperLink; its CA alone for the containers that only dial it.
         volumes = merge.add_missing(volumes, [tls.superlink_volume(federation, spec)])
@@ -330,8 +324,6 @@ def exposure_warnings(spec: FederationSpec) -> list[str]:
             "authenticates no caller of, to every pod spec.networkPolicy admits to them: whoever reaches them "
             "can run code on every SuperNode"
         )
-    if any(generates_identity(spec, pool) for pool in spec.supernodes.pools):
-        warnings.append(NODE_AUTH_CONTROL_WARNING)
     if spec.networkPolicy.enabled and set(spec.networkPolicy.fleetCIDRs) & set(WORLD):
         warnings.append(
             "spec.networkPolicy.fleetCIDRs admits every address to the Fleet API: list the addresses "

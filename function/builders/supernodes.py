@@ -130,6 +130,7 @@ def _statefulset_fields(spec: FederationSpec, pool: PoolSpec, offset: int, *, re
     claims = merge.claim_templates(pool.volumeClaimTemplates)
     if registers:
         claims = [*claims, identity.claim_template(spec)]
+        fields["persistentVolumeClaimRetentionPolicy"] = dict(identity.CLAIM_RETENTION)
     if claims:
         fields["volumeClaimTemplates"] = claims
     return fields
@@ -140,7 +141,7 @@ def _init_and_volumes(
     pool: PoolSpec,
     dialect: Dialect,
     trust: dict[str, Any] | None,
-    registration: identity.Registration | None,
+    federation: str | None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A pool pod's init containers (secret maker, identity) and volumes: the user's, then ours."""
     volumes = merge.add_missing(merge.by_name(pool.volumes), gpu.volumes(pool.gpu))
@@ -150,9 +151,10 @@ def _init_and_volumes(
     if superexec_auth.enabled(spec, dialect):
         init.append(superexec_auth.init_container(_image(spec, pool)))
         volumes = merge.add_missing(volumes, [superexec_auth.volume()])
-    if registration is not None:
-        init += identity.pool_init_containers(registration, pool.name, claims=spec.mode == "StatefulSet")
-        volumes = merge.add_missing(volumes, identity.pool_volumes(spec, registration))
+    if federation is not None:
+        claims = spec.mode == "StatefulSet"
+        init += identity.pool_init_containers(federation, _image(spec, pool), pool.name, claims=claims)
+        volumes = merge.add_missing(volumes, identity.pool_volumes(spec, federation))
     if pool.authKeySecretRef is not None:
         ref = pool.authKeySecretRef
         secret = {"secretName": ref.name, "items": [{"key": ref.key, "path": AUTH_KEY_FILE}], "defaultMode": 0o440}
@@ -171,22 +173,22 @@ def workload(  # noqa: PLR0913 - where the pool sits and how it is started, name
     context: nodeconfig.Context,
     offset: int = 0,
     trust: dict[str, Any] | None = None,
-    registration: identity.Registration | None = None,
+    makes_identity: bool = False,
 ) -> dict[str, Any]:
     """The pool's workload in namespace, its SuperNodes dialling the Fleet API at fleet.
 
     offset is the number of SuperNodes in the StatefulSet pools before this one;
     trust, with TLS, the volume holding the CA certificate they trust;
-    registration, with node authentication, where each SuperNode registers the key it makes.
+    makes_identity: with node authentication, each SuperNode makes and publishes its own key.
     """
     name = names.pool(federation, pool.name)
     labels = names.pool_labels(federation, pool.name)
-    registers = registration is not None
+    registers = makes_identity
     containers = [_supernode(spec, pool, dialect, fleet, context, trust, registers=registers)]
     if spec.isolationMode == "process":
         containers.append(_superexec(spec, pool, dialect))
     pod_spec: dict[str, Any] = {"containers": containers}
-    init, volumes = _init_and_volumes(spec, pool, dialect, trust, registration)
+    init, volumes = _init_and_volumes(spec, pool, dialect, trust, federation if makes_identity else None)
     if init:
         pod_spec["initContainers"] = init
     if volumes:

@@ -15,6 +15,7 @@ from function.api.spec import (
     PoolSpec,
     ProviderConfigRef,
     generates_identity,
+    superlink_state,
 )
 from function.api.validation import SpecError
 from function.builders import (
@@ -30,6 +31,7 @@ from function.builders import (
 )
 from function.composition import readiness
 from function.releases import flower
+from function.releases.flower import LOOPBACK
 from function.topology import clusters, placement
 
 OBJECT_API = "kubernetes.crossplane.io/v1alpha2"
@@ -219,8 +221,8 @@ class PlacedPool:
     # Whether that CA is the function's copy, composed from the SuperLink's Secret.
     copies_ca: bool
     hold: Hold | None
-    # With node authentication, the Control API address its SuperNodes register at.
-    control: str | None = None
+    # With node authentication: its SuperNodes make their own keys and publish them.
+    makes_identity: bool = False
 
     @property
     def name(self) -> str:
@@ -315,25 +317,8 @@ def place_pool(fed: Federation, pool: PoolSpec, external: placement.External, *,
         trust,
         copies_ca,
         hold_reason(fleet, copies_ca=copies_ca, ca_known=ca_known),
-        registration_address(fed, pool, fleet, remote=remote),
+        makes_identity=generates_identity(fed.spec, pool),
     )
-
-
-def control_address(fed: Federation) -> str:
-    """The Control API at the SuperLink Service's cluster DNS name."""
-    return f"{superlink.service_address(fed.name, fed.namespace)}:{fed.spec.superlink.service.ports.extra}"
-
-
-def registration_address(fed: Federation, pool: PoolSpec, fleet: str | None, *, remote: bool) -> str | None:
-    """Where a pool's SuperNodes register their keys, if they make their own.
-
-    In the SuperLink's cluster the Service's Control port; elsewhere the Fleet
-    address, which from 1.40 leads to the listener that serves the Control API
-    too (flower.resolve refuses remote pools with node authentication before).
-    """
-    if not generates_identity(fed.spec, pool):
-        return None
-    return fleet if remote else control_address(fed)
 
 
 def fleet_address(fed: Federation, pool: PoolSpec, external: placement.External, *, remote: bool) -> str | None:
@@ -386,7 +371,7 @@ def superlink_resources(fed: Federation, external: placement.External) -> dict[s
                 dialect,
                 legacy_fleet=fed.flower.legacy_fleet,
                 control_open=opened,
-                registration=_registration(fed, control_address(fed)) if reaps(fed) else None,
+                registration=_registration(fed) if registers_keys(fed) else None,
             ),
             hub,
         ),
@@ -403,7 +388,7 @@ def superlink_resources(fed: Federation, external: placement.External) -> dict[s
         ),
     }
     if dialect.fleet_api == "http":
-        config = fleet_proxy.configmap(fed.name, fed.namespace, fed.spec, control=registers_remotely(fed))
+        config = fleet_proxy.configmap(fed.name, fed.namespace, fed.spec)
         out[FLEET_PROXY_CONFIG] = Composed(config, hub)
     if fed.spec.tls is not None and fed.spec.tls.certManager is not None:
         certificate = tls.certificate(fed.name, fed.namespace, fed.spec, external.address)
@@ -412,29 +397,24 @@ def superlink_resources(fed: Federation, external: placement.External) -> dict[s
 
 
 def control_open(fed: Federation) -> bool:
-    """Whether the Control API listens on the SuperLink pod's address, not its loopback alone.
-
-    When the user opens it in the cluster, and, for now, with node
-    authentication: the SuperNodes and the reaper register and unregister keys
-    through it (docs/tls-and-authentication.md).
-    """
-    return fed.spec.superlink.inClusterControlAPI or reaps(fed)
+    """Whether the Control API listens on the SuperLink pod's address, not its loopback alone: the user's opt-in."""
+    return fed.spec.superlink.inClusterControlAPI
 
 
-def registers_remotely(fed: Federation) -> bool:
-    """Whether pools in other clusters register keys at the Fleet address, through the Fleet proxy."""
-    return any(
-        generates_identity(fed.spec, pool) and placement.remote(fed.spec, pool) for pool in fed.spec.supernodes.pools
-    )
-
-
-def reaps(fed: Federation) -> bool:
-    """Whether the SuperLink unregisters identities gone offline: when any pool makes its own."""
+def registers_keys(fed: Federation) -> bool:
+    """Whether the SuperLink's registrar registers published keys: when any pool makes its own."""
     return any(generates_identity(fed.spec, pool) for pool in fed.spec.supernodes.pools)
 
 
-def _registration(fed: Federation, address: str) -> identity.Registration:
-    return identity.registration(fed.name, fed.spec, fed.flower.superlink_dialect, address)
+def _registration(fed: Federation) -> identity.Registration:
+    """The registrar's Control API: the SuperLink pod's loopback, where the Control API always listens."""
+    return identity.registration(
+        fed.name,
+        fed.spec,
+        fed.flower.superlink_dialect,
+        f"{LOOPBACK}:{CONTROL_PORT}",
+        persistent=superlink_state(fed.spec) is not None,
+    )
 
 
 def _once_per_place(
@@ -461,7 +441,7 @@ def service_accounts(fed: Federation, pools: list[PlacedPool]) -> dict[str, Comp
 def identity_programs(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
     """The identity containers' program, once per cluster and namespace they run in (identity.program_configmap)."""
     labels = names.labels(fed.name, "flower", "identity-program")
-    places = [(placement.superlink_ref(fed.spec), fed.namespace)] if reaps(fed) else []
+    places = [(placement.superlink_ref(fed.spec), fed.namespace)] if registers_keys(fed) else []
     places += [(p.provider_config, p.namespace) for p in pools if generates_identity(fed.spec, p.spec)]
     return _once_per_place(
         places, identity_program_resource, lambda ns: identity.program_configmap(fed.name, ns, labels)
@@ -519,7 +499,7 @@ def authorized_keys(fed: Federation, pools: list[PlacedPool], members: list[dict
     pools: every pool, held back or not: a held pool's pods keep running, and
     their keys stay.
     """
-    if not reaps(fed):
+    if not registers_keys(fed):
         return {}
     places = {
         published_keys.collection_name(fed.name, fed.namespace, ref.name, namespace): published_keys.Place(
@@ -560,7 +540,7 @@ def workloads(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
             context=context,
             offset=offsets.get(p.name, 0),
             trust=p.trust,
-            registration=_registration(fed, p.control) if p.control is not None else None,
+            makes_identity=p.makes_identity,
         )
         if member is not None:
             # Which selector pool the workload stands for, and its cluster's index, remembered here.
@@ -624,10 +604,6 @@ def network_policies(
         places.setdefault((p.provider_config.name, p.namespace), (p.provider_config, p.remote))
     local = [namespace for (_, namespace), (_, remote) in places.items() if not remote]
     fleet_ports = fed.flower.fleet_ports
-    registers = reaps(fed)
-    if registers:
-        # SuperNodes register their keys at the Control API.
-        fleet_ports = (*fleet_ports, CONTROL_PORT)
     out = {
         "networkpolicy-superlink": Composed(
             netpol.superlink_policy(
@@ -637,7 +613,6 @@ def network_policies(
                 local,
                 fleet_ports=fleet_ports,
                 control=control_open(fed),
-                reaper=registers,
             ),
             placement.superlink_ref(fed.spec),
         )

@@ -239,9 +239,10 @@ def _registration_condition(fed: compose.Federation, pools: list[PoolStatus]) ->
         "SuperNodesRegistered",
         "False",
         "RegistrationPending",
-        f"{registered}/{desired} SuperNode keys registered (pools {', '.join(waiting)}): a SuperNode pod waits in "
-        f"its {identity.INIT_CONTAINER} init container until the SuperLink {fed.name}-superlink accepts its key, "
-        f"and is not ready while {identity.SIDECAR} cannot confirm it; their logs say why",
+        f"{registered}/{desired} SuperNode keys registered (pools {', '.join(waiting)}): each SuperNode pod publishes "
+        f"its key in its {identity.INIT_CONTAINER} init container, Crossplane carries it to "
+        f"{identity.authorized_keys_name(fed.name)}, and the SuperLink's {identity.REGISTRAR} registers it; until "
+        "then the SuperNode is refused and restarts. Their logs say why",
     )
 
 

@@ -29,7 +29,6 @@ from function.api.spec import (
     FLEET_PROXY_PORT,
     SERVERAPPIO_PORT,
     FederationSpec,
-    generates_identity,
 )
 from function.api.validation import SpecError
 from function.topology import placement
@@ -318,7 +317,6 @@ def resolve(spec: FederationSpec) -> Releases:
         raise SpecError(errors)
     releases = Releases(superlink, pools)
     _refuse_unreachable(spec, releases, errors)
-    _refuse_unregistrable(spec, releases, errors)
     _refuse_dependency_installation(spec, superlink, pools, errors)
     if errors:
         raise SpecError(errors)
@@ -355,30 +353,6 @@ def _refuse_unreachable(spec: FederationSpec, releases: Releases, errors: list[t
                         f"pool {pool.name} runs Flower {release} in another cluster while pools before 1.40 "
                         "hold the SuperLink's Fleet port for Flower's gRPC adapter, so its SuperNodes have no "
                         "address for the HTTP Fleet API; upgrade those pools first"
-                    ),
-                )
-            )
-
-
-def _refuse_unregistrable(spec: FederationSpec, releases: Releases, errors: list[tuple[str, str]]) -> None:
-    """Refuse pools in other clusters that could not register their keys (function/builders/identity.py).
-
-    They register at the address they dial for the Fleet API, which leads to
-    the Control API only where one HTTP listener serves both: a SuperLink from
-    1.40 that keeps no gRPC Fleet adapter for older pools.
-    """
-    shared = releases.superlink_dialect.fleet_api == "http" and not releases.legacy_fleet
-    if shared:
-        return
-    for i, pool in enumerate(spec.supernodes.pools):
-        if generates_identity(spec, pool) and placement.remote(spec, pool):
-            errors.append(
-                (
-                    f"spec.supernodes.pools[{i}]",
-                    (
-                        f"pool {pool.name} runs in another cluster and registers its SuperNodes' keys at the "
-                        "address it dials, which serves the Control API only from Flower 1.40 with every pool "
-                        f"on 1.40 or later; the SuperLink runs {releases.superlink}"
                     ),
                 )
             )

@@ -89,7 +89,7 @@ def _answer(
             match_name=tls.secret_name(fed.name, fed.spec),
             namespace=fed.namespace,
         )
-    if compose.reaps(fed):
+    if compose.registers_keys(fed):
         # The keys the pools' pods published, as the collections' Objects observed them.
         response.require_resources(
             rsp,

@@ -381,9 +381,8 @@ def check_endpoints(
     service = plane.hub.get("service", service_name, service_ns)
     names = [p["name"] for p in service["spec"]["ports"]]
     assert [(p["name"], p["port"]) for p in service["spec"]["ports"]][:1] == [("fleet", int(port))], path.name
-    # The Control port only where the spec opens it (node authentication registers through it, for now).
-    authenticated = (spec.get("nodeAuthentication") or {}).get("enabled", False)
-    opened = authenticated or (spec.get("superlink") or {}).get("inClusterControlAPI", False)
+    # The Control port only where the spec opens it (node authentication's registrar dials the loopback).
+    opened = (spec.get("superlink") or {}).get("inClusterControlAPI", False)
     assert ("control" in names) == opened, (path.name, names)
     assert status["endpoints"]["superlinkService"] == "127.0.0.1:9093", path.name
     namespace, pod_name = superlink["metadata"]["namespace"], f"{superlink['metadata']['name']}-0"
@@ -557,6 +556,15 @@ def test_supernode_keys_reach_the_superlink_through_kubernetes(plane, tmp_path):
     assert rule is not None
     wait_for("the API server admitted by the SuperNodes' NetworkPolicy",
              lambda: rule in hub.get("networkpolicy", f"{name}-supernode", namespace)["spec"]["egress"])  # fmt: skip
+
+    # The claim goes with the StatefulSet (its pool or cluster removed), and the publication with the claim:
+    # the real StatefulSet controller makes the workload the claim's owner, as the retention policy asks.
+    def owned_by_the_workload() -> bool:
+        live_claim = hub.get("persistentvolumeclaim", claim_name, namespace) or {}
+        owners = (live_claim.get("metadata") or {}).get("ownerReferences") or []
+        return any(o["kind"] == "StatefulSet" and o["name"] == names.pool(name, "default") for o in owners)
+
+    wait_for("the StatefulSet owning its identity claim", owned_by_the_workload)
     # Withdrawn with its publication (as when Kubernetes deletes it with the claim).
     hub.kubectl("delete", "configmap", configmap, "-n", namespace)
     # An empty list is "" (no key left); None is no ConfigMap, which says nothing.
