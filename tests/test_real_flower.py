@@ -36,6 +36,7 @@ import yaml
 
 from function.api.spec import CONTROL_PORT, FLEET_PROXY_IMAGE
 from function.builders import identity_program
+from function.builders.supernodes import GIVE_UP_AFTER_SECONDS
 from peers import ROOT, need
 from podrunner import Image, Manifest, Pod, PodRunner, flower_images, nginx_image, repository, unwrap
 
@@ -553,6 +554,8 @@ def test_a_pool_before_1_40_joins_through_the_grpc_fleet_adapter(release: Releas
 
 
 # The kubelet's gRPC probe, asked from inside the pod: the health service's answer, or why none came.
+# What test_a_supernode_that_can_never_connect_is_restarted shortens --max-wait-time to.
+SHORT_GIVE_UP = 15
 GRPC_PROBE = (
     "import sys, grpc; from grpc_health.v1 import health_pb2 as h, health_pb2_grpc as g; "
     "stub = g.HealthStub(grpc.insecure_channel(sys.argv[1])); "
@@ -561,16 +564,16 @@ GRPC_PROBE = (
 )
 
 
-# Not 1.25: its SuperNode retries a refused handshake forever and its gRPC health server says
-# SERVING meanwhile, so no probe the function renders tells (an open gap, docs/operations.md).
-@pytest.mark.parametrize("release", ["1.35.0", "1.41.0", "1.42.0"], indirect=True)
+@pytest.mark.parametrize("release", ["1.25.0", "1.35.0", "1.41.0", "1.42.0"], indirect=True)
 def test_a_supernode_that_can_never_connect_is_restarted(release: Release, tmp_path: pathlib.Path):
     """A SuperNode that does not trust the SuperLink's certificate never joins: it must not look alive.
 
-    From 1.41 it exits and the kubelet restarts it; Flower 1.35 keeps the process up
-    with its HTTP /health answering, and only the gRPC liveness probe the function
-    renders tells the kubelet to restart it. A probe refused before the health server
-    is up (UNAVAILABLE) is no verdict: the kubelet's initial delay and threshold wait that out.
+    From 1.41 it exits and the kubelet restarts it; Flower 1.25 retries for ever with
+    its health server saying SERVING, until the --max-wait-time the function renders
+    ends it (exit 1); Flower 1.35 keeps the process up with its HTTP /health
+    answering, and only the gRPC liveness probe the function renders tells the kubelet
+    to restart it. A probe refused before the health server is up (UNAVAILABLE) is no
+    verdict: the kubelet's initial delay and threshold wait that out.
     """
 
     def distrust(manifest: Manifest) -> None:
@@ -579,6 +582,10 @@ def test_a_supernode_that_can_never_connect_is_restarted(release: Release, tmp_p
             # The public CAs (the host's bundle): none signed the SuperLink's certificate.
             public = "--root-certificates=/etc/ssl/certs/ca-certificates.crt"
             node["args"] = [re.sub(r"^--root-certificates=.*", public, a) for a in node["args"]]
+            # The rendered bound, shortened to keep the test short: the same exit, sooner.
+            rendered = f"--max-wait-time={GIVE_UP_AFTER_SECONDS}"
+            assert rendered in node["args"], node["args"]
+            node["args"] = [f"--max-wait-time={SHORT_GIVE_UP}" if a == rendered else a for a in node["args"]]
 
     with federation(release, tmp_path, "subprocess", tls=True, change=distrust) as (runner, supernodes):
         # Generous: each probe is a Python process importing grpc, slow on two cores shared with the e2e.

@@ -11,6 +11,9 @@ from properties import shuffled
 
 DS = spec(BASE, mode="DaemonSet", supernodes__pools=[{"name": "edge"}])
 
+# Every SuperNode gives up after a while without its SuperLink, so the kubelet restarts it (supernodes.py).
+GIVE_UP = "--max-wait-time=300"
+
 
 def pool_labels(name):
     return {
@@ -46,12 +49,12 @@ def test_one_workload_per_pool():
 @pytest.mark.parametrize(
     ("s", "expected"),
     [
-        (BASE, ["--superlink=fed-superlink.team-a.svc:9092", "--isolation=subprocess", "--insecure"]),
-        (spec(BASE, insecure=False), ["--superlink=fed-superlink.team-a.svc:9092", "--isolation=subprocess"]),
+        (BASE, ["--superlink=fed-superlink.team-a.svc:9092", "--isolation=subprocess", "--insecure", GIVE_UP]),
+        (spec(BASE, insecure=False), ["--superlink=fed-superlink.team-a.svc:9092", "--isolation=subprocess", GIVE_UP]),
         # The operator dialled 9092 whatever the Service said; we dial the configured port.
         (
             spec(BASE, superlink__service={"ports": {"grpc": 30092}}),
-            ["--superlink=fed-superlink.team-a.svc:30092", "--isolation=subprocess", "--insecure"],
+            ["--superlink=fed-superlink.team-a.svc:30092", "--isolation=subprocess", "--insecure", GIVE_UP],
         ),
         (
             PROCESS,
@@ -60,11 +63,20 @@ def test_one_workload_per_pool():
                 "--isolation=process",
                 "--insecure",
                 "--clientappio-api-address=0.0.0.0:9094",
+                GIVE_UP,
             ],
         ),
+        # The user's arguments come last: theirs win over ours (--max-wait-time too).
         (
             pool(BASE, extraArgs=["--max-retries", "5"]),
-            ["--superlink=fed-superlink.team-a.svc:9092", "--isolation=subprocess", "--insecure", "--max-retries", "5"],
+            [
+                "--superlink=fed-superlink.team-a.svc:9092",
+                "--isolation=subprocess",
+                "--insecure",
+                GIVE_UP,
+                "--max-retries",
+                "5",
+            ],
         ),
     ],
 )

@@ -12,6 +12,13 @@ from function.releases.flower import Dialect
 
 AUTH_KEY_VOLUME = "auth-key"
 AUTH_KEY_FILE = posixpath.basename(AUTH_KEY_PATH)
+# A SuperNode that has not reached its SuperLink for this long exits, so the kubelet restarts it and
+# `CrashLoopBackOff` tells. Without it some never give up while their health server says SERVING (Flower
+# 1.25 behind a certificate it does not trust, 1.41 dialling plain HTTP at TLS): alive to every probe.
+# Longer than a SuperNode started before its SuperLink may take to connect once it is up (gRPC's
+# reconnect back-off delays that by up to two minutes on a busy machine) and than a restarted
+# SuperLink takes to come back.
+GIVE_UP_AFTER_SECONDS = 300
 
 
 def _supernode_args(
@@ -35,6 +42,7 @@ def _supernode_args(
     if spec.isolationMode == "subprocess":
         # In process mode the sidecar runs the ClientApp, so it installs.
         args += dialect.dependency_args(allow=spec.allowRuntimeDependencyInstallation)
+    args.append(f"--max-wait-time={GIVE_UP_AFTER_SECONDS}")
     return [*args, *pool.extraArgs]
 
 
