@@ -94,8 +94,6 @@ class Registration:
 
     federation: str
     image: str
-    # The ConfigMap holding the program, in every namespace where it runs (program_configmap).
-    program: str
     address: str
     cli_config: str
     # With TLS, the CA certificate the CLI trusts, as the pod mounts it.
@@ -168,7 +166,6 @@ def registration(
     return Registration(
         federation,
         spec.superlink.image,
-        program_configmap_name(federation),
         address,
         superlink_dialect.cli_config,
         ca,
