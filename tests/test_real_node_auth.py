@@ -56,11 +56,16 @@ from test_real_flower import release as release  # noqa: PLC0414 - the fixture, 
 REGISTER_EVERY = 5
 # Over the registrar's interval and the runner's ConfigMap update: a key out of the list this long is gone.
 UNREGISTER_AFTER = 15
-ONLINE_TIMEOUT = 120
+# From the keys' carriage to SuperNodes online: the registrar's turn, then a `flwr` call per key, one
+# after another (each tens of seconds while the e2e's control planes load both cores), then the kubelet's
+# restart of the refused SuperNode.
+ONLINE_TIMEOUT = 240
 # Every this many polls the liveness probes run (each a Python process importing grpc), and a container
 # failing them this many times in a row is restarted.
 PROBE_EVERY = 4
 LIVENESS_FAILURES = 2
+# Seconds a probe waits for its answer (more than the kubelet's 1: these machines are slower).
+PROBE_TIMEOUT = 5
 # The issue's bound for every SuperNode to be back after the SuperLink restarts.
 BACK_TIMEOUT = 120
 
@@ -103,18 +108,25 @@ def cli_argv(runner: PodRunner) -> list[str]:
 
 
 def wait_for(
-    runner: PodRunner, what: str, test: Any, timeout: float, restarts: list[str] | None = None
+    runner: PodRunner,
+    what: str,
+    test: Any,
+    timeout: float,
+    restarts: list[str] | None = None,
+    *,
+    liveness: bool = False,
 ) -> list[dict[str, Any]]:
     """Poll nodes() until test(nodes) holds with every container running; fail with the last listing and the logs.
 
-    With restarts, containers are started again as the kubelet does, and listed there: those that
-    exited, and those its gRPC liveness probe finds unhealthy (live_or_restart).
+    With restarts, containers that exited are started again, as the kubelet does, and listed there;
+    with liveness too, those its gRPC liveness probe finds unhealthy (live_or_restart: for releases
+    whose refused SuperNode stays up; each probe costs a Python process, so only where needed).
     """
     deadline, listing, turns, failures = time.monotonic() + timeout, [], itertools.count(), {}
     while time.monotonic() < deadline:
         if restarts is not None:
             restarts += runner.restart_exited()
-            if next(turns) % PROBE_EVERY == PROBE_EVERY - 1:
+            if liveness and next(turns) % PROBE_EVERY == PROBE_EVERY - 1:
                 restarts += live_or_restart(runner, failures)
         listing = nodes(runner)
         if test(listing) and not runner.exited():
@@ -137,7 +149,7 @@ def live_or_restart(runner: PodRunner, failures: dict[tuple[str, str], int]) -> 
             container = pod.containers.get(spec["name"])
             if grpc is None or container is None or not container.running():
                 continue
-            ask = ["python", "-c", GRPC_PROBE, f"127.0.0.1:{grpc['port']}", "2"]
+            ask = ["python", "-c", GRPC_PROBE, f"127.0.0.1:{grpc['port']}", str(max(PROBE_TIMEOUT, 1))]
             try:
                 probe = runner.exec(pod.namespace, pod.name, spec["name"], ask)
             except RuntimeError:  # it exited meanwhile: restart_exited sees to it
@@ -146,7 +158,7 @@ def live_or_restart(runner: PodRunner, failures: dict[tuple[str, str], int]) -> 
             failed = probe.returncode != 0 and "StatusCode.UNAVAILABLE" not in probe.stderr
             failures[key] = failures.get(key, 0) + 1 if failed else 0
             if failures[key] >= LIVENESS_FAILURES:
-                runner.restart(pod.namespace, pod.name, spec["name"], kill=True)
+                runner.restart(pod.namespace, pod.name, spec["name"])  # SIGTERM first, as the kubelet
                 failures[key] = 0
                 out.append(f"{pod.namespace}/{pod.name}/{spec['name']}: liveness probe failed")
     return out
@@ -298,7 +310,7 @@ def test_statefulset_identities_join_once_published_and_are_never_locked_out(rel
             shutil.rmtree(runner.workdir / "claims" / NAMESPACE / f"{identity.IDENTITY_VOLUME}-{pod}")
         carry(runner, name, pods[:1])
         left = wait_for(runner, "1 registered identity", lambda ls: len(registered(ls)) == 1,
-                        UNREGISTER_AFTER + 60, restarts=[])  # fmt: skip
+                        UNREGISTER_AFTER + ONLINE_TIMEOUT, restarts=[])  # fmt: skip
         assert {n["node-id"] for n in registered(left)} < ids
 
         # The pool back (new claims, new keys): nobody is locked out. Each new key is published and registered,

@@ -135,8 +135,9 @@ def test_strangers_reach_the_fleet_api_and_nothing_else(release: Release, tmp_pa
         # The Fleet API works: every SuperNode joins through it, once its key is published and carried
         # (the test plays Kubernetes and Crossplane, as in test_real_node_auth) and the registrar registered it.
         carry(runner, name, supernode_pods(runner))
+        # Flower 1.35 keeps a refused SuperNode up: its liveness probe has the kubelet restart it.
         wait_for(runner, f"{REPLICAS} SuperNodes online", lambda ls: len(online(ls)) == REPLICAS,
-                 release.online_timeout + ONLINE_TIMEOUT, restarts=[])  # fmt: skip
+                 release.online_timeout + ONLINE_TIMEOUT, restarts=[], liveness=True)  # fmt: skip
 
         superlink = next(p for p in runner.pods if p.labels.get("app.kubernetes.io/name") == "superlink")
         supernode = next(p for p in runner.pods if p.labels.get("app.kubernetes.io/name") == "supernode")
