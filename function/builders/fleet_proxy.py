@@ -90,19 +90,13 @@ def _server(spec: FederationSpec) -> list[str]:
 
 
 def _locations(upstream: str) -> list[str]:
-    """Fleet by raw path prefix and method, health by GET; 404 for the rest."""
-    passed = [("/v1/fleet/", FLEET_PATH, "POST")]
-    locations = []
-    for prefix, raw, method in passed:
-        locations += [
-            f"location {prefix} {{",
-            f'    if ($request_uri !~ "{raw}") {{ return 404; }}',
-            f"    limit_except {method} {{ deny all; }}",
-            f"    proxy_pass {upstream};",
-            "}",
-        ]
+    """Fleet by raw path and method, health by GET; 404 for the rest."""
     return [
-        *locations,
+        "location /v1/fleet/ {",
+        f'    if ($request_uri !~ "{FLEET_PATH}") {{ return 404; }}',
+        "    limit_except POST { deny all; }",
+        f"    proxy_pass {upstream};",
+        "}",
         "location = /health {",
         "    limit_except GET { deny all; }",  # GET admits HEAD
         f"    proxy_pass {upstream};",

@@ -149,7 +149,9 @@ def _init_and_volumes(
     pool: PoolSpec,
     dialect: Dialect,
     trust: dict[str, Any] | None,
-    federation: str | None,
+    federation: str,
+    *,
+    makes_identity: bool,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A pool pod's init containers (secret maker, identity) and volumes: the user's, then ours."""
     volumes = merge.add_missing(merge.by_name(pool.volumes), gpu.volumes(pool.gpu))
@@ -159,7 +161,7 @@ def _init_and_volumes(
     if superexec_auth.enabled(spec, dialect):
         init.append(superexec_auth.init_container(_image(spec, pool)))
         volumes = merge.add_missing(volumes, [superexec_auth.volume()])
-    if federation is not None:
+    if makes_identity:
         claims = spec.mode == "StatefulSet"
         init += identity.pool_init_containers(federation, _image(spec, pool), pool.name, claims=claims)
         volumes = merge.add_missing(volumes, identity.pool_volumes(spec, federation))
@@ -196,7 +198,7 @@ def workload(  # noqa: PLR0913 - where the pool sits and how it is started, name
     if spec.isolationMode == "process":
         containers.append(_superexec(spec, pool, dialect))
     pod_spec: dict[str, Any] = {"containers": containers}
-    init, volumes = _init_and_volumes(spec, pool, dialect, trust, federation if makes_identity else None)
+    init, volumes = _init_and_volumes(spec, pool, dialect, trust, federation, makes_identity=makes_identity)
     if init:
         pod_spec["initContainers"] = init
     if volumes:
