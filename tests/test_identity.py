@@ -147,6 +147,42 @@ def listed(*keys, hint=None):
             {K1: Registered("7", NOW)},
             "one key replaced by another: the new one registered, the old one's grace starts",
         ),
+        (
+            {},
+            {"7": "unregistered"},
+            {K1: Registered("7", NOW - GRACE - 1)},
+            [],
+            [],
+            {K1: Registered("7", NOW - GRACE - 1, retired=True)},
+            "away past the grace period and unregistered by hand meanwhile: remembered as retired",
+        ),
+        (
+            {},
+            {"7": "unregistered"},
+            {K1: Registered("7", NOW - GRACE - 1, retired=True)},
+            [],
+            [],
+            {K1: Registered("7", NOW - GRACE - 1, retired=True)},
+            "retired and out of the list: remembered, should it come back after an outage of the carriage",
+        ),
+        (
+            {},
+            {},
+            {K1: Registered("7", NOW - identity_program.RETIRED_REMEMBERED - 1, retired=True)},
+            [],
+            [],
+            {},
+            "retired and out of the list for longer than any outage: forgotten",
+        ),
+        (
+            listed(K1),
+            {"7": "unregistered"},
+            {K1: Registered("7", NOW - GRACE - 1, retired=True)},
+            [],
+            [],
+            {K1: Registered("7", retired=True)},
+            "back after the registrar unregistered it: not registered again (Flower refuses), still retired",
+        ),
     ],
 )
 def test_the_registrar_decides(listing, nodes, memory, register, unregister, after, reason):
@@ -158,9 +194,77 @@ def test_the_registrar_decides(listing, nodes, memory, register, unregister, aft
 
 def test_a_retired_key_is_named_with_its_holder_once():
     step = identity_program.plan(listed(K1), {"7": "unregistered"}, {K1: Registered("7")}, NOW, GRACE)
-    assert len(step.said) == 1 and HOLDER in step.said[0] and "delete" in step.said[0]
+    assert len(step.said) == 1 and HOLDER in step.said[0] and "new one" in step.said[0]
     again = identity_program.plan(listed(K1), {"7": "unregistered"}, step.memory, NOW, GRACE)
     assert again.said == []
+
+
+def test_a_retired_key_back_in_the_list_is_named_once():
+    memory = {K1: Registered("7", NOW - GRACE - 1, retired=True)}
+    step = identity_program.plan(listed(K1), {"7": "unregistered"}, memory, NOW, GRACE)
+    assert len(step.said) == 1 and HOLDER in step.said[0] and "back" in step.said[0]
+    assert identity_program.plan(listed(K1), {"7": "unregistered"}, step.memory, NOW, GRACE).said == []
+
+
+D1, D2 = identity_program.key_digest(K1), identity_program.key_digest(K2)
+
+
+@pytest.mark.parametrize(
+    ("memory", "listing", "expected", "reason"),
+    [
+        ({K1: Registered("7")}, listed(K1), "", "nothing retired: an empty report"),
+        ({K1: Registered("7", retired=True)}, listed(K1), f"{D1} {HOLDER}\n", "a retired key, named with its holder"),
+        ({K1: Registered("7", NOW, retired=True)}, {}, "", "retired and out of the list: nobody holds it to replace"),
+        ({K1: Registered("7", retired=True)}, None, "", "no list yet: nothing to report"),
+        (
+            {K2: Registered("8", retired=True), K1: Registered("7", retired=True)},
+            listed(K1, K2),
+            "".join(sorted([f"{D1} {HOLDER}\n", f"{D2} {HOLDER}\n"])),
+            "sorted, one a line: the same memory always makes the same report",
+        ),
+    ],
+)
+def test_the_registrar_reports_retired_keys_still_held(memory, listing, expected, reason):
+    assert identity_program.retired_report(memory, listing) == expected, reason
+
+
+def test_a_report_names_keys_by_digest_never_by_key():
+    report = identity_program.retired_report({K1: Registered("7", retired=True)}, listed(K1))
+    assert K1.split()[1] not in report
+    assert identity_program.key_digest(K1 + "\n") == D1, "the digest ignores the line's end, as files keep it"
+
+
+def _rekey_args(tmp_path, text):
+    keys, report = tmp_path / "keys", tmp_path / "retired"
+    keys.mkdir(exist_ok=True)
+    if text is not None:
+        report.write_text(text)
+    parser_args = ["rekey", f"--key-dir={keys}", f"--retired={report}", "--once"]
+    return keys, parser_args
+
+
+@pytest.mark.parametrize(
+    ("retire", "made", "reason"),
+    [
+        (None, False, "no report (no key retired in the namespace): the key stays"),
+        ("other", False, "another pod's key retired: this one stays"),
+        ("own", True, "this pod's key retired: a new key pair replaces it"),
+    ],
+)
+def test_the_rekey_sidecar_replaces_only_its_own_retired_key(tmp_path, retire, made, reason):
+    keys, argv = _rekey_args(tmp_path, None)
+    public = identity_program.ensure_key(keys).read_text()
+    before = (keys / identity_program.KEY).read_bytes()
+    if retire is not None:
+        digest = identity_program.key_digest(public) if retire == "own" else "0123456789abcdef"
+        (tmp_path / "retired").write_text(f"{digest}\n")
+    # No Kubernetes API in reach (no token): the new key is made, and publishing it is left to a retry.
+    assert identity_program.main(argv) == 0
+    after = (keys / identity_program.KEY).read_bytes()
+    assert (after != before) == made, reason
+    if made:
+        assert (keys / identity_program.PUBLIC_KEY).read_text() != public
+        assert (keys / identity_program.KEY).stat().st_mode & 0o077 == 0, "the new private key is its owner's alone"
 
 
 @pytest.mark.parametrize(

@@ -146,7 +146,16 @@ def test_only_the_identity_containers_hold_a_token():
         for c in p["containers"] + p["initContainers"]
         if any(m["name"] == identity.KUBE_VOLUME for m in c.get("volumeMounts", []))
     }
-    assert holders == {identity.INIT_CONTAINER}
+    assert holders == {identity.INIT_CONTAINER, identity.REKEY_CONTAINER}
+    # Beside the SuperLink, its registrar alone: it reports the keys it retired.
+    superlink = manifests(AUTH)["superlink"]["spec"]["template"]["spec"]
+    reporters = {
+        c["name"]
+        for c in superlink["containers"] + superlink["initContainers"]
+        if any(m["name"] == identity.KUBE_VOLUME for m in c.get("volumeMounts", []))
+    }
+    assert reporters == {identity.REGISTRAR}
+    assert superlink["automountServiceAccountToken"] is False
     volume = next(v for v in p["volumes"] if v["name"] == identity.KUBE_VOLUME)
     assert volume["projected"]["sources"][0] == {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}
 

@@ -70,10 +70,10 @@ PROBE_TIMEOUT = 5
 BACK_TIMEOUT = 120
 
 
-def auth_claim(name: str, version: str, mode: str) -> dict[str, Any]:
+def auth_claim(name: str, version: str, mode: str, replicas: int = 3) -> dict[str, Any]:
     pool: dict[str, Any] = {"name": "default"}
     if mode == "StatefulSet":
-        pool["replicas"] = 3
+        pool["replicas"] = replicas
     return {
         "apiVersion": "flower.crossplane.io/v1alpha1",
         "kind": "Federation",
@@ -174,11 +174,13 @@ def online(listing: list[dict[str, Any]]) -> set[str]:
 
 
 @contextlib.contextmanager
-def start(release: Release, tmp: pathlib.Path, mode: str) -> Iterator[tuple[PodRunner, list[dict[str, Any]], str]]:
+def start(
+    release: Release, tmp: pathlib.Path, mode: str, replicas: int = 3
+) -> Iterator[tuple[PodRunner, list[dict[str, Any]], str]]:
     """The Federation rendered and running, with the CLI in the SuperLink's pod: the runner, the manifests, its name."""
     name = f"fed-auth-{mode.lower()}"
     secrets = [tls_secret(tmp, f"{name}-superlink")]
-    rendered = render(tmp, auth_claim(name, release.version, mode), secrets)
+    rendered = render(tmp, auth_claim(name, release.version, mode, replicas), secrets)
     text = yaml.safe_dump_all(rendered)
     assert "PRIVATE KEY" not in text, "a private key in a composed resource"
     manifests = [unwrap(r) for r in rendered]
@@ -193,9 +195,10 @@ def supernode_pods(runner: PodRunner) -> list[str]:
 
 
 def public_key(runner: PodRunner, pod: str) -> str:
-    """A SuperNode's public key, as its identity container printed it last (the SuperNode may be between
-    restarts, and a DaemonSet's key lives in memory the host does not see)."""
-    log = runner.pod(NAMESPACE, pod).containers[identity.INIT_CONTAINER].log.read_text()
+    """A SuperNode's public key, as its identity containers printed it last (the SuperNode may be between
+    restarts, and a DaemonSet's key lives in memory the host does not see): the rekeyer's, once it made one."""
+    containers = runner.pod(NAMESPACE, pod).containers
+    log = "".join(containers[c].log.read_text() for c in (identity.INIT_CONTAINER, identity.REKEY_CONTAINER))
     said = [line for line in log.splitlines() if line.startswith("public key: ")]
     assert said, log
     return said[-1].removeprefix("public key: ").strip()
@@ -378,3 +381,65 @@ def test_a_federated_run_completes_with_authentication(release: Release, tmp_pat
     out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, f"{out}\n{logs}"
     assert "Received 2 results and 0 failures" in proc.stdout, out
+
+
+def retired_report(runner: PodRunner, name: str) -> list[str]:
+    """The last report of retired keys the registrar made, from its log: `<digest> <holder>` lines."""
+    log = runner.pod(NAMESPACE, f"{name}-superlink-0").containers[identity.REGISTRAR].log.read_text()
+    lines = log.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("retired keys to replace: ")]
+    if not starts:
+        return []
+    return [line.removeprefix("retired: ") for line in lines[starts[-1] + 1 :] if line.startswith("retired: ")]
+
+
+@pytest.mark.parametrize("release", ["1.41.0"], indirect=True)
+def test_an_unregistered_key_is_replaced_and_joins_with_no_one_acting(release: Release, tmp_path: pathlib.Path):
+    """Unregistered by hand through the Control API (the loopback, as `kubectl port-forward` reaches it): Flower
+    never takes that key back. The registrar retires it and reports it; Crossplane carries the report to the pool's
+    namespace (here the test, with the function's own builders); the pod's rekey sidecar makes a new key and
+    publishes it; the registrar registers it, and the SuperNode, restarted by the kubelet, joins under it."""
+    with start(release, tmp_path, "StatefulSet", replicas=2) as (runner, _, name):
+        pods = supernode_pods(runner)
+        keys = {pod: public_key(runner, pod) for pod in pods}
+        carry(runner, name, pods)
+        first = wait_for(runner, "2 SuperNodes online", lambda ls: len(online(ls)) == 2, ONLINE_TIMEOUT, [])
+
+        gone = min(online(first))
+        argv = cli_argv(runner)
+        verb = next(i for i, word in enumerate(argv) if word in ("ls", "list"))
+        unregister = [*argv[:verb], "unregister", str(gone), *argv[verb + 1 :]]
+        proc = cli_exec(runner, unregister)
+        assert identity_program.parse(proc.stdout, proc.stderr).get("success"), (proc.stdout, proc.stderr)
+
+        # The registrar sees the node unregistered, retires its key and reports it with its holder.
+        deadline = time.monotonic() + ONLINE_TIMEOUT
+        while not (report := retired_report(runner, name)) and time.monotonic() < deadline:
+            time.sleep(REGISTER_EVERY)
+        assert len(report) == 1, runner.logs()
+        digest, holder = report[0].split()
+        victim = next(pod for pod in pods if identity_program.key_digest(keys[pod]) == digest)
+        assert holder == f"default/{NAMESPACE}/PersistentVolumeClaim/{identity.IDENTITY_VOLUME}-{victim}"
+
+        # Carried to the pool's namespace as the function composes it; the kubelet updates the sidecar's volume.
+        reported = identity.reported_retired({"data": {identity_program.RETIRED_FIELD: "\n".join(report) + "\n"}})
+        digests = [d for d, h in reported if h.startswith(f"default/{NAMESPACE}/")]
+        runner.update(identity.retired_keys(name, NAMESPACE, {}, digests))
+        deadline = time.monotonic() + ONLINE_TIMEOUT
+        while public_key(runner, victim) == keys[victim] and time.monotonic() < deadline:
+            time.sleep(REGISTER_EVERY)
+        assert public_key(runner, victim) != keys[victim], runner.logs()
+        assert public_key(runner, pods[1 - pods.index(victim)]) == keys[pods[1 - pods.index(victim)]], (
+            "a key nobody retired was replaced"
+        )
+
+        # Its new publication carried: registered, and the SuperNode joins under it, beside the other one.
+        carry(runner, name, pods)
+        back = wait_for(
+            runner,
+            "2 SuperNodes online again, one under a new key",
+            lambda ls: len(online(ls)) == 2 and len(registered(ls)) == 2,
+            ONLINE_TIMEOUT,
+            restarts=[],
+        )
+        assert gone not in online(back) and len(online(back) & online(first)) == 1, (first, back)

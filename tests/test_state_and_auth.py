@@ -12,7 +12,8 @@ import pytest
 
 from function.api.validation import SpecError, parse
 from function.builders import identity
-from helpers import BASE, container, manifests, pod, pool, spec
+from function.composition import compose
+from helpers import BASE, container, manifests, pod, pool, spec, xr
 
 DURABLE = spec(BASE, superlink__persistence={"size": "5Gi", "storageClassName": "fast"})
 TLS = spec(BASE, tls={"secretName": "superlink-tls"})
@@ -122,10 +123,22 @@ def test_a_given_key_is_mounted_and_not_registered():
 def test_each_supernode_makes_and_publishes_its_own_key(s, claim, memory):
     workload = manifests(s)["pool-edge" if s is AUTH_DS else "pool-default"]
     template = workload["spec"]["template"]["spec"]
-    # One init container makes and publishes the key; nothing in the pod registers it or reaches Control.
-    assert [c["name"] for c in template["initContainers"]] == ["supernode-identity"]
-    first = template["initContainers"][0]
+    # One init container makes and publishes the key, a native sidecar replaces it once retired;
+    # nothing in the pod registers it or reaches Control.
+    assert [c["name"] for c in template["initContainers"]] == ["supernode-identity", "supernode-rekey"]
+    first, rekey = template["initContainers"]
     assert "restartPolicy" not in first
+    assert rekey["restartPolicy"] == "Always"
+    assert rekey["image"] == first["image"] and rekey["command"] == first["command"]
+    assert rekey["args"][0] == "rekey" and rekey["args"][1:] == [
+        *first["args"][1:],
+        "--retired=/etc/flower-retired-keys/retired",
+        "--interval=30",
+    ], "it publishes a new key exactly as the publisher does"
+    retired = {"name": "retired-keys", "mountPath": "/etc/flower-retired-keys", "readOnly": True}
+    assert retired in rekey["volumeMounts"] and retired not in first["volumeMounts"]
+    # Optional: the report is composed only while it names a key of the namespace.
+    assert {"name": "retired-keys", "configMap": {"name": "fed-retired-keys", "optional": True}} in template["volumes"]
     # The pool's own image: a pool cluster pulls no SuperLink image.
     assert first["image"] == "flwr/supernode:1.25.0"
     # The program ships once per namespace (a ConfigMap), not inlined in the pod spec.
@@ -166,6 +179,14 @@ def test_the_superlink_registers_published_keys_and_keeps_its_state():
     assert "--state=/var/lib/flower-registrar" in registrar["args"]
     state = {"name": "state", "mountPath": "/var/lib/flower-registrar", "subPath": "registrar"}
     assert state in registrar["volumeMounts"]
+    # It reports retired keys with a token only it mounts, in a ConfigMap only its account may write.
+    assert "--registrations=fed-superlink-registrations" in registrar["args"]
+    assert "--kube-credentials=/var/run/flower-identity-api" in registrar["args"]
+    assert {"name": "identity-kube-api", "mountPath": "/var/run/flower-identity-api", "readOnly": True} in registrar[
+        "volumeMounts"
+    ]
+    others = pod(AUTH, "superlink")["containers"]
+    assert not any(m["name"] == "identity-kube-api" for c in others for m in c.get("volumeMounts", []))
     c = container(AUTH, "superlink", "superlink")
     assert "--enable-supernode-auth" in c["args"]
     assert "--database=/app/state/state.db" in c["args"], "registrations must survive a restart"
@@ -276,3 +297,76 @@ def test_the_shipped_archive_runs_as_the_program(tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert "no Kubernetes API in reach" in proc.stdout
     assert (keys / "supernode.pub").read_text().startswith("ecdsa-sha2-nistp384 ")
+
+
+def _with_report(s, report):
+    """The Federation composed with its registrar's report observed as it wrote it."""
+    fed = compose.federation(xr(s))
+    live = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"retired": report}}
+    observed = {compose.REGISTRATIONS: {"status": {"atProvider": {"manifest": live}}}}
+    return fed, compose.plan(fed, observed)
+
+
+D1, D2, D3 = "0123456789abcdef", "fedcba9876543210", "00112233445566aa"
+
+
+def test_the_registrar_reports_into_a_configmap_it_alone_may_write_and_crossplane_never_overwrites():
+    fed, built = _with_report(AUTH, "")
+    report = built.resources[compose.REGISTRATIONS]
+    assert report.manifest["metadata"]["name"] == "fed-superlink-registrations"
+    assert report.manifest["data"] == {"retired": ""}
+    # Created once, then only read back: an update would undo what the registrar wrote.
+    wrapped = compose.desired(fed, built)[compose.REGISTRATIONS]
+    assert wrapped["spec"]["managementPolicies"] == ["Observe", "Create", "Delete"]
+    role = built.resources[compose.REGISTRATIONS_ROLE].manifest
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"],
+         "resourceNames": ["fed-superlink-registrations"]}
+    ]  # fmt: skip
+    binding = built.resources[compose.REGISTRATIONS_BINDING].manifest
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fed-flower", "namespace": "team-a"}]
+    # Without node authentication there is no registrar, and nothing to report.
+    plain = compose.plan(compose.federation(xr(TLS)))
+    assert compose.REGISTRATIONS not in plain.resources and compose.REGISTRATIONS_ROLE not in plain.resources
+
+
+@pytest.mark.parametrize(
+    ("report", "expected", "reason"),
+    [
+        ("", {}, "nothing retired: no report in any namespace"),
+        (
+            f"{D1} default/team-a/PersistentVolumeClaim/supernode-identity-fed-default-0\n",
+            {"retired-keys-default-team-a": f"{D1}\n"},
+            "a retired key goes back to its holder's cluster and namespace",
+        ),
+        (
+            f"{D1} spoke/team-a/Pod/p\n{D2} default/team-a/Pod/q\n",
+            {"retired-keys-default-team-a": f"{D2}\n"},
+            "a holder in a place with no pool of the Federation gets nothing",
+        ),
+        (
+            f"{D2} default/team-a/Pod/q\n{D1} default/team-a/Pod/p\nnot-a-digest default/team-a/Pod/r\n{D3}\n",
+            {"retired-keys-default-team-a": f"{D1}\n{D2}\n"},
+            "sorted; lines that are not `<digest> <holder>` are left out",
+        ),
+        (
+            f"{D1} default/team-ab/Pod/p\n",
+            {},
+            "a namespace whose name starts like the pool's is another namespace",
+        ),
+    ],
+)
+def test_retired_keys_go_back_to_the_namespace_of_their_holders(report, expected, reason):
+    _, built = _with_report(AUTH, report)
+    got = {
+        name: c.manifest["data"]["retired"] for name, c in built.resources.items() if name.startswith("retired-keys-")
+    }
+    assert got == expected, reason
+    for name in got:
+        manifest = built.resources[name].manifest
+        assert manifest["metadata"] == {
+            "name": "fed-retired-keys",
+            "namespace": "team-a",
+            "labels": manifest["metadata"]["labels"],
+        }, reason

@@ -84,7 +84,14 @@ def observed_objects(example, live):
 SERVICE = (1, {"loadBalancer": {}})
 CREATED = (1, {})
 SUPERLINK_UP = {"superlink": sts_status(1, 1), "superlink-service": SERVICE}
-AUXILIARY = ("serviceaccount-", "networkpolicy-", "identity-program-", "supernode-keys-", "superlink-authorized-keys")
+AUXILIARY = (
+    "serviceaccount-",
+    "networkpolicy-",
+    "identity-program-",
+    "supernode-keys-",
+    "superlink-authorized-keys",
+    "superlink-registrations",
+)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,6 +36,7 @@ import hashlib
 import inspect
 import io
 import posixpath
+import re
 import zipfile
 from typing import Any
 
@@ -54,7 +55,12 @@ KEY_DIR = posixpath.dirname(AUTH_KEY_PATH)
 WORK_VOLUME = "supernode-registrar-work"
 WORK_DIR = "/var/run/flower-registrar"
 INIT_CONTAINER = "supernode-identity"
+# The SuperNode pod's sidecar that replaces a key the SuperLink retired (identity_program.rekey).
+REKEY_CONTAINER = "supernode-rekey"
 REGISTRAR = "supernode-registrar"
+# The registrar's report of retired keys, carried to the pools' namespaces, where the rekey sidecar reads it.
+RETIRED_VOLUME = "retired-keys"
+RETIRED_DIR = "/etc/flower-retired-keys"
 # The registrar's memory of the keys it registered: beside the SuperLink's own state where it keeps one.
 REGISTRAR_STATE = "registrar"
 REGISTRAR_STATE_DIR = "/var/lib/flower-registrar"
@@ -113,6 +119,8 @@ class Registration:
             f"--work={WORK_DIR}",
             f"--state={state}",
             f"--authorized-keys={AUTHORIZED_KEYS_DIR}/{AUTHORIZED_KEYS_FILE}",
+            f"--kube-credentials={KUBE_DIR}",
+            f"--registrations={registrations_name(self.federation)}",
         ]
         if self.root_certificates:
             args.append(f"--root-certificates={self.root_certificates}")
@@ -196,15 +204,19 @@ def _program_volume(federation: str) -> dict[str, Any]:
     return {"name": PROGRAM_VOLUME, "configMap": {"name": program_configmap_name(federation), "defaultMode": 0o444}}
 
 
-def pool_init_containers(federation: str, image: str, pool: str, *, claims: bool) -> list[dict[str, Any]]:
-    """The key maker and publisher, run in the pool's SuperNode image before the SuperNode starts.
+def pool_init_containers(
+    federation: str, image: str, pool: str, *, claims: bool, interval: int
+) -> list[dict[str, Any]]:
+    """The key maker and publisher, run in the pool's SuperNode image before the SuperNode starts, and its rekeyer.
 
-    It returns once Kubernetes holds the key (the SuperLink's registrar
-    registers it when Crossplane has carried it there; until then the SuperNode
-    is refused, exits and is restarted by the kubelet). claims: the key lives
-    on the pod's StatefulSet claim, which then owns the publication.
+    The publisher returns once Kubernetes holds the key (the SuperLink's
+    registrar registers it when Crossplane has carried it there; until then
+    the SuperNode is refused, exits and is restarted by the kubelet). claims:
+    the key lives on the pod's StatefulSet claim, which then owns the
+    publication. The rekeyer, a native sidecar, checks every interval whether
+    the SuperLink retired the key and, if it did, makes and publishes a new one.
     """
-    args = ["publish", f"--key-dir={KEY_DIR}", f"--kube-credentials={KUBE_DIR}", f"--retry={PUBLISH_RETRY}"]
+    args = [f"--key-dir={KEY_DIR}", f"--kube-credentials={KUBE_DIR}", f"--retry={PUBLISH_RETRY}"]
     args += [f"--label={k}={v}" for k, v in sorted(publication_labels(federation, pool).items())]
     if claims:
         # The StatefulSet's claim for this pod: the key lives, and its publication with it, as long as the claim.
@@ -213,9 +225,13 @@ def pool_init_containers(federation: str, image: str, pool: str, *, claims: bool
         {"name": IDENTITY_VOLUME, "mountPath": KEY_DIR},
         {"name": KUBE_VOLUME, "mountPath": KUBE_DIR, "readOnly": True},
     ]
-    container = _program(INIT_CONTAINER, image, args, mounts)
-    container["env"] = [{"name": k, "valueFrom": {"fieldRef": {"fieldPath": v}}} for k, v in POD_FIELDS.items()]
-    return [container]
+    env = [{"name": k, "valueFrom": {"fieldRef": {"fieldPath": v}}} for k, v in POD_FIELDS.items()]
+    publisher = {**_program(INIT_CONTAINER, image, ["publish", *args], mounts), "env": env}
+    retired = {"name": RETIRED_VOLUME, "mountPath": RETIRED_DIR, "readOnly": True}
+    rekey_args = ["rekey", *args, f"--retired={RETIRED_DIR}/{identity_program.RETIRED_FIELD}", f"--interval={interval}"]
+    rekeyer = {**_program(REKEY_CONTAINER, image, rekey_args, [*mounts, retired]), "env": env}
+    rekeyer["restartPolicy"] = "Always"
+    return [publisher, rekeyer]
 
 
 def supernode_mount() -> dict[str, Any]:
@@ -226,7 +242,9 @@ def supernode_mount() -> dict[str, Any]:
 def pool_volumes(spec: FederationSpec, federation: str) -> list[dict[str, Any]]:
     """The program, the publisher's token and, for a DaemonSet, the identity itself, in memory."""
     memory = {"medium": "Memory", "sizeLimit": "1Mi"}
-    volumes = [_program_volume(federation), kube_api_volume()]
+    # Optional: composed only while it lists a retired key of the namespace (retired_keys).
+    retired = {"name": RETIRED_VOLUME, "configMap": {"name": retired_keys_name(federation), "optional": True}}
+    volumes = [_program_volume(federation), kube_api_volume(), retired]
     if spec.mode == "DaemonSet":
         volumes.append({"name": IDENTITY_VOLUME, "emptyDir": memory})
     return volumes
@@ -261,7 +279,10 @@ def registrar(reg: Registration) -> dict[str, Any]:
         mounts.append({"name": STATE_VOLUME, "mountPath": REGISTRAR_STATE_DIR, "subPath": REGISTRAR_STATE})
     if reg.root_certificates:
         mounts.append(tls.ca_mount())
+    # The token it reports retired keys with (registrations_role): only this container of the pod mounts it.
+    mounts.append({"name": KUBE_VOLUME, "mountPath": KUBE_DIR, "readOnly": True})
     container = _program(REGISTRAR, reg.image, reg.args(), mounts)
+    container["env"] = [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]
     container["restartPolicy"] = "Always"
     return container
 
@@ -274,7 +295,69 @@ def registrar_volumes(reg: Registration) -> list[dict[str, Any]]:
         _program_volume(reg.federation),
         {"name": WORK_VOLUME, "emptyDir": {}},
         {"name": AUTHORIZED_KEYS_VOLUME, "configMap": keys},
+        kube_api_volume(),
     ]
+
+
+def registrations_name(federation: str) -> str:
+    """The ConfigMap beside the SuperLink where its registrar reports the keys it retired."""
+    return f"{names.superlink(federation)}-registrations"
+
+
+def registrations(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    """The registrar's report, created empty: the registrar writes it, Crossplane only reads it back."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": registrations_name(federation), "namespace": namespace, "labels": labels},
+        "data": {identity_program.RETIRED_FIELD: ""},
+    }
+
+
+def reported_retired(live: Any) -> list[tuple[str, str]]:
+    """The (key digest, holder) pairs a live report lists; none from anything else."""
+    data = live.get("data") if isinstance(live, dict) else None
+    text = data.get(identity_program.RETIRED_FIELD) if isinstance(data, dict) else None
+    if not isinstance(text, str):
+        return []
+    pairs = (line.split() for line in text.splitlines())
+    return sorted({(p[0], p[1]) for p in pairs if len(p) == 2 and DIGEST.match(p[0])})  # noqa: PLR2004 - two fields
+
+
+DIGEST = re.compile(r"^[0-9a-f]{16}$")
+REPORTER = "superlink-registrations"
+
+
+def registrations_role(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    """What the Federation's ServiceAccount may do beside the SuperLink: read and patch the report, nothing else."""
+    rule = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"],
+            "resourceNames": [registrations_name(federation)]}  # fmt: skip
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": f"{federation}-{REPORTER}", "namespace": namespace, "labels": labels},
+        "rules": [rule],
+    }
+
+
+def registrations_binding(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    """The Role above, granted to the Federation's ServiceAccount in the SuperLink's namespace."""
+    return _binding(f"{federation}-{REPORTER}", federation, namespace, labels)
+
+
+def retired_keys_name(federation: str) -> str:
+    """The copy of the registrar's report in a pool namespace: the retired keys of that namespace's pods."""
+    return f"{federation}-retired-keys"
+
+
+def retired_keys(federation: str, namespace: str, labels: dict[str, str], digests: list[str]) -> dict[str, Any]:
+    """The retired keys of one pool namespace, a digest a line, where its pods' rekey sidecars read them."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": retired_keys_name(federation), "namespace": namespace, "labels": labels},
+        "data": {identity_program.RETIRED_FIELD: "".join(f"{d}\n" for d in sorted(set(digests)))},
+    }
 
 
 def authorized_keys_name(federation: str) -> str:
@@ -313,10 +396,14 @@ def publisher_role(federation: str, namespace: str, labels: dict[str, str], *, c
 
 def publisher_binding(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
     """The Role above, granted to the Federation's ServiceAccount in namespace."""
+    return _binding(f"{federation}-{PUBLISHER}", federation, namespace, labels)
+
+
+def _binding(role: str, federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
-        "metadata": {"name": f"{federation}-{PUBLISHER}", "namespace": namespace, "labels": labels},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{federation}-{PUBLISHER}"},
+        "metadata": {"name": role, "namespace": namespace, "labels": labels},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
         "subjects": [{"kind": "ServiceAccount", "name": pods.service_account(federation), "namespace": namespace}],
     }

@@ -30,7 +30,17 @@ Modes:
   (pod or claim) was deleted, or its pool or cluster removed. A SuperNode that
   is merely offline (a partition, a drained node, a pool scaled down with its
   claims kept) keeps its registration however long it is away, so Flower,
-  which never takes an unregistered key back, never locks it out.
+  which never takes an unregistered key back, never locks it out. A listed
+  key whose node was unregistered all the same (by hand, through the Control
+  API) is retired: the registrar reports it, by its digest and holder, in a
+  ConfigMap beside the SuperLink that only its own ServiceAccount may write
+  (--registrations), and Crossplane carries the report to the holder's namespace.
+* `rekey` (a SuperNode pod's native sidecar, beside the SuperNode): every
+  interval it reads that report where the kubelet mounts it (--retired); when
+  it names this pod's key, it makes a new key pair in place of the old one and
+  publishes it as `publish` does. The SuperNode, refused under its retired key
+  and restarted by the kubelet, starts under the new one, which the registrar
+  registers once Crossplane has carried it: no one has to act.
 
 The registrar talks to the SuperLink through the release's own `flwr` CLI,
 configured the way that release reads it (a Flower app's pyproject.toml up to
@@ -67,6 +77,15 @@ NODE_ID_FIELD = "node-id"
 CONFIGMAP_PREFIX = "flwr-key-"
 # The registrar's memory of what it registered, beside the SuperLink's state.
 REGISTRATIONS = "registrations.json"
+# How long the registrar remembers a retired key out of the list: longer than any outage of the carriage.
+RETIRED_REMEMBERED = 30 * 24 * 3600.0
+# The field of the registrar's report (and of its copies in the pools' namespaces) listing retired keys.
+RETIRED_FIELD = "retired"
+
+
+def key_digest(public_key: str) -> str:
+    """How reports name a public key: short, and no key text travels back to the pods."""
+    return hashlib.sha256(public_key.strip().encode()).hexdigest()[:16]
 
 
 def ensure_key(directory: pathlib.Path) -> pathlib.Path:
@@ -186,14 +205,16 @@ class KubeApi:
             return None
         return cls(host, port, credentials)
 
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+    def call(
+        self, method: str, path: str, body: dict[str, Any] | None = None, content_type: str = "application/json"
+    ) -> tuple[int, dict[str, Any]]:
         """The status code and JSON answer of one request; (0, {"message": ...}) when there was no answer."""
         # Read at every call: the kubelet rotates a projected token before it expires.
         token = (self.credentials / "token").read_text().strip()
         data = None if body is None else json.dumps(body).encode()
         headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
         if data is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         request = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)  # noqa: S310 - https only
         try:
             with urllib.request.urlopen(request, context=self.context, timeout=30) as answer:  # noqa: S310
@@ -322,6 +343,35 @@ def publish_until_held(api: KubeApi | None, args: argparse.Namespace) -> int:
         time.sleep(args.retry)
 
 
+def retired(path: pathlib.Path) -> set[str]:
+    """The digests of the retired keys the report lists (none while there is no report)."""
+    if not path.exists():
+        return set()
+    return {line.split()[0] for line in path.read_text().splitlines() if line.strip()}
+
+
+def rekey_if_retired(api: KubeApi | None, args: argparse.Namespace) -> bool:
+    """Mode rekey's check: when the report names this pod's key, a new key pair, published. Whether it made one."""
+    directory = pathlib.Path(args.key_dir)
+    public = directory / PUBLIC_KEY
+    if not public.exists() or key_digest(public.read_text()) not in retired(pathlib.Path(args.retired)):
+        return False
+    print(f"key {key_digest(public.read_text())} was retired by the SuperLink: making a new key pair", flush=True)
+    # The old private key is useless (Flower never takes its key back); the new one replaces it in place.
+    (directory / KEY).unlink(missing_ok=True)
+    publish_until_held(api, args)
+    return True
+
+
+def rekey(api: KubeApi | None, args: argparse.Namespace) -> int:
+    """Mode rekey: every interval, replace this pod's key if it was retired; with --once, check once."""
+    while True:
+        rekey_if_retired(api, args)
+        if args.once:
+            return 0
+        time.sleep(args.interval)
+
+
 @dataclasses.dataclass
 class Registered:
     """A key the registrar registered: its node, and since when the key has been out of the list."""
@@ -403,15 +453,19 @@ def _listed(
             memory[key] = Registered(hint)
             return False, ""
         return True, ""
-    known.absent_since = None
-    if not known.node or known.retired:
-        return False, ""  # in use under a node it cannot name (registered by hand), or retired: nothing to do
+    away, known.absent_since = known.absent_since is not None, None
+    if known.retired:
+        # Reported until it leaves the list: its holder makes a new key (mode rekey).
+        back = f"the key of {holder} is back, but its node {known.node} was unregistered: it makes a new key"
+        return False, back if away else ""
+    if not known.node:
+        return False, ""  # in use under a node it cannot name (registered by hand): nothing to do
     status = nodes.get(known.node)
     if status in GONE:
         known.retired = True
         return False, (
             f"node {known.node} of {holder} was unregistered and Flower never takes its key back: "
-            f"delete {holder} so that it makes a new one"
+            f"{holder} makes a new one"
         )
     # Unknown to the SuperLink: it lost its registrations (no database), which come back.
     return status is None, ""
@@ -424,27 +478,87 @@ def _gone(
     now: float,
     grace: float,
 ) -> list[tuple[str, str]]:
-    """The registrations whose keys have been out of the list for longer than grace: their holders are gone."""
+    """The registrations whose keys have been out of the list for longer than grace: their holders are gone.
+
+    A retired key is remembered for RETIRED_REMEMBERED after it left the list:
+    should it come back (a carriage outage longer than grace), it is reported,
+    not registered again, which Flower would refuse.
+    """
     out = []
     for key, known in sorted(memory.items()):
         if key in listed:
             continue
         if known.absent_since is None:
             known.absent_since = now
-        elif now - known.absent_since > grace:
-            if known.retired or nodes.get(known.node) in (None, *GONE):
-                del memory[key]  # nothing left to unregister
+            continue
+        away = now - known.absent_since
+        if known.retired:
+            if away > RETIRED_REMEMBERED:
+                del memory[key]
+        elif away > grace:
+            status = nodes.get(known.node)
+            if status is None:
+                del memory[key]  # the SuperLink no longer knows it (no database): nothing to unregister
+            elif status in GONE:
+                known.retired = True  # unregistered by hand while away
             else:
                 out.append((key, known.node))
     return out
 
 
-def registrar(cli: Cli, args: argparse.Namespace) -> int:
+def retired_report(memory: dict[str, Registered], listed: dict[str, tuple[str, str | None]] | None) -> str:
+    """The retired keys still listed, `<key digest> <holder>` a line, sorted: what their holders must replace."""
+    held = listed or {}
+    lines = {f"{key_digest(key)} {held[key][0]}\n" for key, known in memory.items() if known.retired and key in held}
+    return "".join(sorted(lines))
+
+
+def report(api: KubeApi, namespace: str, name: str, text: str) -> tuple[bool, str]:
+    """Write the report into its ConfigMap beside the SuperLink (which the function composed): whether it took."""
+    patch = {"data": {RETIRED_FIELD: text}}
+    status, answer = api.call(
+        "PATCH", f"/api/v1/namespaces/{namespace}/configmaps/{name}", patch, "application/merge-patch+json"
+    )
+    if status == 200:  # noqa: PLR2004 - HTTP OK
+        return True, f"reported {text.count(chr(10))} retired key(s) in ConfigMap {namespace}/{name}"
+    why = f"{status} {answer.get('message', '')}".strip()
+    return False, f"cannot report the retired keys in ConfigMap {namespace}/{name}: {why}"
+
+
+class Reporter:
+    """The registrar's report: logged when it changes, and written where Crossplane reads it back (with an API)."""
+
+    def __init__(self, api: KubeApi | None, configmap: str | None) -> None:
+        """configmap: the report's ConfigMap in the pod's namespace; nothing is written without it or an API."""
+        self.api, self.configmap = api, configmap
+        self.logged, self.said = "", ""
+        # What the ConfigMap holds, as far as the registrar knows: None until it first wrote it.
+        self.written: str | None = None
+
+    def turn(self, text: str) -> None:
+        """Log and write the report text, where it changed."""
+        if text != self.logged:
+            print(f"retired keys to replace: {text.count(chr(10))}", flush=True)
+            for line in text.splitlines():
+                print(f"retired: {line}", flush=True)
+            self.logged = text
+        if self.api is None or not self.configmap or text == self.written:
+            return
+        done, said = report(self.api, os.environ.get("POD_NAMESPACE", ""), self.configmap, text)
+        if done:
+            self.written = text
+        if said != self.said:
+            print(said, flush=True)
+            self.said = said
+
+
+def registrar(cli: Cli, args: argparse.Namespace, api: KubeApi | None = None) -> int:
     """Mode registrar: every interval, register the listed keys and unregister those gone; never returns."""
     listing, state = pathlib.Path(args.authorized_keys), pathlib.Path(args.state) / REGISTRATIONS
     state.parent.mkdir(parents=True, exist_ok=True)
     key_file = pathlib.Path(args.work) / PUBLIC_KEY
     memory, last = load(state), ""
+    reporter = Reporter(api, args.registrations)
     while True:
         answer = cli.call("ls")
         if not answer.get("success"):
@@ -472,19 +586,20 @@ def registrar(cli: Cli, args: argparse.Namespace) -> int:
         for key, node in step.unregister:
             result = cli.call("unregister", node)
             if result.get("success"):
-                memory.pop(key, None)
+                memory[key] = Registered(node, time.time(), retired=True)
             outcome = "unregistered" if result.get("success") else f"not unregistered: {result}"
             print(f"node {node}, its key unpublished for over {args.grace:.0f} s: {outcome}", flush=True)
         save(state, memory)
+        reporter.turn(retired_report(memory, listed))
         time.sleep(args.interval)
 
 
 def main(argv: list[str]) -> int:
     """Run one mode (see the module's docstring)."""
     parser = argparse.ArgumentParser(prog="supernode-identity")
-    parser.add_argument("mode", choices=["publish", "registrar"])
+    parser.add_argument("mode", choices=["publish", "rekey", "registrar"])
     parser.add_argument("--key-dir", help="publish: the identity volume")
-    parser.add_argument("--kube-credentials", help="publish: the projected token and cluster CA")
+    parser.add_argument("--kube-credentials", help="the projected ServiceAccount token and cluster CA")
     parser.add_argument("--owner-claim", help="publish: the claim holding the key, which then owns its publication")
     parser.add_argument("--label", action="append", default=[], help="publish: key=value, a label of the publication")
     parser.add_argument("--retry", type=float, help="publish: seconds between attempts until Kubernetes holds the key")
@@ -494,19 +609,26 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--work", help="registrar: a writable directory of this container's own")
     parser.add_argument("--state", help="registrar: where it remembers the keys it registered")
     parser.add_argument("--authorized-keys", help="registrar: the published keys, as the function lists them")
+    parser.add_argument("--registrations", help="registrar: the ConfigMap beside it where it reports retired keys")
+    parser.add_argument("--retired", help="rekey: the report of retired keys, as the kubelet mounts it")
+    parser.add_argument("--once", action="store_true", help="rekey: check once and exit")
     parser.add_argument("--interval", type=float, default=30.0)
     parser.add_argument("--grace", type=float, default=600.0, help="seconds out of the list before unregistered")
     args = parser.parse_args(argv)
-    if args.mode == "publish":
+    api = KubeApi.from_environment(pathlib.Path(args.kube_credentials)) if args.kube_credentials else None
+    if args.mode in ("publish", "rekey"):
         if not args.key_dir:
-            parser.error("publish needs --key-dir")
-        api = KubeApi.from_environment(pathlib.Path(args.kube_credentials)) if args.kube_credentials else None
+            parser.error(f"{args.mode} needs --key-dir")
+        if args.mode == "rekey":
+            if not args.retired:
+                parser.error("rekey needs --retired")
+            return rekey(api, args)
         return publish_until_held(api, args)
     needed = ("address", "work", "state", "authorized_keys")
     missing = [f"--{n.replace('_', '-')}" for n in needed if not getattr(args, n)]
     if missing:
         parser.error(f"registrar needs {', '.join(missing)}")
-    return registrar(Cli(pathlib.Path(args.work), args.cli_config, args.address, args.root_certificates), args)
+    return registrar(Cli(pathlib.Path(args.work), args.cli_config, args.address, args.root_certificates), args, api)
 
 
 if __name__ == "__main__":

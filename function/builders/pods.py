@@ -47,6 +47,8 @@ FLOWER_REQUESTS = {"cpu": "100m", "memory": "256Mi"}
 HELPER_REQUESTS = {
     "fleet-proxy": {"cpu": "10m", "memory": "16Mi"},
     "superexec-auth": {"cpu": "10m", "memory": "32Mi"},
+    # Asleep but for a file read every interval; it loads the key maker only on the rare retirement.
+    "supernode-rekey": {"cpu": "5m", "memory": "32Mi"},
 }
 PROGRAM_REQUESTS = {"cpu": "10m", "memory": "128Mi"}
 

@@ -163,7 +163,10 @@ def _init_and_volumes(
         volumes = merge.add_missing(volumes, [superexec_auth.volume()])
     if makes_identity:
         claims = spec.mode == "StatefulSet"
-        init += identity.pool_init_containers(federation, _image(spec, pool), pool.name, claims=claims)
+        interval = identity.settings(spec).registrationIntervalSeconds
+        init += identity.pool_init_containers(
+            federation, _image(spec, pool), pool.name, claims=claims, interval=interval
+        )
         volumes = merge.add_missing(volumes, identity.pool_volumes(spec, federation))
     if pool.authKeySecretRef is not None:
         ref = pool.authKeySecretRef

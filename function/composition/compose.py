@@ -60,6 +60,11 @@ SERVICE = "superlink-service"
 CERTIFICATE = "superlink-certificate"
 FLEET_PROXY_CONFIG = "superlink-fleet-proxy"
 AUTHORIZED_KEYS = "superlink-authorized-keys"
+REGISTRATIONS = "superlink-registrations"
+REGISTRATIONS_ROLE = "superlink-registrations-role"
+REGISTRATIONS_BINDING = "superlink-registrations-binding"
+# The actions provider-kubernetes takes on a create-only Object: never an update, which would undo the writer's.
+CREATE_ONLY = ["Observe", "Create", "Delete"]
 
 
 def pool_resource(pool_name: str) -> str:
@@ -196,6 +201,8 @@ class Composed:
     provider_config: ProviderConfigRef
     # Read from the cluster, never written: an observe-only Object.
     observe: bool = False
+    # Created once, then only read: its data belongs to whoever writes it in the cluster.
+    create_only: bool = False
 
 
 class Hold(enum.Enum):
@@ -296,6 +303,8 @@ def plan(
         **key_publishers(fed, composed),
         **api_endpoints(fed, composed),
         **authorized_keys(fed, pools, key_members or []),
+        **registrations(fed),
+        **retired_keys(fed, composed, observed),
     }
     direct = key_collections(fed, composed)
     kept = {**kept_objects(pools, observed), **kept_clusters(fed, observed, {**resources, **direct})}
@@ -513,6 +522,35 @@ def authorized_keys(fed: Federation, pools: list[PlacedPool], members: list[dict
     return {AUTHORIZED_KEYS: Composed(manifest, placement.superlink_ref(fed.spec))}
 
 
+def registrations(fed: Federation) -> dict[str, Composed]:
+    """With a registrar, its report of retired keys beside the SuperLink, and its right to write that alone."""
+    if not registers_keys(fed):
+        return {}
+    hub = placement.superlink_ref(fed.spec)
+    labels = names.labels(fed.name, "superlink", "supernode-keys")
+    return {
+        REGISTRATIONS: Composed(identity.registrations(fed.name, fed.namespace, labels), hub, create_only=True),
+        REGISTRATIONS_ROLE: Composed(identity.registrations_role(fed.name, fed.namespace, labels), hub),
+        REGISTRATIONS_BINDING: Composed(identity.registrations_binding(fed.name, fed.namespace, labels), hub),
+    }
+
+
+def retired_keys(fed: Federation, pools: list[PlacedPool], observed: Mapping[str, Any]) -> dict[str, Composed]:
+    """The registrar's report, as observed, split by the place of each retired key's holder: only where it names one.
+
+    A holder reads `<cluster>/<namespace>/<kind>/<name>` (published_keys.PublishedKey).
+    """
+    reported = identity.reported_retired(live(observed, REGISTRATIONS)) if registers_keys(fed) else []
+    labels = names.labels(fed.name, "supernode", "retired-keys")
+    out: dict[str, Composed] = {}
+    for ref, namespace in key_places(fed, pools).values():
+        digests = [digest for digest, holder in reported if holder.startswith(f"{ref.name}/{namespace}/")]
+        if digests:
+            manifest = identity.retired_keys(fed.name, namespace, labels, digests)
+            out[retired_keys_resource(ref.name, namespace)] = Composed(manifest, ref)
+    return out
+
+
 def workloads(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
     """Each pool's StatefulSet or DaemonSet of SuperNodes."""
     spec = fed.spec
@@ -688,6 +726,7 @@ def cluster_resources(pool: str, cluster: str, namespace: str, observed: Mapping
         api_endpoints_resource(cluster),
         key_role_resource(cluster, namespace),
         key_binding_resource(cluster, namespace),
+        retired_keys_resource(cluster, namespace),
         *sorted({identity_program_resource(cluster, namespace), *programs}),
     ]
 
@@ -747,6 +786,11 @@ def api_endpoints_resource(cluster: str) -> str:
     return f"kube-api-endpoints-{cluster}"
 
 
+def retired_keys_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of the retired keys of one cluster and pool namespace."""
+    return f"retired-keys-{cluster}-{namespace}"
+
+
 def key_role_resource(cluster: str, namespace: str) -> str:
     """Composition resource name of the Role that lets pods publish keys in one cluster and namespace."""
     return f"supernode-keys-role-{cluster}-{namespace}"
@@ -778,7 +822,12 @@ def manifests(fed: Federation) -> dict[str, dict[str, Any]]:
 
 
 def wrap(
-    manifest: dict[str, Any], ref: ProviderConfigRef, *, namespaced: bool = False, observe: bool = False
+    manifest: dict[str, Any],
+    ref: ProviderConfigRef,
+    *,
+    namespaced: bool = False,
+    observe: bool = False,
+    create_only: bool = False,
 ) -> dict[str, Any]:
     """A provider-kubernetes Object that applies manifest to the chosen cluster (or only observes it).
 
@@ -793,13 +842,17 @@ def wrap(
         spec["managementPolicies"] = ["Observe"]
     else:
         spec["readiness"] = readiness.policy(manifest)
+    if create_only:
+        spec["managementPolicies"] = CREATE_ONLY
     return {"apiVersion": NAMESPACED_OBJECT_API if namespaced else OBJECT_API, "kind": "Object", "spec": spec}
 
 
 def desired(fed: Federation, built: Plan) -> dict[str, dict[str, Any]]:
     """The Objects to return: the planned ones wrapped, the kept ones as observed."""
     out = {
-        name: wrap(c.manifest, c.provider_config, namespaced=fed.namespaced, observe=c.observe)
+        name: wrap(
+            c.manifest, c.provider_config, namespaced=fed.namespaced, observe=c.observe, create_only=c.create_only
+        )
         for name, c in built.resources.items()
     }
     out.update(built.direct)

@@ -464,13 +464,34 @@ def publish_key(
     The same program, arguments and credentials (a token of a ServiceAccount, the
     cluster's CA), at the API server as seen from the host instead of the pod.
     """
+    return identity_program_run(cluster, token, namespace, pod, claim, work, "publish")
+
+
+def api_credentials(cluster: Cluster, token: str, work: pathlib.Path) -> tuple[str, str, pathlib.Path]:
+    """The API server's host and port as seen from the host, and a folder laid out as the pods' projected token."""
     config = yaml.safe_load(cluster.kubeconfig_text())["clusters"][0]["cluster"]
     host, port = config["server"].removeprefix("https://").rsplit(":", 1)
-    credentials, keys = work / "credentials", work / "keys"
+    credentials = work / "credentials"
     credentials.mkdir(parents=True, exist_ok=True)
-    keys.mkdir(exist_ok=True)
     (credentials / "token").write_text(token)
     (credentials / "ca.crt").write_bytes(base64.b64decode(config["certificate-authority-data"]))
+    return host, port, credentials
+
+
+def identity_program_run(
+    cluster: Cluster,
+    token: str,
+    namespace: str,
+    pod: dict[str, Any],
+    claim: str | None,
+    work: pathlib.Path,
+    mode: str,
+    *extra: str,
+) -> subprocess.CompletedProcess[str]:
+    """The identity program in a SuperNode pod's mode (publish, rekey), with the pod's arguments and credentials."""
+    host, port, credentials = api_credentials(cluster, token, work)
+    keys = work / "keys"
+    keys.mkdir(exist_ok=True)
     labels = identity.publication_labels(pod["metadata"]["labels"]["app.kubernetes.io/instance"], "default")
     args = [f"--work={work}", f"--key-dir={keys}", f"--kube-credentials={credentials}"]
     args += [f"--label={k}={v}" for k, v in sorted(labels.items())]
@@ -479,7 +500,7 @@ def publish_key(
     env = {**os.environ, "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port,
            "POD_NAME": meta["name"], "POD_NAMESPACE": namespace, "POD_UID": meta["uid"]}  # fmt: skip
     return subprocess.run(
-        [sys.executable, str(ROOT / "function" / "builders" / "identity_program.py"), "publish", *args],
+        [sys.executable, str(ROOT / "function" / "builders" / "identity_program.py"), mode, *args, *extra],
         env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
 
@@ -570,6 +591,79 @@ def test_supernode_keys_reach_the_superlink_through_kubernetes(plane, tmp_path):
     # An empty list is "" (no key left); None is no ConfigMap, which says nothing.
     wait_for("the key gone from the SuperLink's authorized keys",
              lambda: (keys := authorized_keys(hub, name, namespace)) is not None and public_key not in keys,
+             timeout=240)  # fmt: skip
+
+
+def test_retired_keys_go_back_to_their_pods_which_replace_them(plane, tmp_path):
+    """The registrar's report of retired keys, through the real API server, provider and Crossplane.
+
+    The registrar's own code writes the report with a token of the Federation's
+    ServiceAccount, which may patch that one ConfigMap and nothing else (from
+    the attacker's seat: another account's token may not, and the Federation's
+    may not touch the SuperLink's list). Crossplane never overwrites the report,
+    carries it to the pool's namespace, and the rekey mode, with the pool's
+    token, makes and publishes a new key for the pod it names. An empty report
+    withdraws the copy. (The e2e's pods do not run: the test plays the registrar.)
+    """
+    hub = plane.hub
+    claim = claim_of(next(p for p in CLAIMS if p.stem == "persistence-auth"))
+    name, namespace = claim["metadata"]["name"], claim["metadata"]["namespace"]
+    report_name, copy_name = identity.registrations_name(name), identity.retired_keys_name(name)
+    wait_for("the registrar's report, created empty", lambda: hub.get("configmap", report_name, namespace))
+    pod_name = f"{names.pool(name, 'default')}-1"
+    pod = wait_for(f"pod {pod_name}", lambda: hub.get("pod", pod_name, namespace))
+    claim_name = f"{identity.IDENTITY_VOLUME}-{pod_name}"
+    wait_for(f"claim {claim_name}", lambda: hub.get("persistentvolumeclaim", claim_name, namespace))
+    token = hub.kubectl("create", "token", f"{name}-flower", "-n", namespace).strip()
+
+    def api(seat: str, who: str) -> identity_program.KubeApi:
+        host, port, credentials = api_credentials(hub, who, tmp_path / seat)
+        return identity_program.KubeApi(host, port, credentials)
+
+    # The attacker's seat: another account's token writes no report; the Federation's writes no key list.
+    hub.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "stranger", "namespace": namespace}})
+    stranger = hub.kubectl("create", "token", "stranger", "-n", namespace).strip()
+    done, said = identity_program.report(api("stranger", stranger), namespace, report_name, "forged\n")
+    assert not done and "403" in said, said
+    keys_list = published_keys.authorized_keys_name(name)
+    done, said = identity_program.report(api("registrar", token), namespace, keys_list, "forged\n")
+    assert not done and "403" in said, said
+
+    # A pod's key, published; then retired and reported by the registrar's code, as the registrar does.
+    seat = tmp_path / "pod"
+    published = identity_program_run(hub, token, namespace, pod, claim_name, seat, "publish")
+    assert published.returncode == 0, (published.stdout, published.stderr)
+    old_key = (seat / "keys" / identity_program.PUBLIC_KEY).read_text().strip()
+    digest = identity_program.key_digest(old_key)
+    holder = f"default/{namespace}/PersistentVolumeClaim/{claim_name}"
+    done, said = identity_program.report(api("registrar", token), namespace, report_name, f"{digest} {holder}\n")
+    assert done, said
+
+    # Carried to the pool's namespace; the report itself is left as the registrar wrote it.
+    def carried() -> str | None:
+        copy = hub.get("configmap", copy_name, namespace)
+        return ((copy or {}).get("data") or {}).get(identity_program.RETIRED_FIELD)
+
+    assert wait_for("the retired key in the pool's namespace", carried, timeout=240) == f"{digest}\n"
+    live_report = hub.get("configmap", report_name, namespace)
+    assert live_report["data"][identity_program.RETIRED_FIELD] == f"{digest} {holder}\n", "Crossplane overwrote it"
+
+    # The pod's rekey sidecar, once: a new key pair, published beside the old one with the pool's token.
+    retired_file = tmp_path / "retired"
+    retired_file.write_text(carried() or "")
+    rekeyed = identity_program_run(hub, token, namespace, pod, claim_name, seat, "rekey",
+                                   f"--retired={retired_file}", "--once", "--retry=2")  # fmt: skip
+    assert rekeyed.returncode == 0, (rekeyed.stdout, rekeyed.stderr)
+    new_key = (seat / "keys" / identity_program.PUBLIC_KEY).read_text().strip()
+    assert new_key != old_key, rekeyed.stdout
+    pvc = hub.get("persistentvolumeclaim", claim_name, namespace)
+    publication = hub.get("configmap", identity_program.configmap_name(pvc["metadata"]["uid"], new_key), namespace)
+    assert publication["data"][identity_program.PUBLIC_KEY_FIELD] == new_key
+
+    # Nothing retired any more: the copy goes.
+    done, said = identity_program.report(api("registrar", token), namespace, report_name, "")
+    assert done, said
+    wait_for("the retired keys' copy withdrawn", lambda: hub.get("configmap", copy_name, namespace) is None,
              timeout=240)  # fmt: skip
 
 
