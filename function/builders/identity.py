@@ -151,15 +151,29 @@ def program_configmap_name(federation: str) -> str:
     return f"{federation}-identity-program-{PROGRAM_DIGEST}"
 
 
-def program_configmap(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
-    """The program, once per namespace where identity containers run; immutable, as its name is its content."""
+def _configmap(name: str, namespace: str, labels: dict[str, str], **content: Any) -> dict[str, Any]:
+    """A ConfigMap of ours: name, namespace, labels, then content (data, binaryData, immutable)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": program_configmap_name(federation), "namespace": namespace, "labels": labels},
-        "immutable": True,
-        "binaryData": {PROGRAM_FILE: PROGRAM_ARCHIVE},
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        **content,
     }
+
+
+def _role(name: str, namespace: str, labels: dict[str, str], rules: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "rules": rules,
+    }
+
+
+def program_configmap(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    """The program, once per namespace where identity containers run; immutable, as its name is its content."""
+    name = program_configmap_name(federation)
+    return _configmap(name, namespace, labels, immutable=True, binaryData={PROGRAM_FILE: PROGRAM_ARCHIVE})
 
 
 def registration(
@@ -306,12 +320,7 @@ def registrations_name(federation: str) -> str:
 
 def registrations(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
     """The registrar's report, created empty: the registrar writes it, Crossplane only reads it back."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": registrations_name(federation), "namespace": namespace, "labels": labels},
-        "data": {identity_program.RETIRED_FIELD: ""},
-    }
+    return _configmap(registrations_name(federation), namespace, labels, data={identity_program.RETIRED_FIELD: ""})
 
 
 def reported_retired(live: Any) -> list[tuple[str, str]]:
@@ -324,7 +333,8 @@ def reported_retired(live: Any) -> list[tuple[str, str]]:
     return sorted({(p[0], p[1]) for p in pairs if len(p) == 2 and DIGEST.match(p[0])})  # noqa: PLR2004 - two fields
 
 
-DIGEST = re.compile(r"^[0-9a-f]{16}$")
+# What identity_program.key_digest makes.
+DIGEST = re.compile(rf"^[0-9a-f]{{{identity_program.DIGEST_LENGTH}}}$")
 REPORTER = "superlink-registrations"
 
 
@@ -332,12 +342,7 @@ def registrations_role(federation: str, namespace: str, labels: dict[str, str]) 
     """What the Federation's ServiceAccount may do beside the SuperLink: read and patch the report, nothing else."""
     rule = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"],
             "resourceNames": [registrations_name(federation)]}  # fmt: skip
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": f"{federation}-{REPORTER}", "namespace": namespace, "labels": labels},
-        "rules": [rule],
-    }
+    return _role(f"{federation}-{REPORTER}", namespace, labels, [rule])
 
 
 def registrations_binding(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -352,12 +357,8 @@ def retired_keys_name(federation: str) -> str:
 
 def retired_keys(federation: str, namespace: str, labels: dict[str, str], digests: list[str]) -> dict[str, Any]:
     """The retired keys of one pool namespace, a digest a line, where its pods' rekey sidecars read them."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": retired_keys_name(federation), "namespace": namespace, "labels": labels},
-        "data": {identity_program.RETIRED_FIELD: "".join(f"{d}\n" for d in sorted(set(digests)))},
-    }
+    text = "".join(f"{d}\n" for d in sorted(set(digests)))
+    return _configmap(retired_keys_name(federation), namespace, labels, data={identity_program.RETIRED_FIELD: text})
 
 
 def authorized_keys_name(federation: str) -> str:
@@ -386,12 +387,7 @@ def publisher_role(federation: str, namespace: str, labels: dict[str, str], *, c
     rules: list[dict[str, Any]] = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
     if claims:
         rules.append({"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get"]})
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": f"{federation}-{PUBLISHER}", "namespace": namespace, "labels": labels},
-        "rules": rules,
-    }
+    return _role(f"{federation}-{PUBLISHER}", namespace, labels, rules)
 
 
 def publisher_binding(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:

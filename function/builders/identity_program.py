@@ -83,9 +83,12 @@ RETIRED_REMEMBERED = 30 * 24 * 3600.0
 RETIRED_FIELD = "retired"
 
 
+DIGEST_LENGTH = 16
+
+
 def key_digest(public_key: str) -> str:
     """How reports name a public key: short, and no key text travels back to the pods."""
-    return hashlib.sha256(public_key.strip().encode()).hexdigest()[:16]
+    return hashlib.sha256(public_key.strip().encode()).hexdigest()[:DIGEST_LENGTH]
 
 
 def ensure_key(directory: pathlib.Path) -> pathlib.Path:
