@@ -5,9 +5,9 @@ made with the openssl CLI in a temporary directory), sends --calls RunFunction
 calls, --concurrency at a time, over one channel, and checks every answer:
 
 - a valid Federation (1, 16 or 128 pools, most of them small, as most
-  Federations are; one with a 4 MiB annotation): no fatal result and 5 +
-  pools desired resources (the SuperLink's three, the namespace's
-  ServiceAccount and NetworkPolicy, a workload per pool);
+  Federations are; one with a 4 MiB annotation): no fatal result and 6 +
+  pools desired resources (the SuperLink's three and its ServiceAccount,
+  the pools' ServiceAccount and NetworkPolicy, a workload per pool);
 - an invalid spec (a wrong type, an unknown field) or a malformed XR (none
   at all, spec a string, pools a number, a 4 MiB unknown field, an unknown
   field nested 30 deep, and one nested 120 deep, past what protobuf's
@@ -145,10 +145,10 @@ def kinds() -> list[Kind]:
     pool = ("spec", "supernodes", "pools", 0)
     big_note = variant("big", ("metadata", "annotations"), {"note": "x" * BIG})
     return [
-        Kind("valid-1", 60, Expect("ok", 6), population(1)),
-        Kind("valid-16", 20, Expect("ok", 21), population(16)),
-        Kind("valid-128", 2, Expect("ok", 133), population(128)),
-        Kind("valid-4mib-annotation", 0.2, Expect("ok", 6), [serialized(big_note)]),
+        Kind("valid-1", 60, Expect("ok", 7), population(1)),
+        Kind("valid-16", 20, Expect("ok", 22), population(16)),
+        Kind("valid-128", 2, Expect("ok", 134), population(128)),
+        Kind("valid-4mib-annotation", 0.2, Expect("ok", 7), [serialized(big_note)]),
         Kind("bad-type", 6, FATAL, [serialized(variant("bad-type", (*pool, "replicas"), "two"))]),
         Kind("unknown-field", 5, FATAL, [serialized(variant("unknown", (*pool, "replica"), 2))]),
         Kind("no-composite", 2, FATAL, [serialized(None)]),

@@ -184,14 +184,20 @@ def test_superlink_resources(case):
 
 SERVICE_ACCOUNT_CASES = [
     ResourcesCase(
-        "one for the SuperLink's namespace, shared with its pools",
+        "the SuperLink's own, and one for its namespace's pools, shared by them",
         pools_spec(LOCAL, {**LOCAL, "name": "second"}),
-        {"serviceaccount-hub-team-a": "hub"},
+        {"superlink-serviceaccount": "hub", "serviceaccount-hub-team-a": "hub"},
+    ),
+    ResourcesCase(
+        "no pools' account where no pool runs: the SuperLink runs as its own",
+        pools_spec(EU),
+        {"superlink-serviceaccount": "hub", "serviceaccount-spoke-eu-team-a": "spoke-eu"},
     ),
     ResourcesCase(
         "one more per other cluster and namespace",
         pools_spec(LOCAL, EU, {**EU, "name": "eu-2"}, {**US, "namespace": "fl"}),
         {
+            "superlink-serviceaccount": "hub",
             "serviceaccount-hub-team-a": "hub",
             "serviceaccount-spoke-eu-team-a": "spoke-eu",
             "serviceaccount-spoke-us-fl": "spoke-us",

@@ -22,6 +22,7 @@ COMPOSED = [
     "serviceaccount-default-team-a",
     "superlink",
     "superlink-service",
+    "superlink-serviceaccount",
 ]
 
 

@@ -251,13 +251,14 @@ def test_service_account_without_token_per_cluster_and_namespace():
         ],
     )
     out = manifests(s)
-    accounts = {k: v for k, v in out.items() if k.startswith("serviceaccount-")}
-    assert set(accounts) == {"serviceaccount-default-team-a", "serviceaccount-spoke-fl"}
+    accounts = {k: v for k, v in out.items() if k.startswith(("serviceaccount-", "superlink-serviceaccount"))}
+    assert set(accounts) == {"superlink-serviceaccount", "serviceaccount-default-team-a", "serviceaccount-spoke-fl"}
     assert accounts["serviceaccount-spoke-fl"]["metadata"]["namespace"] == "fl"
+    assert accounts["superlink-serviceaccount"]["metadata"]["name"] == "fed-superlink"
     assert all(a["automountServiceAccountToken"] is False for a in accounts.values())
-    for name in ("superlink", "pool-a", "pool-b"):
+    for name, account in (("superlink", "fed-superlink"), ("pool-a", "fed-flower"), ("pool-b", "fed-flower")):
         pod = out[name]["spec"]["template"]["spec"]
-        assert pod["serviceAccountName"] == "fed-flower"
+        assert pod["serviceAccountName"] == account
         assert pod["automountServiceAccountToken"] is False
 
 

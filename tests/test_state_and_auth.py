@@ -325,7 +325,12 @@ def test_the_registrar_reports_into_a_configmap_it_alone_may_write_and_crossplan
     ]  # fmt: skip
     binding = built.resources[compose.REGISTRATIONS_BINDING].manifest
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fed-flower", "namespace": "team-a"}]
+    # The SuperLink's own account, not the one SuperNode pods beside it run as.
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fed-superlink", "namespace": "team-a"}]
+    superlink_pod = built.resources[compose.SUPERLINK].manifest["spec"]["template"]["spec"]
+    assert superlink_pod["serviceAccountName"] == "fed-superlink"
+    pool_pod = built.resources[compose.pool_resource("default")].manifest["spec"]["template"]["spec"]
+    assert pool_pod["serviceAccountName"] == "fed-flower"
     # Without node authentication there is no registrar, and nothing to report.
     plain = compose.plan(compose.federation(xr(TLS)))
     assert compose.REGISTRATIONS not in plain.resources and compose.REGISTRATIONS_ROLE not in plain.resources

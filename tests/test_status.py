@@ -91,6 +91,7 @@ AUXILIARY = (
     "supernode-keys-",
     "superlink-authorized-keys",
     "superlink-registrations",
+    "superlink-serviceaccount",
 )
 
 
@@ -223,6 +224,7 @@ SCENARIOS = [
             "serviceaccount-default-default",
             "superlink",
             "superlink-service",
+            "superlink-serviceaccount",
         ],
     ),
     Scenario(

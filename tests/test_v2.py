@@ -34,6 +34,7 @@ def test_namespaced_federation_composes_namespaced_objects():
         "superlink-service",
         "pool-default",
         "pool-partner",
+        "superlink-serviceaccount",
         "serviceaccount-team-a-cluster-team-a",
         "serviceaccount-partner-cluster-team-a",
         "networkpolicy-superlink",

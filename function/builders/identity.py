@@ -339,15 +339,19 @@ REPORTER = "superlink-registrations"
 
 
 def registrations_role(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
-    """What the Federation's ServiceAccount may do beside the SuperLink: read and patch the report, nothing else."""
+    """What the SuperLink's ServiceAccount may do beside it: read and patch the report, nothing else."""
     rule = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"],
             "resourceNames": [registrations_name(federation)]}  # fmt: skip
     return _role(f"{federation}-{REPORTER}", namespace, labels, [rule])
 
 
 def registrations_binding(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
-    """The Role above, granted to the Federation's ServiceAccount in the SuperLink's namespace."""
-    return _binding(f"{federation}-{REPORTER}", federation, namespace, labels)
+    """The Role above, granted to the SuperLink's own ServiceAccount alone.
+
+    Not to the Federation's, which SuperNode pods in the same namespace run
+    as: a pod's token would let it report others' keys retired.
+    """
+    return _binding(f"{federation}-{REPORTER}", pods.superlink_service_account(federation), namespace, labels)
 
 
 def retired_keys_name(federation: str) -> str:
@@ -392,14 +396,14 @@ def publisher_role(federation: str, namespace: str, labels: dict[str, str], *, c
 
 def publisher_binding(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
     """The Role above, granted to the Federation's ServiceAccount in namespace."""
-    return _binding(f"{federation}-{PUBLISHER}", federation, namespace, labels)
+    return _binding(f"{federation}-{PUBLISHER}", pods.service_account(federation), namespace, labels)
 
 
-def _binding(role: str, federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+def _binding(role: str, account: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
         "metadata": {"name": role, "namespace": namespace, "labels": labels},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
-        "subjects": [{"kind": "ServiceAccount", "name": pods.service_account(federation), "namespace": namespace}],
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
     }

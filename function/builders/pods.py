@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from function.api import names
 from function.api.spec import FLOWER_UID, HEALTH_PORTS, FederationSpec
 from function.builders import merge
 
@@ -58,15 +59,21 @@ def service_account(federation: str) -> str:
     return f"{federation}-flower"
 
 
-def service_account_manifest(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
-    """The ServiceAccount of the Flower pods in one namespace.
+def superlink_service_account(federation: str) -> str:
+    """Name of the SuperLink pod's own ServiceAccount: what its registrar may do, no SuperNode pod may."""
+    return names.superlink(federation)
 
-    Flower never talks to the Kubernetes API: no token in its pods.
+
+def service_account_manifest(name: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A ServiceAccount of Flower pods in one namespace.
+
+    Flower never talks to the Kubernetes API: no token in its pods (the
+    identity containers alone mount one, identity.kube_api_volume).
     """
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
-        "metadata": {"name": service_account(federation), "namespace": namespace, "labels": labels},
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "automountServiceAccountToken": False,
     }
 
@@ -138,14 +145,17 @@ def _harden_init_container(container: dict[str, Any], spec: FederationSpec) -> d
     return out
 
 
-def harden(pod_spec: dict[str, Any], federation: str, spec: FederationSpec) -> dict[str, Any]:
-    """The pod spec with the defaults above; a podTemplate merged later can override pod-level ones."""
+def harden(pod_spec: dict[str, Any], service_account_name: str, spec: FederationSpec) -> dict[str, Any]:
+    """The pod spec with the defaults above, run as that ServiceAccount.
+
+    A podTemplate merged later can override pod-level ones.
+    """
     out = dict(pod_spec)
     out["containers"] = [_harden_container(c, spec) for c in pod_spec["containers"]]
     if pod_spec.get("initContainers"):
         out["initContainers"] = [_harden_init_container(c, spec) for c in pod_spec["initContainers"]]
     out["securityContext"] = POD_SECURITY
-    out["serviceAccountName"] = service_account(federation)
+    out["serviceAccountName"] = service_account_name
     out["automountServiceAccountToken"] = False
     if spec.imagePullSecrets:
         out["imagePullSecrets"] = [{"name": s.name} for s in spec.imagePullSecrets]

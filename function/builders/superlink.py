@@ -187,7 +187,11 @@ def statefulset(
             "replicas": 1,
             "selector": {"matchLabels": labels},
             "serviceName": name,
-            "template": merge.pod_template(labels, pods.harden(pod_spec, federation, spec), spec.superlink.podTemplate),
+            "template": merge.pod_template(
+                labels,
+                pods.harden(pod_spec, pods.superlink_service_account(federation), spec),
+                spec.superlink.podTemplate,
+            ),
         },
     }
     claims = merge.claim_templates(spec.superlink.volumeClaimTemplates)

@@ -211,7 +211,9 @@ def workload(  # noqa: PLR0913 - where the pool sits and how it is started, name
         pod_spec["runtimeClassName"] = runtime_class
     workload_spec: dict[str, Any] = {
         "selector": {"matchLabels": labels},
-        "template": merge.pod_template(labels, pods.harden(pod_spec, federation, spec), pool.podTemplate),
+        "template": merge.pod_template(
+            labels, pods.harden(pod_spec, pods.service_account(federation), spec), pool.podTemplate
+        ),
     }
     if spec.mode == "StatefulSet":
         workload_spec = {"replicas": pool.replicas, **workload_spec, "serviceName": name}

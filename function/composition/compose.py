@@ -61,6 +61,7 @@ CERTIFICATE = "superlink-certificate"
 FLEET_PROXY_CONFIG = "superlink-fleet-proxy"
 AUTHORIZED_KEYS = "superlink-authorized-keys"
 REGISTRATIONS = "superlink-registrations"
+SUPERLINK_SERVICEACCOUNT = "superlink-serviceaccount"
 REGISTRATIONS_ROLE = "superlink-registrations-role"
 REGISTRATIONS_BINDING = "superlink-registrations-binding"
 # The actions provider-kubernetes takes on a create-only Object: never an update, which would undo the writer's.
@@ -439,12 +440,21 @@ def _once_per_place(
 
 
 def service_accounts(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
-    """The Federation's ServiceAccount, once per cluster and namespace its pods run in."""
-    labels = names.labels(fed.name, "flower", "serviceaccount")
-    places = [(placement.superlink_ref(fed.spec), fed.namespace)] + [(p.provider_config, p.namespace) for p in pools]
-    return _once_per_place(
-        places, serviceaccount_resource, lambda ns: pods.service_account_manifest(fed.name, ns, labels)
+    """The SuperLink's ServiceAccount beside it, and the pools' once per cluster and namespace they run in."""
+    superlink = pods.service_account_manifest(
+        pods.superlink_service_account(fed.name),
+        fed.namespace,
+        names.labels(fed.name, "superlink", "serviceaccount"),
     )
+    labels = names.labels(fed.name, "flower", "serviceaccount")
+    places = [(p.provider_config, p.namespace) for p in pools]
+    account = pods.service_account(fed.name)
+    return {
+        SUPERLINK_SERVICEACCOUNT: Composed(superlink, placement.superlink_ref(fed.spec)),
+        **_once_per_place(
+            places, serviceaccount_resource, lambda ns: pods.service_account_manifest(account, ns, labels)
+        ),
+    }
 
 
 def identity_programs(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:

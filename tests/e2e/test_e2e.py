@@ -597,10 +597,11 @@ def test_supernode_keys_reach_the_superlink_through_kubernetes(plane, tmp_path):
 def test_retired_keys_go_back_to_their_pods_which_replace_them(plane, tmp_path):
     """The registrar's report of retired keys, through the real API server, provider and Crossplane.
 
-    The registrar's own code writes the report with a token of the Federation's
+    The registrar's own code writes the report with a token of the SuperLink's
     ServiceAccount, which may patch that one ConfigMap and nothing else (from
-    the attacker's seat: another account's token may not, and the Federation's
-    may not touch the SuperLink's list). Crossplane never overwrites the report,
+    the attacker's seat: neither another account's token nor the one the
+    SuperNode pods beside it run as may write it, and the SuperLink's may not
+    touch the list of keys). Crossplane never overwrites the report,
     carries it to the pool's namespace, and the rekey mode, with the pool's
     token, makes and publishes a new key for the pod it names. An empty report
     withdraws the copy. (The e2e's pods do not run: the test plays the registrar.)
@@ -615,18 +616,22 @@ def test_retired_keys_go_back_to_their_pods_which_replace_them(plane, tmp_path):
     claim_name = f"{identity.IDENTITY_VOLUME}-{pod_name}"
     wait_for(f"claim {claim_name}", lambda: hub.get("persistentvolumeclaim", claim_name, namespace))
     token = hub.kubectl("create", "token", f"{name}-flower", "-n", namespace).strip()
+    registrar = hub.kubectl("create", "token", f"{name}-superlink", "-n", namespace).strip()
 
     def api(seat: str, who: str) -> identity_program.KubeApi:
         host, port, credentials = api_credentials(hub, who, tmp_path / seat)
         return identity_program.KubeApi(host, port, credentials)
 
-    # The attacker's seat: another account's token writes no report; the Federation's writes no key list.
+    # The attacker's seat: neither another account's token nor a SuperNode pod's writes a report;
+    # the SuperLink's writes no key list.
     hub.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "stranger", "namespace": namespace}})
     stranger = hub.kubectl("create", "token", "stranger", "-n", namespace).strip()
     done, said = identity_program.report(api("stranger", stranger), namespace, report_name, "forged\n")
     assert not done and "403" in said, said
+    done, said = identity_program.report(api("supernode", token), namespace, report_name, "forged\n")
+    assert not done and "403" in said, said
     keys_list = published_keys.authorized_keys_name(name)
-    done, said = identity_program.report(api("registrar", token), namespace, keys_list, "forged\n")
+    done, said = identity_program.report(api("registrar", registrar), namespace, keys_list, "forged\n")
     assert not done and "403" in said, said
 
     # A pod's key, published; then retired and reported by the registrar's code, as the registrar does.
@@ -636,7 +641,7 @@ def test_retired_keys_go_back_to_their_pods_which_replace_them(plane, tmp_path):
     old_key = (seat / "keys" / identity_program.PUBLIC_KEY).read_text().strip()
     digest = identity_program.key_digest(old_key)
     holder = f"default/{namespace}/PersistentVolumeClaim/{claim_name}"
-    done, said = identity_program.report(api("registrar", token), namespace, report_name, f"{digest} {holder}\n")
+    done, said = identity_program.report(api("registrar", registrar), namespace, report_name, f"{digest} {holder}\n")
     assert done, said
 
     # Carried to the pool's namespace; the report itself is left as the registrar wrote it.
@@ -661,7 +666,7 @@ def test_retired_keys_go_back_to_their_pods_which_replace_them(plane, tmp_path):
     assert publication["data"][identity_program.PUBLIC_KEY_FIELD] == new_key
 
     # Nothing retired any more: the copy goes.
-    done, said = identity_program.report(api("registrar", token), namespace, report_name, "")
+    done, said = identity_program.report(api("registrar", registrar), namespace, report_name, "")
     assert done, said
     wait_for("the retired keys' copy withdrawn", lambda: hub.get("configmap", copy_name, namespace) is None,
              timeout=240)  # fmt: skip
