@@ -167,7 +167,7 @@ $(IMAGE): $(VENV)/.installed hack/build_image.py pyproject.toml requirements.loc
 	$(VENV)/bin/python hack/build_image.py $@
 
 # The Crossplane package, with the runtime image embedded.
-$(PACKAGE): $(IMAGE) $(CRANK) package/crossplane.yaml $(wildcard examples/claims/*.yaml)
+$(PACKAGE): $(IMAGE) $(CRANK) package/crossplane.yaml $(wildcard package/input/*.yaml) $(wildcard examples/claims/*.yaml)
 	mkdir -p $(dir $@)
 	$(CRANK) xpkg build --package-root=package --examples-root=examples/claims \
 		--embed-runtime-image-tarball=$(IMAGE) -o $@

@@ -34,6 +34,8 @@ LABELS = {"flower.flwr.ai/federation": "fleet"}
 CLUSTERS = (100, 500)
 SMOKE_CLUSTERS = (100,)
 SMOKE_ITERATIONS = 3
+# What the benchmark's platform lets Federations do: pools in namespaces of their own.
+PLATFORM_POLICY = {"apiVersion": "flower.fn.crossplane.io/v1alpha1", "kind": "Policy", "namespaces": ["flower-*"]}
 
 
 def composite() -> dict[str, Any]:
@@ -86,6 +88,8 @@ def request(count: int, observed: dict[str, Any] | None = None) -> fnv1.RunFunct
     """The request Crossplane sends once it has listed count ProviderConfigs."""
     req = fnv1.RunFunctionRequest()
     req.observed.composite.resource.update(composite())
+    # The platform lets pools use their own namespace in each cluster (function/api/policy.py).
+    req.input.update(PLATFORM_POLICY)
     key = clusters.requirement_key("gpu", "ProviderConfig")
     req.required_resources[key].SetInParent()
     for item in provider_configs(count):

@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT / "hack"))
 
 import generated  # noqa: E402 - needs the sys.path set-up above
 from function.__version__ import __version__  # noqa: E402 - needs the sys.path set-up above
+from function.api import policy  # noqa: E402 - needs the sys.path set-up above
 
 GROUP = "flower.crossplane.io"
 FUNCTION = "function-flower"
@@ -119,7 +120,19 @@ def composition(flavor: str) -> dict[str, Any]:
         "spec": {
             "compositeTypeRef": {"apiVersion": f"{GROUP}/{API_VERSION}", "kind": spec["kind"]},
             "mode": "Pipeline",
-            "pipeline": [{"step": "compose-federation", "functionRef": {"name": dependency_name(FUNCTION_PACKAGE)}}],
+            "pipeline": [
+                {
+                    "step": "compose-federation",
+                    "functionRef": {"name": dependency_name(FUNCTION_PACKAGE)},
+                    # The platform's policy (function/api/policy.py): the EnvironmentConfig's
+                    # rules once a platform team applies it, the safe defaults until then.
+                    "input": {
+                        "apiVersion": policy.API_VERSION,
+                        "kind": policy.KIND,
+                        "environmentConfig": policy.PLATFORM_ENVIRONMENT_CONFIG,
+                    },
+                }
+            ],
         },
     }
 

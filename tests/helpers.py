@@ -104,3 +104,8 @@ def pod(s: dict[str, Any], resource: str = "pool-default") -> dict[str, Any]:
 
 def container(s: dict[str, Any], name: str = "supernode", resource: str = "pool-default") -> dict[str, Any]:
     return next(c for c in pod(s, resource)["containers"] if c["name"] == name)
+
+
+# A platform policy that lets pools use any namespace (but a cluster's own): for tests of
+# placement, not of tenancy (tests/test_policy.py).
+ANY_NAMESPACE_POLICY = {"apiVersion": "flower.fn.crossplane.io/v1alpha1", "kind": "Policy", "namespaces": ["*"]}

@@ -34,6 +34,35 @@ def load_all(path: pathlib.Path) -> list[dict]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
+# The examples that need more than the default platform policy, and the policy their platform gives.
+PLATFORM_POLICY = EXAMPLES / "policy" / "gpu-platform.yaml"
+NEEDS_POLICY = frozenset({"gpu-mountall", "multicluster-hub-spokes", "multicluster-selector"})
+
+
+def policy_path(example: pathlib.Path) -> pathlib.Path | None:
+    """The policy file an example renders under (None: the defaults)."""
+    return PLATFORM_POLICY if example.stem in NEEDS_POLICY else None
+
+
+def policy_for(example: pathlib.Path) -> dict | None:
+    """The policy an example renders under, as the Composition's step gives it (None: the defaults)."""
+    path = policy_path(example)
+    return None if path is None else load_all(path)[0]
+
+
+def composition_for(example: pathlib.Path, tmp: pathlib.Path) -> pathlib.Path:
+    """The package's Composition, with the example's platform policy as its step's input where it needs one."""
+    source = ROOT / "apis" / "composition.yaml"
+    policy = policy_for(example)
+    if policy is None:
+        return source
+    composition = yaml.safe_load(source.read_text())
+    composition["spec"]["pipeline"][0]["input"] = policy
+    out = tmp / "composition.yaml"
+    out.write_text(yaml.safe_dump(composition, sort_keys=False))
+    return out
+
+
 def hack_module(name: str) -> ModuleType:
     """A script under hack/, imported as a module (hack/ is not a package)."""
     spec = importlib.util.spec_from_file_location(name, ROOT / "hack" / f"{name}.py")

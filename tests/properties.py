@@ -143,7 +143,23 @@ def shuffled(value: Any, rng: random.Random) -> Any:
 
 
 def manifests(objects: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    return [o["spec"]["forProvider"]["manifest"] for o in objects.values()]
+    """What each Object applies; a collection (published_keys.collection) and an observe-only Object
+    (netpol.KUBE_API_ENDPOINTS: a name to read, not an object to write) apply nothing."""
+    return [
+        o["spec"]["forProvider"]["manifest"]
+        for o in objects.values()
+        if "forProvider" in o["spec"] and o["spec"].get("managementPolicies") != ["Observe"]
+    ]
+
+
+def workloads(rsp: fnv1.RunFunctionResponse, prefix: str) -> list[dict[str, Any]]:
+    """The workloads an answer composes, each renamed with prefix so many answers' can be judged at once."""
+    out = []
+    for manifest in manifests(desired(rsp)):
+        if manifest["kind"] in ("StatefulSet", "DaemonSet", "Deployment"):
+            renamed = {**manifest, "metadata": {**manifest["metadata"], "name": prefix + manifest["metadata"]["name"]}}
+            out.append(renamed)
+    return out
 
 
 def check_accepted(spec: dict[str, Any], rng: random.Random) -> list[tuple[str, dict[str, Any]]]:

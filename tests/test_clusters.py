@@ -20,8 +20,8 @@ from function.builders import identity
 from function.composition import compose
 from function.serving import fn, render, wire
 from function.topology import clusters
-from helpers import BASE, pool, spec, xr
-from peers import EXAMPLES, ROOT, load_all
+from helpers import ANY_NAMESPACE_POLICY, BASE, pool, spec, xr
+from peers import EXAMPLES, composition_for, load_all, policy_for
 
 LABELS = {"flower.flwr.ai/federation": "fleet"}
 # Pools elsewhere dial a given address, so none waits for an observed one.
@@ -290,6 +290,8 @@ def test_requirements_per_flavor():
 def run(s: dict[str, Any], required: dict[str, list[dict[str, Any]]] | None, observed: dict[str, Any] | None = None):
     req = fnv1.RunFunctionRequest()
     req.observed.composite.resource.update(xr(s))
+    # Placement across clusters, not tenancy: pools may use any namespace (tests/test_policy.py).
+    req.input.update(ANY_NAMESPACE_POLICY)
     for name, obj in (observed or {}).items():
         req.observed.resources[name].resource.update(obj)
     for key, items in (required or {}).items():
@@ -402,7 +404,9 @@ LOAD_BALANCER = {
 
 
 def test_render_answers_label_requirements_like_crossplane():
-    docs, _ = render.render(load_all(EXAMPLE)[0], [LOAD_BALANCER], required=load_all(EXAMPLE_CLUSTERS))
+    docs, _ = render.render(
+        load_all(EXAMPLE)[0], [LOAD_BALANCER], required=load_all(EXAMPLE_CLUSTERS), policy=policy_for(EXAMPLE)
+    )
     objects = {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d for d in docs[1:]}
     pools = sorted(n for n in objects if n.startswith("pool-"))
     # spoke-lab carries another value of the label: not selected.
@@ -415,14 +419,16 @@ def test_crank_render_with_required_provider_configs_agrees(crank, functions_fil
     xr_file.write_text(yaml.safe_dump(render.composite(load_all(EXAMPLE)[0])))
     (tmp_path / "observed.yaml").write_text(yaml.safe_dump(LOAD_BALANCER))
     proc = subprocess.run(
-        [crank, "render", str(xr_file), str(ROOT / "apis" / "composition.yaml"), str(functions_file),
+        [crank, "render", str(xr_file), str(composition_for(EXAMPLE, tmp_path)), str(functions_file),
          f"--observed-resources={tmp_path / 'observed.yaml'}", f"--required-resources={EXAMPLE_CLUSTERS}"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
     theirs = {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d["spec"] for d in docs[1:]}
-    ours, _ = render.render(load_all(EXAMPLE)[0], [LOAD_BALANCER], required=load_all(EXAMPLE_CLUSTERS))
+    ours, _ = render.render(
+        load_all(EXAMPLE)[0], [LOAD_BALANCER], required=load_all(EXAMPLE_CLUSTERS), policy=policy_for(EXAMPLE)
+    )
     assert theirs == {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d["spec"] for d in ours[1:]}
     assert "pool-gpu-spoke-us" in theirs
     assert docs[0]["status"]["clusters"] == 3

@@ -13,6 +13,7 @@ import yaml
 
 from conftest import CLAIMS, EXAMPLES, INVALID, ROOT, load_all
 from function.serving import render
+from peers import composition_for, policy_for, policy_path
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 KUBERNETES_VERSIONS = ["1.28", "1.33"]  # 1.28: the first with the pod-index label
@@ -53,7 +54,8 @@ def expected_message(path: pathlib.Path) -> str:
 
 @pytest.mark.parametrize("example", EXAMPLE_FILES, ids=ids(EXAMPLE_FILES))
 def test_golden_output(example):
-    text, warnings = render.render_file(str(example))
+    policy = policy_path(example)
+    text, warnings = render.render_file(str(example), policy_path=str(policy) if policy else None)
     golden = GOLDEN / f"{example.stem}.yaml"
     if os.environ.get("UPDATE_GOLDEN") == "1":
         golden.write_text(text)
@@ -64,7 +66,7 @@ def test_golden_output(example):
 @pytest.mark.parametrize("example", EXAMPLE_FILES, ids=ids(EXAMPLE_FILES))
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 def test_manifests_pass_the_official_kubernetes_schema(example, version):
-    docs, _ = render.render(load_all(example)[0], [])
+    docs, _ = render.render(load_all(example)[0], [], policy=policy_for(example))
     # Observe-only Objects name what they read; their manifest is not an object to create.
     written = [
         d for d in docs[1:] if d["kind"] == "Object" and "Observe" not in d["spec"].get("managementPolicies", [])
@@ -176,7 +178,7 @@ def test_crank_render_matches_function_render(example, crank, functions_file, tm
             crank,
             "render",
             str(_xr_file(tmp_path, example)),
-            str(ROOT / "apis" / "composition.yaml"),
+            str(composition_for(example, tmp_path)),
             str(functions_file),
         ],
         capture_output=True,
@@ -186,7 +188,7 @@ def test_crank_render_matches_function_render(example, crank, functions_file, tm
     )
     assert proc.returncode == 0, proc.stderr
     crank_docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
-    ours, _ = render.render(load_all(example)[0], [])
+    ours, _ = render.render(load_all(example)[0], [], policy=policy_for(example))
     assert _specs_by_resource(crank_docs) == _specs_by_resource(ours)
     # Status, conditions included: function render computes Ready as crossplane render does.
     assert crank_docs[0]["status"] == ours[0]["status"]
@@ -194,12 +196,13 @@ def test_crank_render_matches_function_render(example, crank, functions_file, tm
 
 
 def test_crank_validate_accepts_examples(crank_validate, shared_crds):
+    # The Composition's step input too, against the function package's input CRD.
     proc = crank_validate(
-        [ROOT / "apis" / "definition.yaml", shared_crds / "crossplane-crds"],
+        [ROOT / "apis" / "definition.yaml", shared_crds / "crossplane-crds", ROOT / "package" / "input"],
         [*EXAMPLE_FILES, ROOT / "apis" / "composition.yaml", EXAMPLES / "functions.yaml"],
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"{len(EXAMPLE_FILES) + 2} success cases, 0 failure cases" in proc.stdout
+    assert f"{len(EXAMPLE_FILES) + 3} success cases, 0 failure cases" in proc.stdout
 
 
 @pytest.mark.parametrize("bad", INVALID, ids=ids(INVALID))
@@ -213,7 +216,7 @@ def test_rendered_objects_pass_provider_kubernetes_crds(crank_validate, shared_c
     rendered = tmp_path / "objects"
     rendered.mkdir()
     for example in EXAMPLE_FILES:
-        docs, _ = render.render(load_all(example)[0], [])
+        docs, _ = render.render(load_all(example)[0], [], policy=policy_for(example))
         (rendered / f"{example.stem}.yaml").write_text(yaml.safe_dump_all(docs[1:]))
     proc = crank_validate(shared_crds / "provider-crds", rendered)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -21,6 +21,7 @@ from function.builders import fleet_proxy
 from function.composition import compose
 from function.releases import flower
 from function.serving import render
+from peers import policy_for
 
 HERE = pathlib.Path(__file__).parent
 BINARY = {
@@ -39,7 +40,7 @@ def containers():
     """(example, workload, container, release) of every container every example renders."""
     for example in [*CLAIMS, EXAMPLES / "xr.yaml"]:
         xr = load_all(example)[0]
-        docs, _ = render.render(xr, [])
+        docs, _ = render.render(xr, [], policy=policy_for(example))
         superlink = compose.federation(xr).flower.superlink
         for doc in (d for d in docs[1:] if d["kind"] == "Object"):
             manifest = doc["spec"]["forProvider"]["manifest"]

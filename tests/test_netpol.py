@@ -13,8 +13,9 @@ from function.api import names
 from function.api.spec import CONTROL_PORT
 from function.composition import compose
 from function.serving import fn, render
-from helpers import BASE, manifests, spec, xr
+from helpers import ANY_NAMESPACE_POLICY, BASE, manifests, spec, xr
 from netpol_judge import allowed, connections, external, pod, ports, probe
+from peers import policy_for
 
 REMOTE = spec(
     BASE,
@@ -136,6 +137,7 @@ def test_remote_pools_without_fleet_cidrs_are_warned_about():
     def warnings(s):
         req = fnv1.RunFunctionRequest()
         req.observed.composite.resource.update(xr(s))
+        req.input.update(ANY_NAMESPACE_POLICY)
         return [r.message for r in fn.run(req).results if r.severity == fnv1.SEVERITY_WARNING]
 
     without = {**REMOTE, "networkPolicy": {}}
@@ -158,7 +160,7 @@ DNS = {("UDP", 53), ("TCP", 53)}
 def _example_clusters(example):
     """The XR's spec, and per cluster the rendered manifests."""
     claim = load_all(example)[0]
-    docs, _ = render.render(claim, [])
+    docs, _ = render.render(claim, [], policy=policy_for(example))
     clusters: dict[str, list] = {}
     for doc in (d for d in docs[1:] if d["kind"] == "Object"):
         clusters.setdefault(doc["spec"]["providerConfigRef"]["name"], []).append(doc["spec"]["forProvider"]["manifest"])

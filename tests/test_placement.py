@@ -9,11 +9,12 @@ import yaml
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from conftest import EXAMPLES, ROOT, load_all
+from conftest import EXAMPLES, load_all
 from function.api.validation import SpecError
 from function.composition import compose
 from function.serving import fn, render
-from helpers import BASE, spec, xr
+from helpers import ANY_NAMESPACE_POLICY, BASE, spec, xr
+from peers import PLATFORM_POLICY, composition_for
 
 HUB_SPOKES = EXAMPLES / "claims" / "multicluster-hub-spokes.yaml"
 
@@ -40,6 +41,8 @@ def run(s, observed=None, status=None, name="fed"):
         x["status"] = status
     req = fnv1.RunFunctionRequest()
     req.observed.composite.resource.update(x)
+    # Placement, not tenancy: a platform that lets pools use any namespace of theirs (tests/test_policy.py).
+    req.input.update(ANY_NAMESPACE_POLICY)
     for key, obj in (observed or {}).items():
         req.observed.resources[key].resource.update(obj)
     rsp = fn.run(req)
@@ -212,7 +215,8 @@ def test_crank_render_releases_pools_with_an_observed_load_balancer(crank, funct
     }
     observed_file = tmp_path / "observed.yaml"
     observed_file.write_text(yaml.safe_dump(observed))
-    base = [crank, "render", str(xr_file), str(ROOT / "apis" / "composition.yaml"), str(tmp_path / "functions.yaml")]
+    composition = composition_for(HUB_SPOKES, tmp_path)
+    base = [crank, "render", str(xr_file), str(composition), str(tmp_path / "functions.yaml")]
     (tmp_path / "functions.yaml").write_text(functions_file.read_text())
 
     def names(extra):
@@ -237,7 +241,7 @@ def test_provider_configs_example_is_valid(crank_validate, shared_crds):
 
 
 def test_function_render_observed_releases_remote_pools(tmp_path):
-    held, _ = render.render_file(str(HUB_SPOKES))
+    held, _ = render.render_file(str(HUB_SPOKES), policy_path=str(PLATFORM_POLICY))
     assert "pool-eu" not in held
     observed = {
         "apiVersion": "kubernetes.crossplane.io/v1alpha2",
@@ -248,7 +252,7 @@ def test_function_render_observed_releases_remote_pools(tmp_path):
         },
     }
     (tmp_path / "service.yaml").write_text(yaml.safe_dump(observed))
-    text, _ = render.render_file(str(HUB_SPOKES), str(tmp_path))
+    text, _ = render.render_file(str(HUB_SPOKES), str(tmp_path), policy_path=str(PLATFORM_POLICY))
     docs = list(yaml.safe_load_all(text))
     objects = {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d for d in docs[1:]}
     assert superlink_arg(objects["pool-eu"]) == "--superlink=hub.example.com:9092"

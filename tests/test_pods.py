@@ -17,6 +17,7 @@ from function.api.spec import HEALTH_PORTS
 from function.builders import pods
 from function.serving import render
 from helpers import BASE, PROCESS, manifests, pool, spec
+from peers import policy_for
 
 # What the API server's PodSecurity admission says of the documented exception:
 # AMD's device files need a privileged container and hostPath volumes.
@@ -39,7 +40,7 @@ def judge(
 
 def example_workloads():
     for example in [*CLAIMS, EXAMPLES / "xr.yaml", EXAMPLES / "v2" / "federation.yaml"]:
-        docs, _ = render.render(load_all(example)[0], [])
+        docs, _ = render.render(load_all(example)[0], [], policy=policy_for(example))
         for doc in docs[1:]:
             if doc["kind"] == "Object":
                 yield doc["spec"]["forProvider"]["manifest"]

@@ -97,9 +97,10 @@ def test_the_strategies_draw_every_field_of_the_model():
     assert never == []
 
 
-def test_valid_specs_keep_every_invariant(flwr_python):
+def test_valid_specs_keep_every_invariant(flwr_python, psscheck):
     node_configs: list[tuple[str, dict]] = []
     accepted = []
+    workloads: list[dict] = []
 
     @given(strategies.specs(), st.randoms(use_true_random=False))
     # make fuzz: a whole float crosses the wire as an int, and Flower reads an int.
@@ -114,11 +115,18 @@ def test_valid_specs_keep_every_invariant(flwr_python):
         else:
             accepted.append(value)
             node_configs.extend(properties.check_accepted(value, rng))
+            workloads.extend(properties.workloads(rsp, f"{len(accepted)}-"))
 
     check()
     # The run means little if the function refused nearly everything.
     assert len(accepted) >= PROPERTY_EXAMPLES // 6, f"only {len(accepted)} specs were accepted"
     assert node_configs, "no accepted spec had a nodeConfig: Flower read nothing back"
+    # Under the default platform policy every pod accepted is restricted, as the API server's own
+    # Pod Security admission judges it (tools/psscheck), not only as the function's judge does.
+    judged = subprocess.run([psscheck, "-level", "restricted"], input=json.dumps(workloads),
+                            capture_output=True, text=True, check=True)  # fmt: skip
+    refused = [v for v in json.loads(judged.stdout) if not v["allowed"]]
+    assert workloads and refused == [], refused[:3]
     texts = [kubelet_expand(text, POD_ENV) for text, _ in node_configs]
     read = json.loads(
         subprocess.run(

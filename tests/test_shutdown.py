@@ -62,7 +62,7 @@ def request(pools: int = POOLS, tag: str = "t") -> fnv1.RunFunctionRequest:
 
 def composed(pools: int = POOLS) -> set[str]:
     """What a Federation of pools pools in team-a composes: its pools, and the SuperLink's and one namespace's parts."""
-    shared = {"superlink", "superlink-service", "networkpolicy-superlink"}
+    shared = {"superlink", "superlink-service", "networkpolicy-superlink", "superlink-serviceaccount"}
     per_namespace = {"networkpolicy-supernode-default-team-a", "serviceaccount-default-team-a"}
     return shared | per_namespace | {f"pool-p{i}" for i in range(pools)}
 

@@ -15,6 +15,7 @@ from function.serving import fn, render
 from helpers import BASE, spec
 from test_examples import expected_message
 
+INPUT_CRD = ROOT / "package" / "input"
 XRD_V2 = ROOT / "apis" / "v2" / "definition.yaml"
 COMPOSITION_V2 = ROOT / "apis" / "v2" / "composition.yaml"
 EXAMPLE = EXAMPLES / "v2" / "federation.yaml"
@@ -130,9 +131,10 @@ def test_crank_render_v2_matches_function_render(crank, functions_file, tmp_path
 
 
 def test_crank_validate_v2_examples_and_objects(crank_validate, shared_crds, tmp_path):
-    proc = crank_validate([XRD_V2, shared_crds / "crossplane-crds"], [EXAMPLE, COMPOSITION_V2])
+    # The Composition's step input is validated too, against the function package's input CRD.
+    proc = crank_validate([XRD_V2, shared_crds / "crossplane-crds", INPUT_CRD], [EXAMPLE, COMPOSITION_V2])
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "2 success cases, 0 failure cases" in proc.stdout
+    assert "3 success cases, 0 failure cases" in proc.stdout
     _, objects = rendered()
     (tmp_path / "objects.yaml").write_text(yaml.safe_dump_all(list(objects.values())))
     resources = [tmp_path / "objects.yaml", EXAMPLES / "v2" / "providerconfigs.yaml"]

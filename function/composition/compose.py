@@ -86,6 +86,8 @@ class Federation:
     # The spec as written, where spec has each selector pool replaced by its clusters' pools.
     declared: FederationSpec | None = None
     selection: clusters.Selection = dataclasses.field(default_factory=lambda: clusters.Selection([], [], []))
+    # Bound to its namespace: a claim's, or a namespaced XR's, which is its author's.
+    bound: bool = False
 
     @property
     def written(self) -> FederationSpec:
@@ -121,7 +123,7 @@ def federation(
     releases = flower.resolve(spec)
     declared = flower.with_default_images(spec, releases)
     if not any(p.clusterSelector for p in spec.supernodes.pools):
-        return Federation(name, namespace, declared, releases, namespaced)
+        return Federation(name, namespace, declared, releases, namespaced, bound=bound)
     found = clusters.found(spec, required or {}, namespaced=namespaced)
     context = clusters.Context(
         name, namespaced, pool_resource, namespace if bound else None, placement.superlink_ref(spec)
@@ -140,6 +142,7 @@ def federation(
         namespaced,
         declared,
         selection,
+        bound,
     )
 
 

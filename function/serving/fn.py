@@ -8,10 +8,10 @@ from crossplane.function import logging, request, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf.message import DecodeError
 
-from function.api import k8s_schema
+from function.api import k8s_schema, policy
 from function.api.validation import SpecError
 from function.builders import published_keys, tls
-from function.composition import compose, status
+from function.composition import admission, compose, status
 from function.serving import wire
 from function.topology import clusters
 
@@ -27,16 +27,38 @@ MAX_RESPONSE_BYTES = 4 * 1024 * 1024 - 64 * 1024
 def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     """Answer one request; every failure is a fatal result with no desired resources."""
     rsp = response.to(req)
+    try:
+        given = policy.load(wire.to_dict(req.input) if req.HasField("input") else None)
+    except SpecError as err:
+        return fatal(rsp, f"invalid function input (the Composition's policy): {err}")
+    if given.environmentConfig and policy.REQUIREMENT not in req.required_resources:
+        # First ask for the policy, then judge: Crossplane calls again with it at once, and
+        # would not after a fatal result. Nothing desired here is applied.
+        _require_policy(rsp, given)
+        return rsp
+    return _compose(req, rsp, given)
+
+
+def _compose(
+    req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse, given: policy.Policy
+) -> fnv1.RunFunctionResponse:
+    """Compose the Federation under the platform's policy into rsp, or a fatal result."""
     xr = wire.to_dict(req.observed.composite.resource)
     observed = {name: wire.to_dict(r.resource) for name, r in req.observed.resources.items()}
     required = {
         key: [wire.to_dict(item.resource) for item in answer.items] for key, answer in req.required_resources.items()
     }
     try:
+        platform = policy.effective(given, required.get(policy.REQUIREMENT) or [])
+    except SpecError as err:
+        return fatal(rsp, f"invalid platform policy: {err}")
+    try:
         fed = compose.federation(xr, required, observed)
         remembered = ((xr.get("status") or {}).get("endpoints") or {}).get("external")
         tls_secret = request.get_required_resource(req, tls.REQUIREMENT)
         built = compose.plan(fed, observed, remembered, tls_secret, required.get(published_keys.REQUIREMENT))
+        # The platform's policy, from the Composition's step: what the Federation may have composed.
+        admission.check(fed, platform, built)
         desired = compose.desired(fed, built)
         report = status.report(fed, built, observed, (xr.get("metadata") or {}).get("generation"))
     except SpecError as err:
@@ -45,6 +67,7 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
         logging.get_logger().exception("cannot compose Federation")
         return fatal(rsp, f"cannot compose Federation: {type(err).__name__}: {err}")
     _answer(rsp, fed, built, desired, report)
+    _require_policy(rsp, given)
     if rsp.ByteSize() > MAX_RESPONSE_BYTES:
         # Crossplane would fail to read it, with a gRPC error that names nothing.
         return fatal(
@@ -102,6 +125,18 @@ def _answer(
     response.set_conditions(rsp, *report.conditions)
     for warning in report.warnings:
         response.warning(rsp, warning)
+
+
+def _require_policy(rsp: fnv1.RunFunctionResponse, given: policy.Policy) -> None:
+    """Ask for the EnvironmentConfig the input names, on every call (Crossplane answers only the last asks)."""
+    if given.environmentConfig:
+        response.require_resources(
+            rsp,
+            policy.REQUIREMENT,
+            policy.ENVIRONMENT_CONFIG_API,
+            policy.ENVIRONMENT_CONFIG_KIND,
+            match_name=given.environmentConfig,
+        )
 
 
 def fatal(rsp: fnv1.RunFunctionResponse, message: str) -> fnv1.RunFunctionResponse:

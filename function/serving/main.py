@@ -124,14 +124,20 @@ def serve(*, debug: bool, address: str, tls_certs_dir: str | None, insecure: boo
     help="YAML file or directory of resources to answer the function's requirements with "
     "(as `crossplane render --required-resources`), e.g. the SuperLink's TLS Secret.",
 )
-def render(file: str, observed: str | None, xrd: str | None, required: str | None) -> None:
+@click.option(
+    "--policy",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The platform's policy, as the Composition's step gives it (a flower.fn.crossplane.io Policy); "
+    "the defaults without one.",
+)
+def render(file: str, observed: str | None, xrd: str | None, required: str | None, policy: str | None) -> None:
     """Render every Federation in FILE (- for standard input) to one YAML stream.
 
     XRs, claims and flower-operator Federations are rendered; any other document is
     refused, named, and nothing is printed.
     """
     try:
-        text, warnings = renderer.render_file(file, observed, xrd, required)
+        text, warnings = renderer.render_file(file, observed, xrd, required, policy)
     except renderer.RenderError as err:
         click.echo(f"error: {err}", err=True)
         sys.exit(1)

@@ -93,10 +93,18 @@ def composite(manifest: dict[str, Any], *, namespaced: bool = False) -> dict[str
 
 
 def request(
-    xr: dict[str, Any], observed: list[dict[str, Any]], required: list[dict[str, Any]] | None = None
+    xr: dict[str, Any],
+    observed: list[dict[str, Any]],
+    required: list[dict[str, Any]] | None = None,
+    policy: dict[str, Any] | None = None,
 ) -> fnv1.RunFunctionRequest:
-    """A RunFunctionRequest as Crossplane sends it, observed resources keyed by their annotation."""
+    """A RunFunctionRequest as Crossplane sends it, observed resources keyed by their annotation.
+
+    policy: the function's input, as the Composition's step gives it.
+    """
     req = fnv1.RunFunctionRequest()
+    if policy is not None:
+        req.input.update(policy)
     req.observed.composite.resource.update(xr)
     for obj in observed:
         name = ((obj.get("metadata") or {}).get("annotations") or {}).get(COMPOSITION_RESOURCE_NAME)
@@ -108,20 +116,27 @@ def request(
 
 
 def _satisfy(
-    xr: dict[str, Any], observed: list[dict[str, Any]], required: list[dict[str, Any]]
+    xr: dict[str, Any],
+    observed: list[dict[str, Any]],
+    required: list[dict[str, Any]],
+    policy: dict[str, Any] | None = None,
 ) -> fnv1.RunFunctionResponse:
     """Run as Crossplane does, requirements included.
 
     The function's resource requirements are answered from the given
     resources (by kind, name and namespace), then it runs again.
     """
-    rsp = fn.run(request(xr, observed))
-    for _ in range(3):
+    rsp = fn.run(request(xr, observed, policy=policy))
+    asked: fnv1.Requirements | None = None
+    for _ in range(5):
         wanted = rsp.requirements.resources
-        if not wanted:
+        # As Crossplane: done once the function asks for nothing new.
+        if not wanted or rsp.requirements == asked:
             return rsp
+        asked = fnv1.Requirements()
+        asked.CopyFrom(rsp.requirements)
         matches = {key: [r for r in required if _selects(selector, r)] for key, selector in wanted.items()}
-        req = request(xr, observed)
+        req = request(xr, observed, policy=policy)
         for key, items in matches.items():
             req.required_resources[key].SetInParent()
             for item in items:
@@ -149,10 +164,11 @@ def render(
     *,
     namespaced: bool = False,
     required: list[dict[str, Any]] | None = None,
+    policy: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The rendered documents and any warnings; RenderError for a fatal result."""
     xr = composite(manifest, namespaced=namespaced)
-    rsp = _satisfy(xr, observed, required or [])
+    rsp = _satisfy(xr, observed, required or [], policy)
     fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     if fatal:
         msg = "; ".join(fatal)
@@ -238,7 +254,11 @@ def _refusal(index: int, doc: dict[str, Any]) -> str | None:
 
 
 def render_file(
-    path: str, observed_path: str | None = None, xrd_path: str | None = None, required_path: str | None = None
+    path: str,
+    observed_path: str | None = None,
+    xrd_path: str | None = None,
+    required_path: str | None = None,
+    policy_path: str | None = None,
 ) -> tuple[str, list[str]]:
     """Render every Federation of path (- for standard input) to one YAML stream; also return the warnings.
 
@@ -257,9 +277,14 @@ def render_file(
     observed = _load(observed_path) if observed_path else []
     required = _load(required_path) if required_path else []
     namespaced = namespaced_xrd(xrd_path) if xrd_path else False
+    policies = _load(policy_path) if policy_path else []
+    if len(policies) > 1:
+        msg = f"{policy_path}: {len(policies)} documents: a Composition's step gives one policy"
+        raise RenderError(msg)
+    policy = policies[0] if policies else None
     text, warnings = "", []
     for doc in docs:
-        rendered, said = render(doc, observed, namespaced=namespaced, required=required)
+        rendered, said = render(doc, observed, namespaced=namespaced, required=required, policy=policy)
         text += "".join("---\n" + yaml.safe_dump(d, sort_keys=True) for d in rendered)
         warnings += said
     return text, warnings

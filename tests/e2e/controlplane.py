@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from function.__version__ import __version__
+from function.api import policy
 
 CROSSPLANE_NS = "crossplane-system"
 CERT_MANAGER_NS = "cert-manager"
@@ -264,6 +265,20 @@ class Tools:
         """The API server's release, asked once: kwokctl wants it at every call."""
         out = subprocess.run([self.kube("kube-apiserver"), "--version"], capture_output=True, text=True, check=True)
         return out.stdout.split()[-1]  # "Kubernetes v1.35.4"
+
+
+PLATFORM_POLICY = pathlib.Path(__file__).resolve().parents[2] / "examples" / "policy" / "gpu-platform.yaml"
+
+
+def platform_policy(rules: dict[str, Any]) -> dict[str, Any]:
+    """The EnvironmentConfig the packages' Compositions read the platform's policy from, holding rules."""
+    data = {k: v for k, v in rules.items() if k not in ("apiVersion", "kind")}
+    return {
+        "apiVersion": policy.ENVIRONMENT_CONFIG_API,
+        "kind": policy.ENVIRONMENT_CONFIG_KIND,
+        "metadata": {"name": policy.PLATFORM_ENVIRONMENT_CONFIG},
+        "data": data,
+    }
 
 
 @dataclass
@@ -752,6 +767,9 @@ class ControlPlane:
 
     def _install_api(self) -> None:
         self.hub.apply(*self.provider_configs())
+        # The platform's policy, as its team sets it: the examples' GPU and multicluster pools
+        # need more than the defaults (examples/policy/gpu-platform.yaml).
+        self.hub.apply(platform_policy(yaml.safe_load(PLATFORM_POLICY.read_text())))
         ref = self.push(self.configuration, "configuration-flower", RELEASE)
         self.install_configuration("configuration-flower", ref)
 

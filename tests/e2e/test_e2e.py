@@ -29,9 +29,10 @@ from controlplane import (
     Cluster,
     ControlPlane,
     condition,
+    platform_policy,
     wait_for,
 )
-from function.api import names
+from function.api import names, policy
 from function.builders import identity, identity_program, netpol, published_keys
 from peers import CLAIMS, INVALID, ROOT, hack_module, load_all
 
@@ -49,6 +50,10 @@ CONFIGURATION_V2 = pathlib.Path(
     os.environ.get("CONFIGURATION_V2_XPKG") or ROOT / ".cache" / "package" / "configuration-flower-v2.xpkg"
 )
 V2_EXAMPLE = CLAIMS[0].parent.parent / "v2" / "federation.yaml"
+# The v2 tenant's platform lets podTemplates set one field of its own, which the tenant's
+# Federation sets (to what the function sets anyway): a policy to tighten under it.
+V2_POLICY = {"podFields": ["automountServiceAccountToken"]}
+V2_POD_TEMPLATE = {"spec": {"automountServiceAccountToken": False}}
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -1040,7 +1045,11 @@ def test_v2_namespaced_federation(plane):
     # examples/v2/providerconfigs.yaml's names; credentials from kubeconfig Secrets,
     # as provider-kubernetes runs outside the clusters here.
     hub.apply(*plane.v2_provider_configs(namespace))
-    hub.kubectl("apply", "-f", str(V2_EXAMPLE))
+    # From here the platform allows one pod field beyond the defaults, which the Federation uses.
+    hub.apply(platform_policy(V2_POLICY))
+    check_a_greedy_federation_is_refused(plane, federation)
+    federation["spec"]["supernodes"]["pools"][0]["podTemplate"] = V2_POD_TEMPLATE
+    hub.apply(federation)
     name = federation["metadata"]["name"]
 
     def federation_ready():
@@ -1056,6 +1065,66 @@ def test_v2_namespaced_federation(plane):
     assert partner["spec"]["replicas"] == 2 and partner["spec"]["ordinals"]["start"] == 2
     home = hub.get("statefulsets.apps", f"{name}-supernode-default", namespace)
     assert home["status"]["readyReplicas"] == 2
-    hub.kubectl("delete", "-f", str(V2_EXAMPLE), "--wait=true", timeout=300)
+    check_tightening_the_policy_deletes_nothing(plane, federation)
+    hub.kubectl("delete", "federations.flower.crossplane.io", name, "-n", namespace, "--wait=true", timeout=300)
     wait_for("the v2 Objects gone", lambda: hub.get("objects.kubernetes.m.crossplane.io") == [], timeout=300)
     assert plane.spoke.get("statefulsets.apps", f"{name}-supernode-partner", namespace) is None
+
+
+# -- tenancy: the platform's policy (function/api/policy.py) -------------------------------------
+
+
+def synced_false(plane: ControlPlane, name: str, namespace: str, *words: str) -> str | None:
+    """The Federation's Synced message once it is False and names every word; else None."""
+    live = plane.hub.get("federations.flower.crossplane.io", name, namespace)
+    synced = condition(live, "Synced")
+    message = synced.get("message") or ""
+    return message if synced.get("status") == "False" and all(w in message for w in words) else None
+
+
+def check_a_greedy_federation_is_refused(plane: ControlPlane, federation: dict[str, Any]) -> None:
+    """From a tenant's seat: a Federation in their namespace asking for the host's process namespace and
+    a pool in kube-system of the partner cluster. Under the default policy Crossplane says why in
+    Synced, and nothing is composed: no Object, nothing in the spoke's kube-system."""
+    hub, namespace = plane.hub, federation["metadata"]["namespace"]
+    greedy = json.loads(json.dumps(federation))
+    greedy["metadata"]["name"] = "greedy"
+    pools = greedy["spec"]["supernodes"]["pools"]
+    pools[0]["podTemplate"] = {"spec": {"hostPID": True}}
+    pools[1]["namespace"] = "kube-system"
+    hub.apply(greedy)
+    message = wait_for("the greedy Federation refused, naming both fields",
+                       lambda: synced_false(plane, "greedy", namespace, "pools[0].podTemplate.spec.hostPID",
+                                            "pools[1].namespace", "kube-system"), timeout=180, interval=2)  # fmt: skip
+    assert "refused by the platform's policy" in message, message
+    objects = hub.get(
+        "objects.kubernetes.m.crossplane.io", namespace=namespace, selector="crossplane.io/composite=greedy"
+    )
+    assert objects == [], [o["metadata"]["name"] for o in objects]
+    assert (
+        plane.spoke.get("statefulsets.apps", namespace="kube-system", selector="app.kubernetes.io/instance=greedy")
+        == []
+    )
+    hub.kubectl("delete", "federations.flower.crossplane.io", "greedy", "-n", namespace, "--wait=true", timeout=120)
+
+
+def check_tightening_the_policy_deletes_nothing(plane: ControlPlane, federation: dict[str, Any]) -> None:
+    """A running Federation the platform's new policy no longer admits keeps every Object and workload,
+    and says so in Synced; loosened again, it is Synced and Ready once more."""
+    hub, spoke = plane.hub, plane.spoke
+    name, namespace = federation["metadata"]["name"], federation["metadata"]["namespace"]
+    before = sorted(o["metadata"]["name"] for o in hub.get("objects.kubernetes.m.crossplane.io", namespace=namespace))
+    # Tightened to the defaults: no pod field of the platform's in a podTemplate.
+    hub.kubectl("delete", "environmentconfigs.apiextensions.crossplane.io", policy.PLATFORM_ENVIRONMENT_CONFIG)
+    wait_for("the running Federation no longer admitted", lambda: synced_false(plane, name, namespace,
+             "podTemplate.spec.automountServiceAccountToken"), timeout=180, interval=2)  # fmt: skip
+    # A few reconciles later, nothing is gone: not an Object, not a workload in either cluster.
+    time.sleep(20)
+    after = sorted(o["metadata"]["name"] for o in hub.get("objects.kubernetes.m.crossplane.io", namespace=namespace))
+    assert after == before
+    assert hub.get("statefulsets.apps", f"{name}-supernode-default", namespace) is not None
+    assert spoke.get("statefulsets.apps", f"{name}-supernode-partner", namespace) is not None
+    hub.apply(platform_policy(V2_POLICY))
+    wait_for(f"Federation {namespace}/{name} admitted again",
+             lambda: _if(ready, hub.get("federations.flower.crossplane.io", name, namespace)),
+             timeout=READY_TIMEOUT, interval=2)  # fmt: skip

@@ -1,0 +1,163 @@
+"""The platform's policy applied to what a Federation composes: every refusal of it is here.
+
+Judged on the composed pods, not on the Federation's fields one by one: what
+provider-kubernetes would apply is what counts, whichever field put it there
+(a podTemplate, a volume, a GPU setting). Each refusal names the Federation
+field it came from and the policy field that refuses it; refused, nothing is
+composed and nothing that exists is removed (a fatal result), and the
+Federation says why in its Synced condition.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from function.api.policy import PLATFORM_POD_FIELDS, RESERVED_NAMESPACES, Rules, looser
+from function.api.spec import PoolSpec
+from function.api.validation import SpecError
+from function.composition import compose, pod_security
+
+WORKLOAD_KINDS = ("StatefulSet", "DaemonSet", "Deployment")
+ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
+
+
+def refusals(fed: compose.Federation, policy: Rules, built: compose.Plan) -> list[tuple[str, str]]:
+    """(Federation field, why) for everything built that policy does not allow; empty when all is allowed."""
+    out: list[tuple[str, str]] = []
+    sources = _sources(fed)
+    for name, composed in sorted(built.resources.items()):
+        manifest = composed.manifest
+        source = sources.get(name)
+        if source is None:
+            continue
+        field, given = source
+        if manifest.get("kind") in WORKLOAD_KINDS:
+            out += _workload(field, given, manifest, policy)
+    for pool in built.pools:
+        field, _ = sources[compose.pool_resource(pool.name)]
+        out += _namespace(field, pool.namespace, pool.spec, fed.namespace if fed.bound else None, policy)
+    for name, composed in sorted(built.resources.items()):
+        if composed.manifest.get("kind") == "Namespace":
+            out += _created_namespace(fed, name, composed.manifest, policy)
+    return list(dict.fromkeys(out))
+
+
+def _sources(fed: compose.Federation) -> dict[str, tuple[str, Any]]:
+    """Composition resource name of each workload -> its Federation field path and the spec part it came from."""
+    written = fed.written.supernodes.pools
+    index = {pool.name: i for i, pool in enumerate(written)}
+    out: dict[str, tuple[str, Any]] = {compose.SUPERLINK: ("spec.superlink", fed.spec.superlink)}
+    for pool in fed.spec.supernodes.pools:
+        member = fed.member(pool.name)
+        i = index[member.selector if member else pool.name]
+        out[compose.pool_resource(pool.name)] = (f"spec.supernodes.pools[{i}]", pool)
+    return out
+
+
+def _workload(field: str, given: Any, manifest: dict[str, Any], policy: Rules) -> list[tuple[str, str]]:
+    template = manifest["spec"]["template"]
+    pod, annotations = template["spec"], (template.get("metadata") or {}).get("annotations") or {}
+    namespace = manifest["metadata"].get("namespace", "")
+    level = policy.level(namespace)
+    user = (given.podTemplate or {}).get("spec") or {}
+    out = []
+    for violation in pod_security.failing(pod, level, annotations):
+        where = _blame(field, given, pod, violation.path)
+        out.append((where, f"{violation.what}: refused by the platform's policy (podSecurity {level} in {namespace})"))
+    for key in sorted(set(user) & set(PLATFORM_POD_FIELDS)):
+        if key not in policy.podFields:
+            out.append(
+                (f"{field}.podTemplate.spec.{key}", f"refused by the platform's policy (podFields does not list {key})")
+            )
+    for j, container in enumerate(user.get("initContainers") or []):
+        image = container.get("image") if isinstance(container, dict) else None
+        if not isinstance(image, str) or not policy.admits_image(image):
+            allowed = ", ".join(policy.initContainerImages) or "none"
+            out.append(
+                (
+                    f"{field}.podTemplate.spec.initContainers[{j}].image",
+                    f"{image} is refused by the platform's policy (initContainerImages: {allowed})",
+                )
+            )
+    return out
+
+
+def _blame(field: str, given: Any, pod: dict[str, Any], path: tuple[str | int, ...]) -> str:
+    """The Federation field that put path of the composed pod there: a podTemplate key, a volume, a GPU setting."""
+    user = (given.podTemplate or {}).get("spec") or {}
+    mount_all = isinstance(given, PoolSpec) and given.gpu is not None and given.gpu.mountAll
+    head = path[0]
+    found = None
+    if head in ("volumes", "initContainers") and isinstance(path[1], int):
+        found = _blame_named(field, given, pod, path, user)
+    if found is None and mount_all and head in ("volumes", "containers"):
+        found = f"{field}.gpu.mountAll"
+    if found is None and head == "metadata":
+        found = f"{field}.podTemplate.metadata.annotations"
+    if found is None and isinstance(head, str) and head in user:
+        found = f"{field}.podTemplate.spec{_rest(path)}"
+    if found is None and "securityContext" in user and path[-1] in ("seccompProfile", "runAsNonRoot"):
+        # A container without its own falls back on the pod's, which the podTemplate replaced.
+        found = f"{field}.podTemplate.spec.securityContext"
+    return found or field
+
+
+def _blame_named(
+    field: str, given: Any, pod: dict[str, Any], path: tuple[str | int, ...], user: dict[str, Any]
+) -> str | None:
+    """A volume or init container of the composed pod, by its name in the user's lists; None if it is ours."""
+    key, index = str(path[0]), int(path[1])
+    name = pod[key][index].get("name")
+    lists = [(f"{field}.podTemplate.spec.{key}", user.get(key) or [])]
+    if key == "volumes":
+        lists.insert(0, (f"{field}.volumes", given.volumes or []))
+    for where, items in lists:
+        for j, item in enumerate(items):
+            if isinstance(item, dict) and item.get("name") == name:
+                return f"{where}[{j}]{_rest(path[2:])}"
+    return None
+
+
+def _rest(path: tuple[str | int, ...]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+
+
+def _namespace(field: str, namespace: str, spec: PoolSpec, own: str | None, policy: Rules) -> list[tuple[str, str]]:
+    if policy.admits_namespace(namespace, own):
+        return []
+    where = f"{field}.namespace" if spec.namespace else field
+    if namespace in RESERVED_NAMESPACES:
+        why = f"namespace {namespace} is a cluster's own: no Federation may use it"
+    else:
+        listed = ", ".join(policy.namespaces) or "none"
+        why = (
+            f"namespace {namespace} is refused by the platform's policy: pools run in the Federation's own "
+            f"namespace ({own}) and those its namespaces field lists ({listed})"
+        )
+    return [(where, why)]
+
+
+def _created_namespace(
+    fed: compose.Federation, resource: str, manifest: dict[str, Any], policy: Rules
+) -> list[tuple[str, str]]:
+    name = manifest["metadata"]["name"]
+    pools = [
+        (i, p)
+        for i, p in enumerate(fed.written.supernodes.pools)
+        if p.createNamespace and (p.namespace or fed.namespace) == name
+    ]
+    where = f"spec.supernodes.pools[{pools[0][0]}].createNamespace" if pools else resource
+    if not policy.createNamespaces:
+        return [(where, "refused by the platform's policy (createNamespaces: false)")]
+    level = (manifest["metadata"].get("labels") or {}).get(ENFORCE_LABEL, "privileged")
+    allowed = policy.level(name)
+    if looser(level, allowed):
+        return [(where, f"a namespace of Pod Security level {level} is refused by the platform's policy ({allowed})")]
+    return []
+
+
+def check(fed: compose.Federation, policy: Rules, built: compose.Plan) -> None:
+    """Raise SpecError naming every refusal of policy; nothing when all is allowed."""
+    found = refusals(fed, policy, built)
+    if found:
+        raise SpecError(found)
