@@ -117,6 +117,14 @@ CASES = [
              **RESTRICTED_INIT["securityContext"], "capabilities": {"drop": ["ALL"], "add": ["SYS_ADMIN"]}}}])),
          "spec.supernodes.pools[0].podTemplate.spec.initContainers[0].securityContext.capabilities.add", "SYS_ADMIN",
          {"initContainerImages": ["registry.example.com/"], "podSecurity": "privileged"}),
+    Case("an unmasked /proc", pool(BASE, podTemplate=template(initContainers=[{**RESTRICTED_INIT, "securityContext": {
+             **RESTRICTED_INIT["securityContext"], "procMount": "Unmasked"}}])),
+         "spec.supernodes.pools[0].podTemplate.spec.initContainers[0].securityContext.procMount", "procMount Unmasked",
+         {"initContainerImages": ["registry.example.com/"], "podSecurity": "privileged"}),
+    Case("a host port", pool(BASE, podTemplate=template(initContainers=[
+             {**RESTRICTED_INIT, "ports": [{"containerPort": 80, "hostPort": 80}]}])),
+         "spec.supernodes.pools[0].podTemplate.spec.initContainers[0].ports[0].hostPort", "host port 80",
+         {"initContainerImages": ["registry.example.com/"], "podSecurity": "privileged"}),
     Case("AMD's device files (a privileged container)",
          pool(BASE, gpu={"enabled": True, "vendor": "amd", "mountAll": True}),
          "spec.supernodes.pools[0].gpu.mountAll", "privileged container",
