@@ -314,10 +314,15 @@ def render_v2() -> str:
     return HEADER + yaml.safe_dump(definition_v2(), sort_keys=False, width=100)
 
 
+def render_input() -> str:
+    """package/input/'s CRD as committed."""
+    return INPUT_HEADER + yaml.safe_dump(input_definition(), sort_keys=False, width=100)
+
+
 if __name__ == "__main__":
     outputs = {
         OUT: render,
         OUT_V2: render_v2,
-        OUT_INPUT: lambda: INPUT_HEADER + yaml.safe_dump(input_definition(), sort_keys=False, width=100),
+        OUT_INPUT: render_input,
     }
     sys.exit(generated.main(outputs, __doc__, "hack/gen_xrd.py"))

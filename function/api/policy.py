@@ -18,7 +18,7 @@ namespaced Federation's), never in a cluster's system namespaces.
 from __future__ import annotations
 
 import fnmatch
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import pydantic
 from pydantic import Field
@@ -31,17 +31,10 @@ API_VERSION = "flower.fn.crossplane.io/v1alpha1"
 KIND = "Policy"
 
 # The Pod Security Standards' levels, strictest first.
-LEVELS = ("restricted", "baseline", "privileged")
 Level = Literal["restricted", "baseline", "privileged"]
+LEVELS: tuple[str, ...] = get_args(Level)
 
 # Pod fields the platform owns: the function sets the first two, the rest are the cluster's to assign.
-PLATFORM_POD_FIELDS = (
-    "serviceAccountName",
-    "automountServiceAccountToken",
-    "nodeName",
-    "runtimeClassName",
-    "priorityClassName",
-)
 PlatformPodField = Literal[
     "serviceAccountName",
     "automountServiceAccountToken",
@@ -49,6 +42,7 @@ PlatformPodField = Literal[
     "runtimeClassName",
     "priorityClassName",
 ]
+PLATFORM_POD_FIELDS: tuple[str, ...] = get_args(PlatformPodField)
 
 # Namespaces no Federation may use, whatever the policy says: the clusters' own and Crossplane's.
 RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "crossplane-system")
