@@ -292,6 +292,7 @@ class PodRunner:
         self._lock: TextIO | None = None
         self.lane = -1  # taken by start(): see LANES
         self._proxy: _Proxy | None = None
+        self._forwards: dict[tuple[str, int], int] = {}  # (pod's netns, port) -> this machine's port
         self._venv_bins: dict[str, str] = {}  # host venv: its bin/ as the image holds it (scripts' #! at VENV)
 
     def __enter__(self) -> PodRunner:
@@ -346,6 +347,7 @@ class PodRunner:
             time.sleep(0.1)
         if self._proxy:
             self._proxy.stop()
+            self._forwards.clear()
         _cleanup_network(self.lane)  # SIGKILL for whatever is left in the pods' namespaces
         for proc in procs:
             proc.wait()
@@ -805,7 +807,12 @@ class PodRunner:
         if self._proxy is None:
             msg = "port_forward() before start()"
             raise RuntimeError(msg)
-        return self._proxy.forward(f"/var/run/netns/{self.pod(namespace, pod).netns}", port)
+        # One forward per pod port, asked for again by every probe: it opens the pod's namespace by
+        # its path at each connection, so it holds across a pod's restarts and re-creations.
+        target = (f"/var/run/netns/{self.pod(namespace, pod).netns}", port)
+        if target not in self._forwards:
+            self._forwards[target] = self._proxy.forward(*target)
+        return self._forwards[target]
 
     def exec(
         self, namespace: str, pod: str, container: str, argv: list[str], timeout: float = 60

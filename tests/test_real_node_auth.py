@@ -37,7 +37,6 @@ from podrunner import PodRunner, unwrap
 from test_real_flower import (
     CLI_CONTAINER,
     CLI_POLL_SECONDS,
-    GRPC_PROBE,
     NAMESPACE,
     SUPEREXEC_IMAGES,
     Release,
@@ -46,6 +45,7 @@ from test_real_flower import (
     claim,
     cli_exec,
     flwr_run,
+    grpc_probe,
     images,
     render,
     run_once_more_after_pull_race,
@@ -60,9 +60,9 @@ UNREGISTER_AFTER = 15
 # after another (each tens of seconds while the e2e's control planes load both cores), then the kubelet's
 # restart of the refused SuperNode.
 ONLINE_TIMEOUT = 240
-# Every this many polls the liveness probes run (each a Python process importing grpc), and a container
-# failing them this many times in a row is restarted.
-PROBE_EVERY = 4
+# Every this many polls the liveness probes run, and a container
+# failing them LIVENESS_FAILURES times in a row is restarted: a restart before the key is registered is wasted.
+PROBE_EVERY = 2
 LIVENESS_FAILURES = 2
 # Seconds a probe waits for its answer (more than the kubelet's 1: these machines are slower).
 PROBE_TIMEOUT = 5
@@ -120,7 +120,7 @@ def wait_for(
 
     With restarts, containers that exited are started again, as the kubelet does, and listed there;
     with liveness too, those its gRPC liveness probe finds unhealthy (live_or_restart: for releases
-    whose refused SuperNode stays up; each probe costs a Python process, so only where needed).
+    whose refused SuperNode stays up).
     """
     deadline, listing, turns, failures = time.monotonic() + timeout, [], itertools.count(), {}
     while time.monotonic() < deadline:
@@ -149,11 +149,7 @@ def live_or_restart(runner: PodRunner, failures: dict[tuple[str, str], int]) -> 
             container = pod.containers.get(spec["name"])
             if grpc is None or container is None or not container.running():
                 continue
-            ask = ["python", "-c", GRPC_PROBE, f"127.0.0.1:{grpc['port']}", str(max(PROBE_TIMEOUT, 1))]
-            try:
-                probe = runner.exec(pod.namespace, pod.name, spec["name"], ask)
-            except RuntimeError:  # it exited meanwhile: restart_exited sees to it
-                continue
+            probe = grpc_probe(runner, pod, grpc["port"], max(PROBE_TIMEOUT, 1))
             key = (pod.name, spec["name"])
             failed = probe.returncode != 0 and "StatusCode.UNAVAILABLE" not in probe.stderr
             failures[key] = failures.get(key, 0) + 1 if failed else 0

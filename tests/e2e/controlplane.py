@@ -20,17 +20,21 @@ import base64
 import contextlib
 import fcntl
 import functools
+import http.client
+import itertools
 import json
 import os
 import pathlib
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tarfile
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +69,13 @@ class WaitTimeoutError(AssertionError):
 # API server, its busiest process, showed 14% of its CPU in the collector. The
 # heaps stay in the hundreds of megabytes; the machine has gigabytes to spare.
 GO_ENV = {"GOGC": "400"}
+
+# provider-kubernetes watches every Object's target (--enable-watches), so it sees a change in
+# any cluster at once; its poll only looks for what a watch missed. At 15 s it wrote each of the
+# ~250 Objects' status every 15 s (1,000 no-op updates a minute, which cost the hub's API
+# server half a core: 64% of its CPU profile in GuaranteedUpdate). Its default is 10 minutes;
+# one minute keeps two polls of every Object inside the idle test's two minutes.
+PROVIDER_POLL = "1m"
 
 # Every poll is a kubectl process (a tenth of a CPU second): with two control planes
 # side by side on two cores, polling every second took more CPU than the clusters.
@@ -132,6 +143,128 @@ class Process:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
 
+class ApiReader:
+    """Reads one cluster's objects as `kubectl get -o json` would, over kept-alive HTTPS connections.
+
+    Resource names are kubectl's (plural, singular, short name or kind, with or without
+    `.group`), resolved by the API server's aggregated discovery, fetched again when a name is
+    unknown (a CRD created since). Failures raise what a failed kubectl raises, so waits treat
+    them alike: CalledProcessError for an unknown resource or an error answer, TimeoutExpired
+    for a read that hung GET_ATTEMPTS times (one connection per thread, reopened after a failure).
+    """
+
+    DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+    TIMEOUT = 60
+
+    def __init__(self, kubeconfig: pathlib.Path) -> None:
+        config = yaml.safe_load(kubeconfig.read_text())
+        context = next(c["context"] for c in config["contexts"] if c["name"] == config["current-context"])
+        cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
+        user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
+        server = urllib.parse.urlsplit(cluster["server"])
+        self.host, self.port = server.hostname or "", server.port or 443
+        self.namespace = context.get("namespace") or "default"
+        self.tls = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+        # ssl reads a client certificate from files only: kept beside the kubeconfig, as private as it.
+        cert, key = kubeconfig.with_suffix(".client.crt"), kubeconfig.with_suffix(".client.key")
+        for path, data in ((cert, user["client-certificate-data"]), (key, user["client-key-data"])):
+            path.write_bytes(base64.b64decode(data))
+            path.chmod(0o600)
+        self.tls.load_cert_chain(cert, key)
+        self.local = threading.local()
+        self.resources: dict[str, list[tuple[str, str, str, bool]]] = {}  # name -> (group, path, kind, namespaced)
+
+    def _connection(self) -> http.client.HTTPSConnection:
+        if getattr(self.local, "connection", None) is None:
+            self.local.connection = http.client.HTTPSConnection(
+                self.host, self.port, context=self.tls, timeout=self.TIMEOUT
+            )
+        return self.local.connection
+
+    def request(self, path: str, accept: str = "application/json") -> tuple[int, bytes]:
+        """GET path: the status and body; a read that hangs or drops is asked again on a new connection."""
+        for attempt in itertools.count(1):
+            connection = self._connection()
+            try:
+                connection.request("GET", path, headers={"Accept": accept})
+                response = connection.getresponse()
+                return response.status, response.read()
+            except (OSError, http.client.HTTPException) as e:
+                connection.close()
+                self.local.connection = None
+                if attempt < GET_ATTEMPTS:
+                    continue
+                if isinstance(e, TimeoutError):
+                    raise subprocess.TimeoutExpired(["GET", path], self.TIMEOUT) from e
+                raise subprocess.CalledProcessError(1, ["GET", path], "", str(e)) from e
+        return 0, b""  # not reached: itertools.count never ends
+
+    def _discover(self) -> None:
+        resources: dict[str, list[tuple[str, str, str, bool]]] = {}
+        for root in ("/api", "/apis"):
+            status, body = self.request(root, accept=self.DISCOVERY)
+            if status != 200:
+                raise subprocess.CalledProcessError(1, ["GET", root], "", body.decode(errors="replace"))
+            for group in json.loads(body)["items"]:
+                name = group["metadata"].get("name", "")
+                for version in group["versions"]:  # the preferred first: kubectl takes its resources first
+                    prefix = f"/apis/{name}/{version['version']}" if name else f"/api/{version['version']}"
+                    for r in version.get("resources") or []:
+                        kind = (r.get("responseKind") or {}).get("kind", "")
+                        entry = (name, f"{prefix}/{r['resource']}", kind, r.get("scope") == "Namespaced")
+                        aliases = {
+                            r["resource"],
+                            r.get("singularResource", ""),
+                            kind.lower(),
+                            *(r.get("shortNames") or []),
+                        }
+                        for alias in aliases - {""}:
+                            resources.setdefault(alias, []).append(entry)
+        self.resources = resources
+
+    def _resolve(self, resource: str) -> tuple[str, str, bool]:
+        """The collection path, kind and scope of a kubectl resource name."""
+        for fresh in (False, True):
+            if fresh or not self.resources:
+                self._discover()
+            name, _, group = resource.partition(".")
+            name = name.lower()  # a kind as a manifest spells it names its resource too
+            matches = [m for m in self.resources.get(name, []) if not group or m[0] == group]
+            if not group:  # kubectl prefers the core group's, then the first it discovered (stable sort)
+                matches.sort(key=lambda m: m[0] != "")
+            if matches:
+                return matches[0][1:]
+        msg = f'error: the server does not have a resource type "{resource}"'
+        raise subprocess.CalledProcessError(1, ["get", resource], "", msg)
+
+    def get(self, resource: str, name: str = "", namespace: str = "", selector: str = "") -> Any:
+        """As Cluster.get: one object, the list's items (every namespace when none is named), or None.
+
+        Several resources, comma-separated as kubectl takes them, list one after another.
+        """
+        if "," in resource and not name:
+            return [item for r in resource.split(",") for item in self.get(r, namespace=namespace, selector=selector)]
+        collection, kind, namespaced = self._resolve(resource)
+        if namespaced and (namespace or name):
+            group_version, _, plural = collection.rpartition("/")
+            collection = f"{group_version}/namespaces/{namespace or self.namespace}/{plural}"
+        path = f"{collection}/{name}" if name else collection
+        if selector:
+            path += "?" + urllib.parse.urlencode({"labelSelector": selector})
+        status, body = self.request(path)
+        if status == 404 and name:
+            return None
+        if status != 200:
+            raise subprocess.CalledProcessError(1, ["GET", path], "", body.decode(errors="replace"))
+        answer = json.loads(body)
+        items = [answer] if name else answer["items"]
+        for item in items:
+            item.setdefault("apiVersion", answer.get("apiVersion"))  # a list's items leave these out;
+            item.setdefault("kind", kind)  # kubectl fills them in
+            item.get("metadata", {}).pop("managedFields", None)  # and leaves this out
+        return answer if name else items
+
+
 @dataclass
 class Cluster:
     name: str
@@ -165,32 +298,17 @@ class Cluster:
             raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
         return proc
 
-    def get(self, resource: str, name: str = "", namespace: str = "", selector: str = "") -> Any:
-        """One object (with a name) or the list of items, as JSON; None when not found.
+    @functools.cached_property
+    def reader(self) -> ApiReader:
+        return ApiReader(self.kubeconfig)
 
-        A read is asked again when kubectl hangs: on two loaded cores one waited
-        over 60 s (rediscovering the API groups after new CRDs) and failed a test.
+    def get(self, resource: str, name: str = "", namespace: str = "", selector: str = "") -> Any:
+        """One object (with a name) or the list of items, as `kubectl get -o json` prints them; None when not found.
+
+        Read over the API directly (ApiReader), not by a kubectl process: the e2e's
+        waits poll these, and a kubectl process per read was a sixth of a control plane's CPU.
         """
-        args = ["get", resource, *([name] if name else []), "-o", "json"]
-        if namespace:
-            args += ["-n", namespace]
-        if selector:
-            args += ["-l", selector]
-        if not name and not namespace:
-            args.append("--all-namespaces")
-        for attempt in range(GET_ATTEMPTS):
-            try:
-                out = json.loads(self.kubectl(*args))
-            except subprocess.CalledProcessError as e:
-                if "NotFound" in (e.stderr or ""):
-                    return None
-                raise
-            except subprocess.TimeoutExpired:
-                if attempt + 1 == GET_ATTEMPTS:
-                    raise
-                continue
-            return out if name else out["items"]
-        return None  # not reached: the last attempt returns or raises
+        return self.reader.get(resource, name, namespace, selector)
 
     def kubeconfig_text(self) -> str:
         return self.kubeconfig.read_text()
@@ -605,7 +723,8 @@ class ControlPlane:
         self.spawn(
             "provider-kubernetes",
             [shutil.which("ip") or "ip", "netns", "exec", self.provider_net.name,
-             self.tools.provider_kubernetes, "--poll=15s", "--enable-management-policies", "--enable-watches"],
+             self.tools.provider_kubernetes, f"--poll={PROVIDER_POLL}", "--enable-management-policies",
+             "--enable-watches"],
             env={"KUBECONFIG": str(kubeconfig), "POD_NAMESPACE": CROSSPLANE_NS,
                  "TLS_SERVER_CERTS_DIR": str(webhook)},
         )  # fmt: skip

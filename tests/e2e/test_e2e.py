@@ -132,11 +132,8 @@ def generations(plane: ControlPlane, composite_name: str) -> dict[str, int]:
 
 
 def generations_of(plane: ControlPlane, composites: list[str]) -> dict[str, dict[str, int]]:
-    """generations() of each composite, read with one list per cluster instead of one get per object.
-
-    Each get is a kubectl process: the idle test asks every Federation's
-    objects eight times, which took more CPU than the clusters themselves.
-    """
+    """generations() of each composite, read with one list per cluster and kind instead of one get per object:
+    the idle test asks for every Federation's objects eight times."""
     objects = [o for o in plane.hub.get("objects.kubernetes.crossplane.io")
                if o["metadata"].get("labels", {}).get("crossplane.io/composite") in composites]  # fmt: skip
     wanted: dict[str, tuple[Cluster, set[str]]] = {}
@@ -852,8 +849,9 @@ def test_workload_deleted_by_hand_comes_back(plane):
 
 
 def test_no_generation_moves_while_idle(plane):
-    # Two idle minutes, polled every 15 seconds, as Crossplane and the provider
-    # poll (eight reconciles of every Federation): any change would roll pods
+    # Two idle minutes, polled every 15 seconds, as Crossplane polls (eight
+    # reconciles of every Federation, two polls of every Object by the
+    # provider): any change would roll pods
     # for nothing.
     composites = [o["metadata"]["name"] for o in plane.hub.get("xfederations.flower.crossplane.io")]
     before = generations_of(plane, composites)
