@@ -2,45 +2,157 @@
 
 from __future__ import annotations
 
+import base64
+import http.server
+import json
 import os
+import pathlib
+import ssl
 import subprocess
 import sys
+import threading
+import time
+import urllib.parse
 
 import pytest
+import yaml
 
 from peers import ROOT
 
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 import controlplane  # after its folder is on the path
 
-
-def hanging_then(answers: list[object]):
-    """A subprocess.run that raises TimeoutExpired for each None in answers, else returns the text."""
-    calls = []
-
-    def run(args, **_):
-        calls.append(args)
-        answer = answers.pop(0)
-        if answer is None:
-            raise subprocess.TimeoutExpired(args, 60)
-        return subprocess.CompletedProcess(args, 0, answer, "")
-
-    return run, calls
-
-
-def test_a_read_that_hangs_is_asked_again(monkeypatch, tmp_path):
-    run, calls = hanging_then([None, None, '{"items": [{"kind": "Pod"}]}'])
-    monkeypatch.setattr(controlplane.subprocess, "run", run)
-    cluster = controlplane.Cluster("hub", tmp_path / "kubeconfig", "kubectl")
-    assert cluster.get("pods") == [{"kind": "Pod"}]
-    assert len(calls) == controlplane.GET_ATTEMPTS
+# The aggregated discovery a 1.30+ API server answers, cut to what the reads below name: the
+# resources a group serves in each version, its preferred version first.
+DISCOVERY = {
+    "/api": [("", "v1", [("pods", "Pod", "Namespaced", ["po"]), ("nodes", "Node", "Cluster", ["no"])])],
+    "/apis": [
+        ("apps", "v1", [("statefulsets", "StatefulSet", "Namespaced", ["sts"])]),
+        ("apiextensions.crossplane.io", "v2", [("compositeresourcedefinitions", "CompositeResourceDefinition",
+                                                "Cluster", ["xrd"])]),
+        ("apiextensions.crossplane.io", "v1", [("compositions", "Composition", "Cluster", ["comp"])]),
+        ("kubernetes.crossplane.io", "v1alpha2", [("objects", "Object", "Cluster", [])]),
+        ("kubernetes.m.crossplane.io", "v1alpha1", [("objects", "Object", "Namespaced", [])]),
+    ],
+}  # fmt: skip
 
 
-def test_a_read_that_keeps_hanging_fails(monkeypatch, tmp_path):
-    run, _ = hanging_then([None] * controlplane.GET_ATTEMPTS)
-    monkeypatch.setattr(controlplane.subprocess, "run", run)
+def discovery(root: str) -> dict[str, object]:
+    groups: dict[str, list[dict[str, object]]] = {}
+    for group, version, resources in DISCOVERY[root]:
+        groups.setdefault(group, []).append({"version": version, "resources": [
+            {"resource": r, "responseKind": {"kind": k}, "scope": scope, "singularResource": k.lower(),
+             "shortNames": short}
+            for r, k, scope, short in resources
+        ]})  # fmt: skip
+    return {"items": [{"metadata": {"name": g}, "versions": v} for g, v in groups.items()]}
+
+
+class FakeApiServer:
+    """An HTTPS API server on 127.0.0.1 serving DISCOVERY and the objects put in `objects` by path.
+
+    `hang` requests get no answer (the handler sleeps past the client's timeout) before it answers again.
+    """
+
+    def __init__(self, tmp_path: pathlib.Path) -> None:
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+             "-keyout", str(tmp_path / "tls.key"), "-out", str(tmp_path / "tls.crt")],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        self.objects: dict[str, object] = {}
+        self.paths: list[str] = []
+        self.hang = 0
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                server.paths.append(self.path)
+                if server.hang:
+                    server.hang -= 1
+                    time.sleep(1)
+                    return
+                path = urllib.parse.urlsplit(self.path).path
+                answer = discovery(path) if path in DISCOVERY else server.objects.get(path)
+                body = json.dumps(answer or {"kind": "Status", "reason": "NotFound"}).encode()
+                self.send_response(200 if answer else 404)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        pem = base64.b64encode((tmp_path / "tls.crt").read_bytes()).decode()
+        key = base64.b64encode((tmp_path / "tls.key").read_bytes()).decode()
+        self.kubeconfig = tmp_path / "kubeconfig"
+        self.kubeconfig.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": f"https://127.0.0.1:{self.httpd.server_port}",
+                                                      "certificate-authority-data": pem}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+            "users": [{"name": "fake", "user": {"client-certificate-data": pem, "client-key-data": key}}],
+        }))  # fmt: skip
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def api(tmp_path, monkeypatch):
+    monkeypatch.setattr(controlplane.ApiReader, "TIMEOUT", 0.3)
+    server = FakeApiServer(tmp_path)
+    yield server
+    server.close()
+
+
+def test_reads_name_resources_as_kubectl_does(api):
+    """Plural, singular, short name, a kind as a manifest spells it, `.group`; kubectl's kind on each item."""
+    sts = {"metadata": {"name": "s", "namespace": "default", "managedFields": [{"manager": "kubectl"}]}}
+    api.objects["/apis/apps/v1/statefulsets"] = {"apiVersion": "apps/v1", "kind": "StatefulSetList", "items": [sts]}
+    api.objects["/apis/apps/v1/namespaces/default/statefulsets/s"] = {"apiVersion": "apps/v1", **sts}
+    compositions = {"apiVersion": "apiextensions.crossplane.io/v1", "items": [{"metadata": {"name": "c"}}]}
+    api.objects["/apis/apiextensions.crossplane.io/v1/compositions"] = compositions
+    api.objects["/apis/kubernetes.m.crossplane.io/v1alpha1/namespaces/team/objects"] = {"items": []}
+    cluster = controlplane.Cluster("hub", api.kubeconfig, "kubectl")
+    listed = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s", "namespace": "default"}}]
+    for name in ("statefulsets", "statefulset", "sts", "StatefulSet", "statefulsets.apps"):
+        assert cluster.get(name) == listed, name
+    # A namespaced object with no namespace named is read in the kubeconfig's (default).
+    assert cluster.get("sts", "s") == listed[0]
+    assert cluster.get("sts", "gone", "default") is None
+    # A group's resources in a version other than its preferred one, and two kinds at once.
+    assert [i["kind"] for i in cluster.get("compositions,statefulsets")] == ["Composition", "StatefulSet"]
+    assert cluster.get("objects.kubernetes.m.crossplane.io", namespace="team") == []
+    assert "/apis/kubernetes.m.crossplane.io/v1alpha1/namespaces/team/objects" in api.paths
+    with pytest.raises(subprocess.CalledProcessError) as refused:
+        cluster.get("widgets.example.com")
+    assert 'does not have a resource type "widgets.example.com"' in refused.value.stderr
+    # Discovery once for every read above, and once more for the unknown name (a CRD created since?).
+    assert api.paths.count("/apis") == 2
+
+
+def test_a_read_that_hangs_is_asked_again(api):
+    api.objects["/api/v1/nodes"] = {"apiVersion": "v1", "items": [{"metadata": {"name": "node-1"}}]}
+    cluster = controlplane.Cluster("hub", api.kubeconfig, "kubectl")
+    cluster.get("nodes")  # discovery done
+    api.hang = controlplane.GET_ATTEMPTS - 1
+    assert cluster.get("nodes") == [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"}}]
+    assert api.paths.count("/api/v1/nodes") == 1 + controlplane.GET_ATTEMPTS
+
+
+def test_a_read_that_keeps_hanging_fails(api):
+    cluster = controlplane.Cluster("hub", api.kubeconfig, "kubectl")
+    api.hang = controlplane.GET_ATTEMPTS
     with pytest.raises(subprocess.TimeoutExpired):
-        controlplane.Cluster("hub", tmp_path / "kubeconfig", "kubectl").get("pods")
+        cluster.get("nodes")
 
 
 def test_a_wait_counts_a_hung_call_as_not_yet():
