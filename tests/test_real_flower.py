@@ -554,11 +554,10 @@ def test_a_pool_before_1_40_joins_through_the_grpc_fleet_adapter(release: Releas
         assert "Received 2 results and 0 failures" in proc.stdout, out
 
 
-# The kubelet's gRPC probe, asked from inside the pod: the health service's answer, or why none came.
 # What test_a_supernode_that_can_never_connect_is_restarted shortens --max-wait-time to.
 SHORT_GIVE_UP = 15
-# grpc.health.v1's Check, by its wire form: an empty request (every service), an answer whose field 1
-# is the status. The names the kubelet's probe and grpc_health_probe print.
+# The kubelet's gRPC probe: grpc.health.v1's Check by its wire form, an empty request (every
+# service) and an answer whose field 1 is the status, named as the kubelet's probe names it.
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 SERVING_STATUS = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
 

@@ -77,8 +77,9 @@ GO_ENV = {"GOGC": "400"}
 # one minute keeps two polls of every Object inside the idle test's two minutes.
 PROVIDER_POLL = "1m"
 
-# Every poll is a kubectl process (a tenth of a CPU second): with two control planes
-# side by side on two cores, polling every second took more CPU than the clusters.
+# How often a wait asks again. Reads are cheap now (ApiReader), but each one still costs the
+# API server a request; when each was a kubectl process, polling every second took more CPU
+# than the clusters.
 POLL_SECONDS = 2
 
 
