@@ -63,27 +63,35 @@ FORBIDDEN = [
 
 # Asks each (method, path) at each base URL with stdlib HTTP, the path sent as written: JSON of
 # [url, method, path, status or error]. Runs in any container with Python (Flower's images) and here.
+# The TCP handshake is the kernel's, so a connection not made in CONNECT seconds was dropped (silent);
+# once connected, TLS and the answer are Flower's, which may take long on a loaded machine: a slow
+# answer is still an answer, so it gets ANSWER seconds (a 3 s deadline once called Flower silent on
+# its own loopback, and could have called a slow answer to a stranger a refusal).
 PROBE = """
-import http.client, json, ssl, sys
+import http.client, json, socket, ssl, sys
+CONNECT, ANSWER = 3, 30
 context = ssl._create_unverified_context()  # a stranger need not trust the CA to knock
 out = []
 for base in json.loads(sys.argv[1]):
     scheme, hostport = base.split("://")
     host, port = hostport.rsplit(":", 1)
-    silent = None  # a port that does not speak HTTP/1.1 (gRPC) answers nothing: asked once
+    silent = None  # a port that drops the connection, or never answers: asked once
     for method, path in json.loads(sys.argv[2]):
         if silent:
             out.append([base, method, path, silent])
             continue
         try:
+            sock = socket.create_connection((host, int(port)), timeout=CONNECT)
+            sock.settimeout(ANSWER)
             if scheme == "https":
-                conn = http.client.HTTPSConnection(host, int(port), timeout=3, context=context)
-            else:
-                conn = http.client.HTTPConnection(host, int(port), timeout=3)
+                sock = context.wrap_socket(sock, server_hostname=host)
+            conn = http.client.HTTPConnection(host, int(port))
+            conn.sock = sock
             conn.request(method, path, body=b"" if method == "POST" else None,
                          headers={"Content-Type": "application/protobuf"})
             answer = conn.getresponse()
             out.append([base, method, path, answer.status])
+            conn.close()
         except TimeoutError as e:
             silent = type(e).__name__
             out.append([base, method, path, silent])
