@@ -352,3 +352,42 @@ def test_the_connection_is_written_where_the_release_reads_it(tmp_path, style, p
     assert 'root-certificates = "/app/tls/ca.crt"' in text
     assert "insecure" not in text
     assert cli.target == target
+
+
+def _swap(path):
+    """The kubelet's update of a ConfigMap volume: a new file renamed over the old one."""
+    new = path.with_name(path.name + ".new")
+    new.write_text("ecdsa-sha2-nistp384 AAAAnew holder -\n")
+    new.replace(path)
+
+
+@pytest.mark.parametrize(
+    ("start", "change", "woke_at", "reason"),
+    [
+        ("list", None, 30.0, "nothing changes: the whole interval, no turn wasted on the flwr CLI"),
+        ("list", _swap, 2.0, "the kubelet swaps the list in: acted on within a second, not at the interval"),
+        ("list", lambda p: p.write_text("other\n"), 2.0, "rewritten in place, another size: acted on at once"),
+        (None, lambda p: p.write_text("first\n"), 2.0, "the first list arrives: acted on at once"),
+        ("list", lambda p: p.unlink(), 2.0, "the list goes: acted on at once"),
+    ],
+)
+def test_a_waiting_registrar_wakes_when_its_file_changes(tmp_path, monkeypatch, start, change, woke_at, reason):
+    path = tmp_path / "authorized-keys"
+    if start is not None:
+        path.write_text(start)
+    clock = [0.0]
+
+    class Time:
+        @staticmethod
+        def monotonic():
+            return clock[0]
+
+        @staticmethod
+        def sleep(seconds):
+            clock[0] += seconds
+            if change is not None and clock[0] == 2.0:
+                change(path)  # in the second second: seen at the look that ends it
+
+    monkeypatch.setattr(identity_program, "time", Time)
+    identity_program.sleep_until_changed(path, identity_program.version(path), 30.0)
+    assert clock[0] == woke_at, reason

@@ -57,8 +57,8 @@ SETTLE = 6
 OFFLINE_WINDOW = 10  # the healthy ones are online within seconds
 ANSWER_GRACE = 60  # a busy machine's CLI may need longer for its first answer
 # Between two `flwr` calls of a wait: each is a Python process that imports Flower, about
-# 2 CPU seconds; at half a second apart a waiting test kept most of a core busy asking.
-CLI_POLL_SECONDS = 3
+# 2 CPU seconds; at half a second apart a waiting test kept most of a core busy asking, at 3 a third.
+CLI_POLL_SECONDS = 5
 # Custom SuperExec images, as production.yaml names them: they run flower-superexec too.
 SUPEREXEC_IMAGES = ("registry.example.com/ml/serverapp", "registry.example.com/ml/clientapp")
 

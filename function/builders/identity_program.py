@@ -22,8 +22,8 @@ Modes:
 * `registrar` (the SuperLink pod's sidecar, the only Control API client):
   Crossplane carries the published keys to a list beside the SuperLink
   (function/builders/published_keys.py) which the kubelet keeps in its
-  volume. Every interval it registers each listed key the SuperLink does not
-  hold, over the pod's loopback, and keeps the key's node ID in its state
+  volume. Every interval, and as soon as the list changes, it registers each
+  listed key the SuperLink does not hold, over the pod's loopback, and keeps the key's node ID in its state
   (beside the SuperLink's own, so both survive a restart or neither does); a
   SuperLink that lost its registrations gets them back. A key is unregistered
   only once it has left the list for longer than the grace period: its holder
@@ -36,7 +36,7 @@ Modes:
   ConfigMap beside the SuperLink that only its own ServiceAccount may write
   (--registrations), and Crossplane carries the report to the holder's namespace.
 * `rekey` (a SuperNode pod's native sidecar, beside the SuperNode): every
-  interval it reads that report where the kubelet mounts it (--retired); when
+  interval, and as soon as it changes, it reads that report where the kubelet mounts it (--retired); when
   it names this pod's key, it makes a new key pair in place of the old one and
   publishes it as `publish` does. The SuperNode, refused under its retired key
   and restarted by the kubelet, starts under the new one, which the registrar
@@ -81,6 +81,9 @@ REGISTRATIONS = "registrations.json"
 RETIRED_REMEMBERED = 30 * 24 * 3600.0
 # The field of the registrar's report (and of its copies in the pools' namespaces) listing retired keys.
 RETIRED_FIELD = "retired"
+# Seconds between looks at the mounted file a waiting registrar or rekey sidecar acts on (a stat, no CPU
+# to speak of): a change the kubelet delivers is acted on within this, whatever the interval.
+WATCH_EVERY = 1.0
 
 
 DIGEST_LENGTH = 16
@@ -367,12 +370,42 @@ def rekey_if_retired(api: KubeApi | None, args: argparse.Namespace) -> bool:
 
 
 def rekey(api: KubeApi | None, args: argparse.Namespace) -> int:
-    """Mode rekey: every interval, replace this pod's key if it was retired; with --once, check once."""
+    """Mode rekey: replace this pod's key once the report names it; with --once, check once.
+
+    It looks every interval and whenever the report changes.
+    """
+    report = pathlib.Path(args.retired)
     while True:
+        seen = version(report)
         rekey_if_retired(api, args)
         if args.once:
             return 0
-        time.sleep(args.interval)
+        sleep_until_changed(report, seen, args.interval)
+
+
+def version(path: pathlib.Path) -> tuple[int, int, int] | None:
+    """What tells one content of a mounted file from the next (None while there is none).
+
+    The kubelet swaps a new file in (a new inode); a file rewritten in place has a new modification time or size.
+    """
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def sleep_until_changed(path: pathlib.Path, seen: tuple[int, int, int] | None, seconds: float) -> None:
+    """Sleep for seconds, or until the file at path is no longer the version seen.
+
+    The interval paces the work that costs (each registrar turn starts the `flwr` CLI, seconds of CPU);
+    what the kubelet delivers (a key to register, a retired key to replace) is acted on within WATCH_EVERY.
+    """
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(WATCH_EVERY, left))
+        if version(path) != seen:
+            return
 
 
 @dataclasses.dataclass
@@ -556,13 +589,17 @@ class Reporter:
 
 
 def registrar(cli: Cli, args: argparse.Namespace, api: KubeApi | None = None) -> int:
-    """Mode registrar: every interval, register the listed keys and unregister those gone; never returns."""
+    """Mode registrar: register the listed keys and unregister those gone; never returns.
+
+    It turns every interval and whenever the list changes.
+    """
     listing, state = pathlib.Path(args.authorized_keys), pathlib.Path(args.state) / REGISTRATIONS
     state.parent.mkdir(parents=True, exist_ok=True)
     key_file = pathlib.Path(args.work) / PUBLIC_KEY
     memory, last = load(state), ""
     reporter = Reporter(api, args.registrations)
     while True:
+        seen = version(listing)
         answer = cli.call("ls")
         if not answer.get("success"):
             said = f"waiting for the SuperLink's Control API: {answer.get('error-message', '')}".strip()
@@ -594,7 +631,7 @@ def registrar(cli: Cli, args: argparse.Namespace, api: KubeApi | None = None) ->
             print(f"node {node}, its key unpublished for over {args.grace:.0f} s: {outcome}", flush=True)
         save(state, memory)
         reporter.turn(retired_report(memory, listed))
-        time.sleep(args.interval)
+        sleep_until_changed(listing, seen, args.interval)
 
 
 def main(argv: list[str]) -> int:
