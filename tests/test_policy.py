@@ -158,6 +158,59 @@ def test_each_escalation_is_refused_by_default_and_allowed_only_by_the_field_tha
         assert allowed.desired.resources
 
 
+
+# A pool in another cluster (ProviderConfig gpu-east) than the SuperLink's (default).
+REMOTE = spec(BASE, superlink__externalAddress="flower.example.com:9092")
+MOUNT_ALL = {"enabled": True, "vendor": "amd", "mountAll": True}
+PRIVILEGED_HERE = [{"namespaces": [NAMESPACE], "podSecurity": "privileged"}]
+
+
+@pytest.mark.parametrize(
+    ("s", "given", "refusal", "reason"),
+    [
+        (pool(REMOTE, providerConfigRef={"name": "gpu-east"}, gpu=MOUNT_ALL),
+         {"clusters": [{"providerConfigs": ["gpu-*"], "exceptions": PRIVILEGED_HERE}]}, None,
+         "the GPU clusters' exception holds where the pool runs"),
+        (pool(REMOTE, providerConfigRef={"name": "gpu-east"}, gpu=MOUNT_ALL),
+         {"clusters": [{"providerConfigs": ["default"], "exceptions": PRIVILEGED_HERE}]}, "gpu.mountAll",
+         "an exception for another cluster grants nothing in this one"),
+        (pool(REMOTE, providerConfigRef={"name": "gpu-east"}, gpu=MOUNT_ALL),
+         {"exceptions": PRIVILEGED_HERE, "clusters": [{"providerConfigs": ["gpu-east"], "exceptions": []}]},
+         "gpu.mountAll", "a cluster's field replaces the policy's: an empty list there takes the exception away"),
+        (pool(REMOTE, providerConfigRef={"name": "gpu-east"}, gpu=MOUNT_ALL),
+         {"clusters": [{"providerConfigs": ["gpu-east"], "namespaces": ["x"]},
+                       {"providerConfigs": ["gpu-*"], "exceptions": PRIVILEGED_HERE}]}, "gpu.mountAll",
+         "the first entry naming the cluster is its rules: the later one does not add to it"),
+        (pool(REMOTE, providerConfigRef={"name": "gpu-east"}, podTemplate=template(securityContext={"fsGroup": 1})),
+         {"clusters": [{"providerConfigs": ["gpu-east"], "podSecurity": "baseline"}]}, None,
+         "a cluster at baseline takes a pod that restricted refuses"),
+        (spec(pool(REMOTE, providerConfigRef={"name": "gpu-east"}),
+              superlink__podTemplate=template(securityContext={"fsGroup": 1})),
+         {"clusters": [{"providerConfigs": ["gpu-east"], "podSecurity": "baseline"}]}, "spec.superlink.podTemplate",
+         "the SuperLink's cluster (default) keeps the policy's level"),
+        (pool(REMOTE, providerConfigRef={"name": "gpu-east"}, namespace="team-b"),
+         {"clusters": [{"providerConfigs": ["gpu-east"], "namespaces": ["team-b"]}]}, None,
+         "a namespace the cluster's rules list"),
+        (pool(REMOTE, providerConfigRef={"name": "gpu-west"}, namespace="team-b"),
+         {"clusters": [{"providerConfigs": ["gpu-east"], "namespaces": ["team-b"]}]}, "namespace team-b is refused",
+         "listed for another cluster only"),
+        (pool(REMOTE, providerConfigRef={"name": "gpu-east"}, createNamespace=True),
+         {"clusters": [{"providerConfigs": ["gpu-east"], "createNamespaces": False}]}, "createNamespaces: false",
+         "the platform makes the namespaces of that cluster"),
+        (pool(REMOTE, providerConfigRef={"name": "gpu-west"}, createNamespace=True),
+         {"clusters": [{"providerConfigs": ["gpu-east"], "createNamespaces": False}]}, None,
+         "and only of that cluster"),
+    ],
+)  # fmt: skip
+def test_a_clusters_rules_replace_the_policys_there_and_nowhere_else(s, given, refusal, reason):
+    rsp = run(s, given)
+    if refusal is None:
+        assert refused(rsp) == "", (reason, refused(rsp))
+        assert rsp.desired.resources
+    else:
+        assert refusal in refused(rsp), (reason, refused(rsp))
+        assert not rsp.desired.resources
+
 def test_the_default_policy_refuses_nothing_the_function_composes_itself():
     for s in (BASE, spec(BASE, tls={"secretName": "tls"}, nodeAuthentication={"enabled": True})):
         assert refused(run(s)) == ""
@@ -170,6 +223,9 @@ def test_the_default_policy_refuses_nothing_the_function_composes_itself():
         ({"podSecurity": "lax"}, "input.podSecurity", "a level the standards do not have"),
         ({"podFields": ["hostNetwork"]}, "input.podFields[0]", "a field the platform does not own: podSecurity's"),
         ({"namespace": ["a"]}, "input.namespace", "a typo is an error, not a silent default"),
+        ({"clusters": [{"namespaces": ["a"]}]}, "input.clusters[0].providerConfigs", "cluster rules for no cluster"),
+        ({"clusters": [{"providerConfigs": ["a"], "podFields": ["nodeName"]}]}, "input.clusters[0].podFields",
+         "a field that is the same in every cluster"),
     ],
 )
 def test_a_bad_policy_is_a_fatal_result_naming_the_input_field(given, field, reason):

@@ -55,6 +55,31 @@ class PodSecurityException(Model):
     podSecurity: Level = Field(description="The Pod Security level pods there must meet.")
 
 
+class ClusterRules(Model):
+    """Rules for some clusters: each field set here replaces the policy's own in the clusters it names."""
+
+    providerConfigs: list[str] = Field(
+        min_length=1, description="The clusters these rules are for: ProviderConfig names (shell-style patterns)."
+    )
+    podSecurity: Level | None = Field(
+        default=None, description="The Pod Security Standard pods there must meet; the policy's when absent."
+    )
+    exceptions: list[PodSecurityException] | None = Field(
+        default=None, description="Namespaces there with another level; the policy's when absent."
+    )
+    namespaces: list[str] | None = Field(
+        default=None,
+        description="Namespaces pools may use there besides the Federation's own; the policy's when absent.",
+    )
+    createNamespaces: bool | None = Field(
+        default=None, description="Whether pools may compose their namespace there; the policy's when absent."
+    )
+
+
+# The fields a clusters entry may set for its clusters.
+CLUSTER_FIELDS = ("podSecurity", "exceptions", "namespaces", "createNamespaces")
+
+
 class Rules(Model):
     """What Federations may ask for: the policy's fields, given inline or in an EnvironmentConfig's data."""
 
@@ -88,6 +113,22 @@ class Rules(Model):
     createNamespaces: bool = Field(
         default=True, description="Whether pools may compose their namespace (createNamespace)."
     )
+    clusters: list[ClusterRules] = Field(
+        default_factory=list,
+        description=(
+            "Rules for some clusters, by ProviderConfig name: in a cluster the first entry names, the fields "
+            "it sets replace the ones above (a GPU cluster whose namespace gpu-jobs admits privileged pods, "
+            "say, while every other cluster stays restricted)."
+        ),
+    )
+
+    def for_cluster(self, provider_config: str) -> Rules:
+        """The rules in the cluster a ProviderConfig reaches: the first clusters entry naming it, over these."""
+        for entry in self.clusters:
+            if any(fnmatch.fnmatchcase(provider_config, p) for p in entry.providerConfigs):
+                changes = {f: getattr(entry, f) for f in CLUSTER_FIELDS if getattr(entry, f) is not None}
+                return self.model_copy(update={**changes, "clusters": []})
+        return self
 
     def level(self, namespace: str) -> Level:
         """The Pod Security level pods in namespace must meet."""

@@ -22,7 +22,10 @@ ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 
 
 def refusals(fed: compose.Federation, policy: Rules, built: compose.Plan) -> list[tuple[str, str]]:
-    """(Federation field, why) for everything built that policy does not allow; empty when all is allowed."""
+    """(Federation field, why) for everything built that policy does not allow; empty when all is allowed.
+
+    Each object is judged by the rules of the cluster it goes to (Rules.for_cluster).
+    """
     out: list[tuple[str, str]] = []
     sources = _sources(fed)
     for name, composed in sorted(built.resources.items()):
@@ -32,13 +35,15 @@ def refusals(fed: compose.Federation, policy: Rules, built: compose.Plan) -> lis
             continue
         field, given = source
         if manifest.get("kind") in WORKLOAD_KINDS:
-            out += _workload(field, given, manifest, policy)
+            out += _workload(field, given, manifest, policy.for_cluster(composed.provider_config.name))
     for pool in built.pools:
         field, _ = sources[compose.pool_resource(pool.name)]
-        out += _namespace(field, pool.namespace, pool.spec, fed.namespace if fed.bound else None, policy)
+        own = fed.namespace if fed.bound else None
+        out += _namespace(field, pool.namespace, pool.spec, own, policy.for_cluster(pool.provider_config.name))
     for name, composed in sorted(built.resources.items()):
         if composed.manifest.get("kind") == "Namespace":
-            out += _created_namespace(fed, name, composed.manifest, policy)
+            rules = policy.for_cluster(composed.provider_config.name)
+            out += _created_namespace(fed, name, composed.manifest, rules)
     return list(dict.fromkeys(out))
 
 
