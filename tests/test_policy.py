@@ -158,7 +158,6 @@ def test_each_escalation_is_refused_by_default_and_allowed_only_by_the_field_tha
         assert allowed.desired.resources
 
 
-
 # A pool in another cluster (ProviderConfig gpu-east) than the SuperLink's (default).
 REMOTE = spec(BASE, superlink__externalAddress="flower.example.com:9092")
 MOUNT_ALL = {"enabled": True, "vendor": "amd", "mountAll": True}
@@ -211,6 +210,7 @@ def test_a_clusters_rules_replace_the_policys_there_and_nowhere_else(s, given, r
         assert refusal in refused(rsp), (reason, refused(rsp))
         assert not rsp.desired.resources
 
+
 def test_the_default_policy_refuses_nothing_the_function_composes_itself():
     for s in (BASE, spec(BASE, tls={"secretName": "tls"}, nodeAuthentication={"enabled": True})):
         assert refused(run(s)) == ""
@@ -224,8 +224,11 @@ def test_the_default_policy_refuses_nothing_the_function_composes_itself():
         ({"podFields": ["hostNetwork"]}, "input.podFields[0]", "a field the platform does not own: podSecurity's"),
         ({"namespace": ["a"]}, "input.namespace", "a typo is an error, not a silent default"),
         ({"clusters": [{"namespaces": ["a"]}]}, "input.clusters[0].providerConfigs", "cluster rules for no cluster"),
-        ({"clusters": [{"providerConfigs": ["a"], "podFields": ["nodeName"]}]}, "input.clusters[0].podFields",
-         "a field that is the same in every cluster"),
+        (
+            {"clusters": [{"providerConfigs": ["a"], "podFields": ["nodeName"]}]},
+            "input.clusters[0].podFields",
+            "a field that is the same in every cluster",
+        ),
     ],
 )
 def test_a_bad_policy_is_a_fatal_result_naming_the_input_field(given, field, reason):

@@ -291,8 +291,9 @@ class NodeAuthentication(Model):
         ge=5,
         le=3600,
         description=(
-            "How often the SuperLink's registrar registers the published keys it does not hold yet "
-            "(a SuperLink that lost its state gets them back) and looks for keys no longer published."
+            "How often the SuperLink's registrar checks its registrations: it registers the published keys "
+            "it does not hold yet (a SuperLink that lost its state gets them back) and looks for keys no "
+            "longer published. Newly published keys are registered as soon as they reach it, whatever this is."
         ),
     )
     unregisterAfterSeconds: int = Field(

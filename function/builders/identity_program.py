@@ -23,9 +23,10 @@ Modes:
   Crossplane carries the published keys to a list beside the SuperLink
   (function/builders/published_keys.py) which the kubelet keeps in its
   volume. Every interval, and as soon as the list changes, it registers each
-  listed key the SuperLink does not hold, over the pod's loopback, and keeps the key's node ID in its state
-  (beside the SuperLink's own, so both survive a restart or neither does); a
-  SuperLink that lost its registrations gets them back. A key is unregistered
+  listed key the SuperLink does not hold, over the pod's loopback, and keeps
+  the key's node ID in its state (beside the SuperLink's own, so both survive
+  a restart or neither does); a SuperLink that lost its registrations gets
+  them back. A key is unregistered
   only once it has left the list for longer than the grace period: its holder
   (pod or claim) was deleted, or its pool or cluster removed. A SuperNode that
   is merely offline (a partition, a drained node, a pool scaled down with its
@@ -36,9 +37,9 @@ Modes:
   ConfigMap beside the SuperLink that only its own ServiceAccount may write
   (--registrations), and Crossplane carries the report to the holder's namespace.
 * `rekey` (a SuperNode pod's native sidecar, beside the SuperNode): every
-  interval, and as soon as it changes, it reads that report where the kubelet mounts it (--retired); when
-  it names this pod's key, it makes a new key pair in place of the old one and
-  publishes it as `publish` does. The SuperNode, refused under its retired key
+  interval, and as soon as it changes, it reads that report where the kubelet
+  mounts it (--retired); when it names this pod's key, it makes a new key
+  pair in place of the old one and publishes it as `publish` does. The SuperNode, refused under its retired key
   and restarted by the kubelet, starts under the new one, which the registrar
   registers once Crossplane has carried it: no one has to act.
 
