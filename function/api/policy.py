@@ -76,8 +76,8 @@ class ClusterRules(Model):
     )
 
 
-# The fields a clusters entry may set for its clusters.
-CLUSTER_FIELDS = ("podSecurity", "exceptions", "namespaces", "createNamespaces")
+# The fields a clusters entry may set for its clusters: all of its own but the names it matches.
+CLUSTER_FIELDS = tuple(f for f in ClusterRules.model_fields if f != "providerConfigs")
 
 
 class Rules(Model):
