@@ -47,7 +47,8 @@ would do, as far as these tests need:
   secret and configMap (items, defaultMode, mode, optional), projected
   secret and configMap sources, persistentVolumeClaim and
   volumeClaimTemplates (a directory per claim), owned as fsGroup says.
-* `exec()` runs a command in a running container, as `kubectl exec` does;
+* `exec()` runs a command in a running container, as `kubectl exec` does
+  (`attach()` keeps its stdin and stdout open, as `kubectl exec -i`);
   `port_forward()` leads a port of this machine's 127.0.0.1 to a port of a
   pod's own loopback, as `kubectl port-forward` does.
   Logs go to `<workdir>/logs/<namespace>_<pod>_<container>.log`.
@@ -288,6 +289,7 @@ class PodRunner:
             self._store(obj)
         self.pods: list[Pod] = []
         self.deleted: list[Pod] = []  # stopped by delete(); stop() still reaps what they left
+        self.attached: list[subprocess.Popen[bytes]] = []  # attach()'s processes, stopped with the pods
         self.services: list[tuple[Manifest, str | None]] = []  # (Service, its address; None when headless)
         self._lock: TextIO | None = None
         self.lane = -1  # taken by start(): see LANES
@@ -336,6 +338,7 @@ class PodRunner:
             return
         pods = [*self.pods, *self.deleted]
         procs = [p for pod in pods for p in [pod.sandbox, *(c.popen for c in pod.containers.values())] if p]
+        procs += self.attached
         for proc in procs:  # each container's process group: what it spawned goes with it
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -834,6 +837,20 @@ class PodRunner:
             argv, proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
         )
 
+    def attach(self, namespace: str, pod: str, container: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        """Start argv in a running container with its stdin and stdout piped to the caller, as
+        `kubectl exec -i` does; it ends with the container (its stderr goes to the container's log)."""
+        target = self.pod(namespace, pod).containers[container]
+        if not target.running():
+            msg = f"{namespace}/{pod}/{container} is not running:\n{_tail(target.log)}"
+            raise RuntimeError(msg)
+        spec = {**target.spec, "target": target.popen.pid, "argv": argv}
+        path = target.log.with_suffix(".attach.json")
+        with target.log.open("ab") as log:
+            proc = _helper("exec", spec, path, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.PIPE)
+        self.attached.append(proc)
+        return proc
+
     def exited(self) -> list[str]:
         """Containers (init containers that ran to completion aside) that are no longer running."""
         return [
@@ -998,7 +1015,9 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 # -- the helper: this file, run as root, becomes a pod's sandbox or container ---------------
 
 
-def _helper(mode: str, spec: dict[str, Any], path: pathlib.Path, stdout: Any, stderr: Any) -> subprocess.Popen[bytes]:
+def _helper(
+    mode: str, spec: dict[str, Any], path: pathlib.Path, stdout: Any, stderr: Any, stdin: Any = subprocess.DEVNULL
+) -> subprocess.Popen[bytes]:
     """This module as a process of its own (a new session, so its process group can be killed).
 
     Returns once the helper is ready (or died): a sandbox when its namespaces
@@ -1014,7 +1033,7 @@ def _helper(mode: str, spec: dict[str, Any], path: pathlib.Path, stdout: Any, st
     try:
         popen = subprocess.Popen(
             [sys.executable, "-I", str(helper), mode, str(path), str(child_end)],
-            stdin=subprocess.DEVNULL,
+            stdin=stdin,
             stdout=stdout,
             stderr=stderr,
             start_new_session=True,

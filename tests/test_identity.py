@@ -8,6 +8,9 @@ that read the CLI's output.
 from __future__ import annotations
 
 import copy
+import os
+import sys
+import time
 
 import pytest
 
@@ -391,3 +394,61 @@ def test_a_waiting_registrar_wakes_when_its_file_changes(tmp_path, monkeypatch, 
     monkeypatch.setattr(identity_program, "time", Time)
     identity_program.sleep_until_changed(path, identity_program.version(path), 30.0)
     assert clock[0] == woke_at, reason
+
+
+BIG = "x" * 1_000_000 + "\n"
+
+
+def _prints_where_it_runs():
+    sys.stdout.write(f"{os.getcwd()} {os.environ.get('FLWR_HOME')} {' '.join(sys.argv)}\n")
+    sys.stderr.write("to stderr\n")
+
+
+def _changes_its_globals():
+    os.environ["LEAKED"] = "1"
+    sys.argv.append("leaked")
+    identity_program.KEY = "leaked"
+    raise SystemExit(0)
+
+
+@pytest.mark.parametrize(
+    ("entry", "code", "stdout", "stderr", "reason"),
+    [
+        (_prints_where_it_runs, 0, "{cwd} {cwd}/home flwr supernode ls\n", "to stderr\n",
+         "returns: exit 0, run in its directory with its environment and argv, both streams kept apart"),
+        (lambda: sys.exit(3), 3, "", "", "sys.exit(3): the command's exit code"),
+        (lambda: sys.exit("refused"), 1, "", "refused\n", "sys.exit(message): exit 1, the message on stderr"),
+        (lambda: 4, 4, "", "", "an entry point returning a code, as console scripts may"),
+        (lambda: 1 / 0, 1, "", "ZeroDivisionError", "an error: exit 1 with its traceback, the caller unharmed"),
+        (lambda: sys.stdout.write(BIG) and None, 0, BIG, "", "more output than a pipe holds"),
+        (_changes_its_globals, 0, "", "", "what the command changes stays in its own process"),
+    ],
+)  # fmt: skip
+def test_a_loaded_cli_runs_as_its_command_would(tmp_path, entry, code, stdout, stderr, reason):
+    env = {**os.environ, "FLWR_HOME": f"{tmp_path}/home"}
+    argv_before, key_before = list(sys.argv), identity_program.KEY
+    ran = identity_program.run_forked(entry, ["flwr", "supernode", "ls"], tmp_path, env, 30)
+    assert ran is not None, reason
+    assert ran[0] == code, (reason, ran)
+    assert ran[1] == stdout.format(cwd=tmp_path), reason
+    assert stderr in ran[2] if stderr else ran[2] == "", (reason, ran[2])
+    assert "LEAKED" not in os.environ and sys.argv == argv_before and identity_program.KEY == key_before, reason
+    assert os.getcwd() != str(tmp_path), reason
+
+
+def test_a_cli_call_past_its_timeout_is_killed(tmp_path):
+    started = time.monotonic()
+    assert identity_program.run_forked(lambda: time.sleep(60), ["flwr"], tmp_path, dict(os.environ), 0.5) is None
+    assert time.monotonic() - started < 10, "killed at the timeout, not waited for"
+
+
+@pytest.mark.parametrize(
+    ("name", "loads", "reason"),
+    [
+        ("pytest", True, "a console script of this interpreter: imported once, run in children"),
+        ("no-such-command", False, "none here (flwr installed for another Python): each call starts the command"),
+    ],
+)
+def test_the_cli_is_loaded_when_this_python_has_it(name, loads, reason):
+    entry = identity_program.load_entry_point(name)
+    assert callable(entry) is loads, reason

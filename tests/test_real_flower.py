@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import inspect
 import json
 import os
 import pathlib
@@ -35,6 +36,7 @@ import grpc
 import pytest
 import yaml
 
+import cli_server
 from function.api.spec import CONTROL_PORT, FLEET_PROXY_IMAGE
 from function.builders import identity_program
 from function.builders.supernodes import GIVE_UP_AFTER_SECONDS
@@ -256,9 +258,27 @@ def add_cli(manifests: list[Manifest], release: Release, *, tls: bool) -> list[M
 
 
 def cli_exec(runner: PodRunner, argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    """A command in the SuperLink pod's `cli` container."""
+    """A command in the SuperLink pod's `cli` container; `flwr` through the container's CLI server."""
     pod = next(p for p in runner.pods if CLI_CONTAINER in p.containers)
-    return runner.exec(NAMESPACE, pod.name, CLI_CONTAINER, argv, timeout=timeout)
+    if argv[0] != "flwr":
+        return runner.exec(NAMESPACE, pod.name, CLI_CONTAINER, argv, timeout=timeout)
+    container = pod.containers[CLI_CONTAINER]
+    server = CLI_SERVERS.get(container.popen.pid)
+    if server is None or server.poll() is not None:
+        program = [inspect.getsource(identity_program), (ROOT / "tests" / "cli_server.py").read_text()]
+        server = runner.attach(NAMESPACE, pod.name, CLI_CONTAINER, ["python", "-c", cli_server.BOOT, *program])
+        CLI_SERVERS[container.popen.pid] = server
+    assert server.stdin is not None and server.stdout is not None  # attach() pipes both
+    server.stdin.write(json.dumps({"argv": argv, "timeout": timeout}).encode() + b"\n")
+    server.stdin.flush()
+    answer = json.loads(server.stdout.readline() or b'{"code": -1, "stdout": "", "stderr": "the CLI server ended"}')
+    code = answer["code"] if answer["code"] is not None else -9
+    return subprocess.CompletedProcess(argv, code, answer["stdout"], answer["stderr"])
+
+
+# The CLI server (tests/cli_server.py) of each CLI container, by the container's process: a container
+# started again gets a server of its own, and a stopped runner's servers have ended (poll() is not None).
+CLI_SERVERS: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def online_supernodes(runner: PodRunner, deadline: float, expected: int) -> tuple[int, str]:

@@ -46,7 +46,9 @@ Modes:
 The registrar talks to the SuperLink through the release's own `flwr` CLI,
 configured the way that release reads it (a Flower app's pyproject.toml up to
 1.25, $FLWR_HOME/config.toml from 1.26), so the Control API is used as Flower
-intends in every release.
+intends in every release. It imports the CLI once and runs each command in a
+child forked from itself: a call costs what the command does, not the second
+or two of importing Flower that starting `flwr` costs.
 """
 
 from __future__ import annotations
@@ -54,16 +56,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import importlib.metadata
 import json
 import os
 import pathlib
+import signal
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
+import traceback
 import urllib.error
 import urllib.request
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal
 
 KEY = "supernode.key"
 PUBLIC_KEY = "supernode.pub"
@@ -85,6 +92,9 @@ RETIRED_FIELD = "retired"
 # Seconds between looks at the mounted file a waiting registrar or rekey sidecar acts on (a stat, no CPU
 # to speak of): a change the kubelet delivers is acted on within this, whatever the interval.
 WATCH_EVERY = 1.0
+# How long a `flwr` call may take before it is killed, and how often the registrar looks whether it ended.
+CLI_TIMEOUT = 60.0
+FORK_POLL = 0.02
 
 
 DIGEST_LENGTH = 16
@@ -128,6 +138,8 @@ class Cli:
     def __init__(self, work: pathlib.Path, style: str, address: str, root_certificates: str | None) -> None:
         """Write the connection where the release's CLI reads it (style: pyproject or config-toml)."""
         security = f'root-certificates = "{root_certificates}"' if root_certificates else "insecure = true"
+        # The CLI's entry point once loaded (False: not importable here, so each call starts `flwr`).
+        self.entry: Callable[[], Any] | Literal[False] | None = None
         self.home = work / "home"
         self.app = work / "app"
         self.home.mkdir(parents=True, exist_ok=True)
@@ -155,19 +167,17 @@ class Cli:
     def call(self, *argv: str) -> dict[str, Any]:
         """One command with --format json: its JSON answer, or {"success": False, "error-message": ...}."""
         env = {**os.environ, "FLWR_HOME": str(self.home), "HOME": str(self.home), "NO_COLOR": "1"}
-        try:
-            proc = subprocess.run(
-                ["flwr", "supernode", *argv, *self.target, "--format", "json"],
-                cwd=self.app,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return {"success": False, "error-message": "flwr did not answer within 60 s"}
-        return parse(proc.stdout, f"{proc.stderr.strip()} (exit {proc.returncode})")
+        args = ["supernode", *argv, *self.target, "--format", "json"]
+        if self.entry is None:
+            self.entry = load_entry_point("flwr")
+        if self.entry is False:
+            ran = run_subprocess(["flwr", *args], self.app, env, CLI_TIMEOUT)
+        else:
+            ran = run_forked(self.entry, ["flwr", *args], self.app, env, CLI_TIMEOUT)
+        if ran is None:
+            return {"success": False, "error-message": f"flwr did not answer within {CLI_TIMEOUT:.0f} s"}
+        code, stdout, stderr = ran
+        return parse(stdout, f"{stderr.strip()} (exit {code})")
 
     def register(self, public_key: pathlib.Path) -> tuple[bool, str, str | None]:
         """Whether the SuperLink now knows the key, what it said, and the new node's ID if it just registered."""
@@ -179,6 +189,98 @@ class Cli:
         if IN_USE in message.lower():
             return True, "already registered", None
         return False, message.strip().replace("\n", " "), None
+
+
+def load_entry_point(name: str) -> Callable[[], Any] | Literal[False]:
+    """The console script `name` of this interpreter, imported once; False if this Python cannot load it.
+
+    Importing the CLI is most of what a `flwr` call costs (one to two CPU seconds for
+    Flower and its dependencies, against tens of milliseconds for the call itself).
+    """
+    try:
+        found = importlib.metadata.entry_points(group="console_scripts", name=name)
+        entry = next(iter(found)).load()
+    except Exception as error:  # any failure to import means: start the command instead
+        print(f"{name} runs as a command: its entry point does not load here ({error!r})", flush=True)
+        return False
+    return entry if callable(entry) else False
+
+
+def run_forked(
+    entry: Callable[[], Any], argv: list[str], cwd: pathlib.Path, env: dict[str, str], timeout: float
+) -> tuple[int, str, str] | None:
+    """Run a loaded console script as its command would run: (exit code, stdout, stderr), None past timeout.
+
+    The child is forked from this process, which imported the script once, so
+    a call costs what the command does, not its imports; and being a process
+    of its own, it leaves nothing behind (connections, changed globals) and
+    can be killed at the timeout. This process holds no thread and no gRPC
+    channel (the children make their own), so the fork is safe. Its output
+    goes to unnamed files in cwd (the containers' root filesystems are
+    read-only and have no /tmp), which a pipe could not hold unread.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with tempfile.TemporaryFile(dir=cwd) as out, tempfile.TemporaryFile(dir=cwd) as err:
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            code = 1
+            try:
+                os.dup2(out.fileno(), 1)
+                os.dup2(err.fileno(), 2)
+                # The streams too, should this process have replaced them with objects of its own.
+                sys.stdout = open(1, "w", closefd=False)
+                sys.stderr = open(2, "w", closefd=False)
+                os.chdir(cwd)
+                os.environ.clear()
+                os.environ.update(env)
+                sys.argv = argv
+                code = _exit_code(entry)
+            except BaseException:  # whatever happens, the child reports it and exits
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        deadline = time.monotonic() + timeout
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return None
+            time.sleep(FORK_POLL)
+        out.seek(0)
+        err.seek(0)
+        code = os.waitstatus_to_exitcode(status)
+        return code, out.read().decode(errors="replace"), err.read().decode(errors="replace")
+
+
+def _exit_code(entry: Callable[[], Any]) -> int:
+    """Run a console script's entry point: the exit code its command would return."""
+    try:
+        result = entry()
+    except SystemExit as exit_:
+        result = exit_.code
+    if result is None:
+        return 0
+    if isinstance(result, int):
+        return result
+    print(result, file=sys.stderr)  # sys.exit("message"), as the command would print it
+    return 1
+
+
+def run_subprocess(
+    argv: list[str], cwd: pathlib.Path, env: dict[str, str], timeout: float
+) -> tuple[int, str, str] | None:
+    """The command as a process of its own: (exit code, stdout, stderr), None past timeout."""
+    try:
+        proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return None
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def parse(stdout: str, fallback: str) -> dict[str, Any]:
