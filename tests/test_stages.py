@@ -138,9 +138,11 @@ def test_every_control_plane_waits_for_its_own_minor_and_kubectl():
         assert f"go-kube-{minors[-1]}" in needs, "kubectl is built with the newest minor"
     for stage in table.values():
         assert set(stage.needs) <= set(table), stage.name
-    # One control plane at a time, newest first: two at once overloaded two cores.
-    for newer, older in zip(reversed(minors), list(reversed(minors))[1:], strict=False):
-        assert f"e2e-{newer}" in table[f"e2e-{older}"].needs
+    # The control planes side by side (one after the other, they were the critical path), a little
+    # behind the real Flower processes, the longest stage beside them.
+    for minor in minors:
+        assert not any(n.startswith("e2e-") for n in table[f"e2e-{minor}"].needs), minor
+        assert table[f"e2e-{minor}"].nice > table["unit-flower"].nice, minor
     # Real Flower processes beside the control planes' cold builds made those builds, the critical path, slower.
     assert {f"go-kube-{m}" for m in minors} <= set(table["unit-flower"].needs)
     # The judges built from the control planes' modules wait for those, to reuse their compiled packages.
