@@ -90,11 +90,10 @@ def stages() -> dict[str, Stage]:
                          pytest=True, nice=2))  # fmt: skip
     table = [
         Stage("venv", [MAKE, "--no-print-directory", ".venv/.installed"]),
-        # Only the unit stages need them. A little behind the control planes' builds (cold,
-        # -j3 pip installs at nice 0 took as much CPU as the critical path for their first
-        # eight minutes), level with the planes: warm, the real Flower processes wait for
-        # them (at the lowest weight, beside both planes starting, they took 7m44s, fd5f314).
-        Stage("flower-venvs", [MAKE, "--no-print-directory", "-j3", "flower-venvs"], needs=("venv",), nice=2),
+        # Only the unit stages need them, and those start once the control planes' builds
+        # are done: behind the builds, not beside them (cold, -j3 pip installs at nice 0
+        # took as much CPU as the critical path for their first eight minutes).
+        Stage("flower-venvs", [MAKE, "--no-print-directory", "-j3", "flower-venvs"], needs=("venv",), nice=10),
         # The critical path: the control plane's binaries, then the e2e. The
         # Crossplane CLI first of its module: Crossplane and crane (go-e2e) and
         # the unit suite's tools build on what it compiled, where building
@@ -114,27 +113,14 @@ def stages() -> dict[str, Stage]:
         # go-kube-1.35 from 12m48s to 16m12s and started the 1.30 plane 9 minutes later.
         # Then they share the CPU evenly with the control plane: they wait on Flower's
         # timeouts, and at a fifth of its weight two of them timed out (warm, 0ab59a5).
-        # Two at a time, each pod runner in a lane of its own: node authentication's tests
-        # (and the strangers', which run it) mostly wait on its intervals and grace periods,
-        # and one after the other with the rest they were the suite's longest chain
-        # (fd5f314: unit-flower took 37m11s, its 9 first tests 20 minutes). Not more: three at a
-        # time, when each `flwr` call imported Flower, took 28 CPU minutes in 35 and timed
-        # out seven tests whose SuperNodes could not come online in time (warm, f937252).
-        *(
-            Stage(
-                name,
-                [
-                    MAKE,
-                    "--no-print-directory",
-                    "unit-run",
-                    "UNIT_MARKS=podrunner",
-                    "UNIT_WORKERS=0",
-                    f"PYTEST_ARGS={' '.join(f'tests/{m}.py' for m in modules)}",
-                ],
-                needs=("venv", "flower-venvs", *(k.name for k in kube)),
-                pytest=True,
-            )
-            for name, modules in PODRUNNER_STAGES.items()
+        # One at a time: the suite is CPU-bound (stage CPU times), and three at a time
+        # (each pod runner in a lane of its own) took 28 CPU minutes in 35 and timed out
+        # seven tests whose SuperNodes could not come online in time (warm, f937252).
+        Stage(
+            "unit-flower",
+            [MAKE, "--no-print-directory", "unit-run", "UNIT_MARKS=podrunner", "UNIT_WORKERS=0"],
+            needs=("venv", "flower-venvs", *(k.name for k in kube)),
+            pytest=True,
         ),
         Stage(
             "unit",
@@ -148,15 +134,9 @@ def stages() -> dict[str, Stage]:
     return {s.name: s for s in table}
 
 
-# The stages of the tests that run real Flower processes (marked podrunner), by module.
-PODRUNNER_STAGES = {
-    "unit-flower-auth": ("test_real_node_auth", "test_real_strangers"),
-    "unit-flower": ("test_real_flower", "test_podrunner"),
-}
-
 GOALS = {
     "test": None,  # every stage
-    "unit": ("lint", "unit", *PODRUNNER_STAGES),
+    "unit": ("lint", "unit", "unit-flower"),
     "e2e": tuple(f"e2e-{m}" for m in _kube_minors()),
 }
 

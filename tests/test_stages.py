@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-import conftest
 from peers import hack_module
 
 stages = hack_module("stages")
@@ -140,28 +139,15 @@ def test_every_control_plane_waits_for_its_own_minor_and_kubectl():
     for stage in table.values():
         assert set(stage.needs) <= set(table), stage.name
     # The control planes side by side (one after the other, they were the critical path), a little
-    # behind the real Flower processes, the longest stages beside them.
+    # behind the real Flower processes, the longest stage beside them.
     for minor in minors:
         assert not any(n.startswith("e2e-") for n in table[f"e2e-{minor}"].needs), minor
-        for name in stages.PODRUNNER_STAGES:
-            assert table[f"e2e-{minor}"].nice > table[name].nice, (minor, name)
-    for name in stages.PODRUNNER_STAGES:
-        # Real Flower processes beside the control planes' cold builds made those builds, the critical path, slower.
-        assert {f"go-kube-{m}" for m in minors} <= set(table[name].needs)
-        assert name in stages.GOALS["unit"]
-
+        assert table[f"e2e-{minor}"].nice > table["unit-flower"].nice, minor
+    # Real Flower processes beside the control planes' cold builds made those builds, the critical path, slower.
+    assert {f"go-kube-{m}" for m in minors} <= set(table["unit-flower"].needs)
     # The judges built from the control planes' modules wait for those, to reuse their compiled packages.
     assert {f"go-kube-{m}" for m in minors} <= set(table["go-unit-kube"].needs)
     assert "go-unit-kube" in table["unit"].needs
-
-
-def test_every_real_flower_module_runs_in_exactly_one_stage():
-    modules = [m for ms in stages.PODRUNNER_STAGES.values() for m in ms]
-    assert sorted(modules) == sorted(set(modules)), "a module in two stages runs twice"
-    assert set(modules) == set(conftest.PODRUNNER_MODULES), "a podrunner module no stage runs would never run"
-    for name, ms in stages.PODRUNNER_STAGES.items():
-        command = " ".join(stages.stages()[name].command)
-        assert all(f"tests/{m}.py" in command for m in ms), name
 
 
 def _members(group: pathlib.Path) -> str:
