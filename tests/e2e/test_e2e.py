@@ -849,9 +849,10 @@ def test_workload_deleted_by_hand_comes_back(plane):
 
 
 def test_no_generation_moves_while_idle(plane):
-    # Two idle minutes, polled every 15 seconds, as Crossplane polls (eight
-    # reconciles of every Federation, two polls of every Object by the
-    # provider): any change would roll pods
+    # Two idle minutes, looked at every 15 seconds: Crossplane reconciles every
+    # Federation at the function's response TTL (60 s; with realtime
+    # compositions it does not poll XRs) and on its Objects' events, and the
+    # provider polls every Object once a minute. Any change would roll pods
     # for nothing.
     composites = [o["metadata"]["name"] for o in plane.hub.get("xfederations.flower.crossplane.io")]
     before = generations_of(plane, composites)
