@@ -817,15 +817,19 @@ class PodRunner:
             self._forwards[target] = self._proxy.forward(*target)
         return self._forwards[target]
 
-    def exec(
-        self, namespace: str, pod: str, container: str, argv: list[str], timeout: float = 60
-    ) -> subprocess.CompletedProcess[str]:
-        """Run argv in a running container (its namespaces, root, user and env), as `kubectl exec` does."""
+    def _exec_spec(self, namespace: str, pod: str, container: str, argv: list[str]) -> tuple[Container, Manifest]:
+        """A running container and the exec helper's spec for argv in it (its namespaces, root, user and env)."""
         target = self.pod(namespace, pod).containers[container]
         if not target.running():
             msg = f"{namespace}/{pod}/{container} is not running:\n{_tail(target.log)}"
             raise RuntimeError(msg)
-        spec = {**target.spec, "target": target.popen.pid, "argv": argv}
+        return target, {**target.spec, "target": target.popen.pid, "argv": argv}
+
+    def exec(
+        self, namespace: str, pod: str, container: str, argv: list[str], timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """Run argv in a running container (its namespaces, root, user and env), as `kubectl exec` does."""
+        target, spec = self._exec_spec(namespace, pod, container, argv)
         path = target.log.with_suffix(".exec.json")
         proc = _helper("exec", spec, path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
@@ -840,11 +844,7 @@ class PodRunner:
     def attach(self, namespace: str, pod: str, container: str, argv: list[str]) -> subprocess.Popen[bytes]:
         """Start argv in a running container with its stdin and stdout piped to the caller, as
         `kubectl exec -i` does; it ends with the container (its stderr goes to the container's log)."""
-        target = self.pod(namespace, pod).containers[container]
-        if not target.running():
-            msg = f"{namespace}/{pod}/{container} is not running:\n{_tail(target.log)}"
-            raise RuntimeError(msg)
-        spec = {**target.spec, "target": target.popen.pid, "argv": argv}
+        target, spec = self._exec_spec(namespace, pod, container, argv)
         path = target.log.with_suffix(".attach.json")
         with target.log.open("ab") as log:
             proc = _helper("exec", spec, path, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.PIPE)

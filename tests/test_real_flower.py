@@ -265,8 +265,7 @@ def cli_exec(runner: PodRunner, argv: list[str], timeout: float = 30) -> subproc
     container = pod.containers[CLI_CONTAINER]
     server = CLI_SERVERS.get(container.popen.pid)
     if server is None or server.poll() is not None:
-        program = [inspect.getsource(identity_program), (ROOT / "tests" / "cli_server.py").read_text()]
-        server = runner.attach(NAMESPACE, pod.name, CLI_CONTAINER, ["python", "-c", cli_server.BOOT, *program])
+        server = runner.attach(NAMESPACE, pod.name, CLI_CONTAINER, ["python", "-c", cli_server.BOOT, *CLI_PROGRAM])
         CLI_SERVERS[container.popen.pid] = server
     assert server.stdin is not None and server.stdout is not None  # attach() pipes both
     server.stdin.write(json.dumps({"argv": argv, "timeout": timeout}).encode() + b"\n")
@@ -276,6 +275,8 @@ def cli_exec(runner: PodRunner, argv: list[str], timeout: float = 30) -> subproc
     return subprocess.CompletedProcess(argv, code, answer["stdout"], answer["stderr"])
 
 
+# What a CLI server runs: identity_program's source (its forked calls), then tests/cli_server.py's.
+CLI_PROGRAM = (inspect.getsource(identity_program), (ROOT / "tests" / "cli_server.py").read_text())
 # The CLI server (tests/cli_server.py) of each CLI container, by the container's process: a container
 # started again gets a server of its own, and a stopped runner's servers have ended (poll() is not None).
 CLI_SERVERS: dict[int, subprocess.Popen[bytes]] = {}
