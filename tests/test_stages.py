@@ -190,3 +190,40 @@ def test_a_stage_runs_in_a_cpu_group_weighted_as_its_nice_value():
         cpu.close()
     assert not cpu.parent.exists(), "the run's groups are removed once empty"
     assert cpu.accounting is None or not cpu.accounting.exists()
+
+
+def test_what_a_stage_alone_waits_for_runs_at_that_stage_weight(logs, capsys):
+    """A stage set behind (nice 10) that becomes all a stage in front (nice 0) waits for takes its weight."""
+    cpu = stages.CpuShares()
+    if cpu.parent is None:
+        pytest.skip("no writable CPU controller (needs root)")
+    cpu.close()
+    # The stage reads its own group's weight, as the kernel sees it, until it changes (or 20 s pass).
+    read_weight = (
+        "import pathlib, time\n"
+        "line = next(l for l in open('/proc/self/cgroup') if ':cpu,' in l or ':cpu:' in l or l.startswith('0::'))\n"
+        "rel = line.strip().split(':', 2)[2]\n"
+        "knob = next(p for p in (pathlib.Path('/sys/fs/cgroup/cpu' + rel, 'cpu.shares'),"
+        " pathlib.Path('/sys/fs/cgroup' + rel, 'cpu.weight')) if p.exists())\n"
+        "first = knob.read_text().strip()\n"
+        "end = time.monotonic() + 20\n"
+        "while knob.read_text().strip() == first and time.monotonic() < end: time.sleep(0.05)\n"
+        "print(first, knob.read_text().strip())\n"
+    )
+    table = {
+        "behind": stages.Stage("behind", python(read_weight), nice=10),
+        "other": stages.Stage("other", python("import time; time.sleep(1)")),
+        "front": stages.Stage("front", python("pass"), needs=("behind", "other")),
+        "low": stages.Stage("low", python("import time; time.sleep(1)"), nice=10),
+        "lower": stages.Stage("lower", python("pass"), needs=("low",), nice=10),
+    }
+    assert stages.Runner(table).run() == 0
+    first, then = (logs / "logs" / "behind.log").read_text().split()
+    shares = cpu.knob == "cpu.shares"
+    assert (first, then) == (("110", "1024") if shares else ("10", "100")), "behind kept its own weight"
+    out = capsys.readouterr().out
+    # Not while front waited for other too (that one runs at front's own weight already)...
+    assert out.index("other: passed") < out.index("behind: at front's weight (nice 0)"), out
+    # ...and a stage behind lends nothing to one as far behind as itself.
+    assert "low: at lower's weight" not in out
+    assert table["low"].nice_now == 10
