@@ -145,6 +145,16 @@ def test_remote_pools_without_fleet_cidrs_are_warned_about():
     assert not any("fleetCIDRs" in w for w in warnings(REMOTE))
 
 
+def test_warnings_reach_the_claim_too():
+    # Crossplane records a result targeted at both on the XR and on its claim, where a claim's user looks.
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.update(xr({**REMOTE, "networkPolicy": {}}))
+    req.input.update(ANY_NAMESPACE_POLICY)
+    results = [r for r in fn.run(req).results if r.severity == fnv1.SEVERITY_WARNING]
+    assert results
+    assert {r.target for r in results} == {fnv1.TARGET_COMPOSITE_AND_CLAIM}
+
+
 # -- every example, judged whole ---------------------------------------------------------------
 # The intended matrix, written once: SuperNodes reach the SuperLink on the Fleet ports pools
 # dial, DNS, and only what their spec opens (HTTPS for dependency installation, the user's

@@ -124,7 +124,10 @@ def _answer(
         )
     response.set_conditions(rsp, *report.conditions)
     for warning in report.warnings:
-        response.warning(rsp, warning)
+        # Crossplane makes each an event; on the claim too, where a claim's user looks (`kubectl describe`).
+        rsp.results.append(
+            fnv1.Result(severity=fnv1.SEVERITY_WARNING, message=warning, target=fnv1.TARGET_COMPOSITE_AND_CLAIM)
+        )
 
 
 def _require_policy(rsp: fnv1.RunFunctionResponse, given: policy.Policy) -> None:

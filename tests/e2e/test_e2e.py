@@ -33,7 +33,8 @@ from controlplane import (
     wait_for,
 )
 from function.api import names, policy
-from function.builders import identity, identity_program, netpol, published_keys
+from function.api.validation import parse
+from function.builders import identity, identity_program, netpol, published_keys, superlink
 from peers import CLAIMS, INVALID, ROOT, hack_module, load_all
 
 build_image = hack_module("build_image")
@@ -456,6 +457,27 @@ def check_status(plane: ControlPlane, path: pathlib.Path, claim: dict[str, Any])
         spec["isolationMode"],
         f"{total}/{total}",
     )
+    check_warnings(plane, path, name, namespace)
+
+
+def check_warnings(plane: ControlPlane, path: pathlib.Path, name: str, namespace: str) -> None:
+    """An exposed Fleet API is warned about on the claim, where its user looks (`kubectl describe`), and
+    nowhere else: Crossplane records the function's warning results as events."""
+
+    def warned() -> list[str]:
+        return [
+            e["message"]
+            for e in plane.hub.get("events", namespace=namespace)
+            if e["type"] == "Warning"
+            and (e["involvedObject"].get("kind"), e["involvedObject"].get("name")) == ("Federation", name)
+        ]
+
+    expected = superlink.exposure_warnings(parse(claim_of(path)["spec"]))
+    for message in expected:
+        wait_for(f"{path.name}: the event {message!r} on the claim", lambda m=message: any(m in w for w in warned()),
+                 timeout=60)  # fmt: skip
+    if not expected:
+        assert not [w for w in warned() if "Fleet API" in w or "every address" in w], path.name
 
 
 def publish_key(
