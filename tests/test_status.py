@@ -90,6 +90,7 @@ AUXILIARY = (
     "identity-program-",
     "supernode-keys-",
     "superlink-authorized-keys",
+    "superlink-fleet-proxy",  # from Flower 1.40: the Fleet-only proxy's configuration
     "superlink-registrations",
     "superlink-serviceaccount",
 )
