@@ -386,7 +386,13 @@ class Tools:
         return out.stdout.split()[-1]  # "Kubernetes v1.35.4"
 
 
-PLATFORM_POLICY = pathlib.Path(__file__).resolve().parents[2] / "examples" / "policy" / "gpu-platform.yaml"
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+PLATFORM_POLICY = EXAMPLES / "policy" / "gpu-platform.yaml"
+# As a platform team installs it: the provider's ServiceAccount, its rights, the ProviderConfig `default`.
+PROVIDER_INSTALL = EXAMPLES / "install" / "provider-kubernetes.yaml"
+# The ServiceAccount PROVIDER_INSTALL's runtime gives the provider, and the name its token's server goes by.
+PROVIDER_SERVICE_ACCOUNT = "provider-kubernetes"
+IN_CLUSTER_HOST = "kubernetes.default.svc"
 
 
 def platform_policy(rules: dict[str, Any]) -> dict[str, Any]:
@@ -721,13 +727,24 @@ class ControlPlane:
         self.provider_net.up()
         kubeconfig = self.workdir / "provider.kubeconfig"
         kubeconfig.write_text(self.provider_kubeconfig(hub))
+        identity, hosts, port = self._injected_identity()
+        # InjectedIdentity, as in a pod: the ServiceAccount's token and the cluster's CA where client-go's
+        # in-cluster configuration reads them, the API server under a name its certificate holds. Mounted in
+        # the provider's own mount namespace (ip netns exec makes one): nothing changes on the host.
+        mounts = (
+            'mount --bind "$0" /etc/hosts && mount -t tmpfs tmpfs /run && '
+            "mkdir -p /run/secrets/kubernetes.io/serviceaccount && "
+            'mount --bind "$1" /run/secrets/kubernetes.io/serviceaccount && shift && exec "$@"'
+        )
         self.spawn(
             "provider-kubernetes",
-            [shutil.which("ip") or "ip", "netns", "exec", self.provider_net.name,
+            [shutil.which("ip") or "ip", "netns", "exec", self.provider_net.name, "sh", "-c", mounts,
+             str(hosts), str(identity),
              self.tools.provider_kubernetes, f"--poll={PROVIDER_POLL}", "--enable-management-policies",
              "--enable-watches"],
             env={"KUBECONFIG": str(kubeconfig), "POD_NAMESPACE": CROSSPLANE_NS,
-                 "TLS_SERVER_CERTS_DIR": str(webhook)},
+                 "TLS_SERVER_CERTS_DIR": str(webhook),
+                 "KUBERNETES_SERVICE_HOST": IN_CLUSTER_HOST, "KUBERNETES_SERVICE_PORT": port},
         )  # fmt: skip
         # One kubeconfig Secret and ProviderConfig per cluster name the examples use.
         secrets = [
@@ -738,13 +755,39 @@ class ControlPlane:
         hub.apply(*secrets)
         wait_for("provider-kubernetes' CRDs", lambda: hub.get("crd", "providerconfigs.kubernetes.crossplane.io"))
 
+    def _injected_identity(self) -> tuple[pathlib.Path, pathlib.Path, str]:
+        """What a pod of the provider's ServiceAccount has: a folder with its token and the hub's CA, a
+        hosts file naming the hub's API server as seen from the provider's network, and the server's port.
+
+        The ServiceAccount is made here, as the package manager makes it from PROVIDER_INSTALL's runtime.
+        """
+        hub = self.hub
+        hub.apply({"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": PROVIDER_SERVICE_ACCOUNT, "namespace": CROSSPLANE_NS}})  # fmt: skip
+        token = hub.kubectl("create", "token", PROVIDER_SERVICE_ACCOUNT, "-n", CROSSPLANE_NS, "--duration=24h")
+        config = yaml.safe_load(self.provider_kubeconfig(hub))["clusters"][0]["cluster"]
+        folder = self.workdir / "provider-identity"
+        folder.mkdir(exist_ok=True)
+        (folder / "token").write_text(token.strip())
+        (folder / "ca.crt").write_bytes(base64.b64decode(config["certificate-authority-data"]))
+        (folder / "namespace").write_text(CROSSPLANE_NS)
+        host, _, port = config["server"].removeprefix("https://").rpartition(":")
+        hosts = self.workdir / "provider-hosts"
+        hosts.write_text(f"127.0.0.1 localhost\n{host} {IN_CLUSTER_HOST}\n")
+        return folder, hosts, port
+
     def provider_configs(self) -> list[dict[str, Any]]:
-        """ProviderConfigs for every cluster name the examples use: hub names the hub."""
-        configs = []
-        for name, secret in [("default", "hub-kubeconfig"), ("hub", "hub-kubeconfig"),
-                             ("spoke-eu", "spoke-kubeconfig"), ("spoke-us", "spoke-kubeconfig"),
-                             ("spoke-edge", "spoke-kubeconfig"),
-                             *((site, f"{site}-kubeconfig") for site in SITES)]:  # fmt: skip
+        """The examples' ProviderConfigs as they are, with their Secrets, and one per site: the hub's
+        (`default`, `hub`) act with the provider's ServiceAccount and the rights PROVIDER_INSTALL grants it."""
+        examples = [d for path in (PROVIDER_INSTALL, EXAMPLES / "multicluster" / "providerconfigs.yaml")
+                    for d in yaml.safe_load_all(path.read_text()) if d]  # fmt: skip
+        secrets = [
+            _kubeconfig_secret(secret["name"], self.provider_kubeconfig(self.cluster_of(d["metadata"]["name"])))
+            for d in examples
+            if d["kind"] == "ProviderConfig" and (secret := d["spec"]["credentials"].get("secretRef"))
+        ]
+        configs = [*secrets, *examples]
+        for name, secret in ((site, f"{site}-kubeconfig") for site in SITES):
             configs.append({
                 "apiVersion": "kubernetes.crossplane.io/v1alpha1",
                 "kind": "ProviderConfig",

@@ -438,7 +438,7 @@ def check_status(plane: ControlPlane, path: pathlib.Path, claim: dict[str, Any])
         assert condition(claim, kind).get("status") == "True", (path.name, kind, claim["status"]["conditions"])
     # The function's own conditions are on the composite (claims show Crossplane's).
     for kind in ("Ready", "Synced", "SuperLinkReady", "SuperNodesReady"):
-        assert condition(composite, kind).get("status") == "True", (path.name, kind, composite["status"])
+        assert condition(composite, kind).get("status") == "True", (path.name, kind, composite["status"]["conditions"])
     # With node authentication every SuperNode makes its own key: each ready one has it registered.
     authenticated = (spec.get("nodeAuthentication") or {}).get("enabled", False)
     assert status.get("registeredSupernodes") == (total if authenticated else None), path.name
