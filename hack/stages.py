@@ -219,23 +219,19 @@ class CpuShares:
         """The stage's group, weighted; None when there is no CPU controller to use."""
         if self.parent is None:
             return None
-        path = self.parent / stage.name
-        try:
-            path.mkdir(exist_ok=True)
-        except OSError:
-            return None
-        return path if self.weigh(stage, stage.nice) else None
+        # Its weight now: one lent before its process started (Runner._inherit) stays.
+        return self.parent / stage.name if self.weigh(stage, stage.nice_now) else None
 
     def weigh(self, stage: Stage, nice: int) -> bool:
-        """Give the stage's group the weight of this nice value; False when there is no group to weigh."""
+        """Give the stage's group (made if need be) the weight of this nice value; False without one."""
         if self.parent is None:
             return False
         weight = NICE_WEIGHT[min(max(nice, 0), 10)]
+        path = self.parent / stage.name
         try:
+            path.mkdir(exist_ok=True)
             # cgroup v2's cpu.weight is on a scale of 100 where v1's cpu.shares is on one of 1024.
-            (self.parent / stage.name / self.knob).write_text(
-                str(weight if self.knob == "cpu.shares" else max(1, weight * 100 // 1024))
-            )
+            (path / self.knob).write_text(str(weight if self.knob == "cpu.shares" else max(1, weight * 100 // 1024)))
         except OSError:
             return False
         return True
@@ -325,11 +321,13 @@ class Runner:
     def _inherit(self) -> None:
         """Run what a stage still waits for at that stage's weight, once nothing else holds it back.
 
-        Priority inheritance: a stage set behind the others (flower-venvs, nice 10, so that cold
-        it does not slow the control planes' builds) can become all a stage in front (unit-flower,
-        the longest) still waits for. Warm, the builds end in two minutes and flower-venvs, behind
-        both control planes, then took 7m49s for 1m55s of CPU while the longest stage waited.
-        Only with CPU groups: a running process tree's nice values are not changed.
+        Priority inheritance: a stage set behind the others (flower-venvs, nice 10) can become all
+        a stage in front (unit-flower, the longest) still waits for. Warm, the builds end in two
+        minutes and flower-venvs, behind both control planes, then took 7m49s for 1m55s of CPU
+        while the longest stage waited. Every stage that runs while the one in front waits for
+        nothing else takes its weight: cold, unit-flower waits for both control planes' builds
+        and the venvs from the start, and it needs all of them anyway. Only with CPU groups: a
+        running process tree's nice values are not changed.
         """
         for stage in self.table.values():
             if stage.state != "waiting":

@@ -198,32 +198,48 @@ def test_what_a_stage_alone_waits_for_runs_at_that_stage_weight(logs, capsys):
     if cpu.parent is None:
         pytest.skip("no writable CPU controller (needs root)")
     cpu.close()
-    # The stage reads its own group's weight, as the kernel sees it, until it changes (or 20 s pass).
-    read_weight = (
-        "import pathlib, time\n"
-        "line = next(l for l in open('/proc/self/cgroup') if ':cpu,' in l or ':cpu:' in l or l.startswith('0::'))\n"
-        "rel = line.strip().split(':', 2)[2]\n"
-        "knob = next(p for p in (pathlib.Path('/sys/fs/cgroup/cpu' + rel, 'cpu.shares'),"
-        " pathlib.Path('/sys/fs/cgroup' + rel, 'cpu.weight')) if p.exists())\n"
-        "first = knob.read_text().strip()\n"
-        "end = time.monotonic() + 20\n"
-        "while knob.read_text().strip() == first and time.monotonic() < end: time.sleep(0.05)\n"
-        "print(first, knob.read_text().strip())\n"
-    )
+
+    read = logs / "read"  # behind's first reading is taken: gate may end
+
+    def read_weight(*, until_changed: bool) -> list[str]:
+        """A stage that prints its own group's weight, as the kernel has it: at once, or once it changed (30 s)."""
+        return python(
+            "import pathlib, time\n"
+            "line = next(l for l in open('/proc/self/cgroup') if ':cpu,' in l or ':cpu:' in l or l.startswith('0::'))\n"
+            "rel = line.strip().split(':', 2)[2]\n"
+            "knob = next(p for p in (pathlib.Path('/sys/fs/cgroup/cpu' + rel, 'cpu.shares'),"
+            " pathlib.Path('/sys/fs/cgroup' + rel, 'cpu.weight')) if p.exists())\n"
+            "first = knob.read_text().strip()\n"
+            f"pathlib.Path({str(read)!r}).touch()\n"
+            f"end = time.monotonic() + {30 if until_changed else 0}\n"
+            "while knob.read_text().strip() == first and time.monotonic() < end: time.sleep(0.05)\n"
+            "print(first, knob.read_text().strip())\n"
+        )
+
     table = {
-        "behind": stages.Stage("behind", python(read_weight), nice=10),
-        "other": stages.Stage("other", python("import time; time.sleep(1)")),
-        "front": stages.Stage("front", python("pass"), needs=("behind", "other")),
+        # front waits for behind and for later, which waits for gate: behind is lent front's weight
+        # only once later runs too (until then front waits for more than what runs).
+        "behind": stages.Stage("behind", read_weight(until_changed=True), nice=10),
+        # On a busy machine a stage at weight 110 may take seconds to start: gate ends once it has read.
+        "gate": stages.Stage(
+            "gate", python(f"import os, time\nwhile not os.path.exists({str(read)!r}): time.sleep(0.05)")
+        ),
+        "later": stages.Stage("later", python("import time; time.sleep(1)"), needs=("gate",)),
+        "front": stages.Stage("front", python("pass"), needs=("behind", "later")),
+        # A stage behind lends nothing to one as far behind as itself.
         "low": stages.Stage("low", python("import time; time.sleep(1)"), nice=10),
         "lower": stages.Stage("lower", python("pass"), needs=("low",), nice=10),
+        # Lent the moment it starts, before its process (and maybe its group) exists: nothing changes
+        # afterwards to lend it again, and its own start must not take the lent weight back.
+        "first": stages.Stage("first", python("pass")),
+        "started": stages.Stage("started", read_weight(until_changed=False), needs=("first", "gate"), nice=10),
+        "waiter": stages.Stage("waiter", python("pass"), needs=("started",)),
     }
     assert stages.Runner(table).run() == 0
-    first, then = (logs / "logs" / "behind.log").read_text().split()
-    shares = cpu.knob == "cpu.shares"
-    assert (first, then) == (("110", "1024") if shares else ("10", "100")), "behind kept its own weight"
+    own, lent = ("110", "1024") if cpu.knob == "cpu.shares" else ("10", "100")
+    assert (logs / "logs" / "behind.log").read_text().split() == [own, lent], "behind kept its own weight"
+    assert (logs / "logs" / "started.log").read_text().split() == [lent, lent], "started ran at its own weight"
     out = capsys.readouterr().out
-    # Not while front waited for other too (that one runs at front's own weight already)...
-    assert out.index("other: passed") < out.index("behind: at front's weight (nice 0)"), out
-    # ...and a stage behind lends nothing to one as far behind as itself.
+    assert "behind: at front's weight (nice 0), all it waits for" in out
     assert "low: at lower's weight" not in out
     assert table["low"].nice_now == 10
