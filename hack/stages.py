@@ -324,20 +324,19 @@ class Runner:
         Priority inheritance: a stage set behind the others (flower-venvs, nice 10) can become all
         a stage in front (unit-flower, the longest) still waits for. Warm, the builds end in two
         minutes and flower-venvs, behind both control planes, then took 7m49s for 1m55s of CPU
-        while the longest stage waited. Every stage that runs while the one in front waits for
-        nothing else takes its weight: cold, unit-flower waits for both control planes' builds
-        and the venvs from the start, and it needs all of them anyway. Only with CPU groups: a
-        running process tree's nice values are not changed.
+        while the longest stage waited. One stage alone, not all a waiting stage needs: cold,
+        unit-flower needs both control planes' builds from the start, and lending the 1.30 build
+        its weight then slowed the 1.35 build and Crossplane's, and both planes started 16 minutes
+        later. Only with CPU groups: a running process tree's nice values are not changed.
         """
         for stage in self.table.values():
             if stage.state != "waiting":
                 continue
             pending = [self.table[n] for n in stage.needs if self.table[n].state != "passed"]
-            if pending and all(n.state == "running" for n in pending):
-                for need in pending:
-                    if stage.nice < need.nice_now and self.cpu.weigh(need, stage.nice):
-                        need.nice_now = stage.nice
-                        self.say(f"{need.name}: at {stage.name}'s weight (nice {stage.nice}), all it waits for")
+            if len(pending) == 1 and (need := pending[0]).state == "running":
+                if stage.nice < need.nice_now and self.cpu.weigh(need, stage.nice):
+                    need.nice_now = stage.nice
+                    self.say(f"{need.name}: at {stage.name}'s weight (nice {stage.nice}), all it waits for")
 
     def _run(self, stage: Stage) -> None:
         with self.lock:  # one line at a time: stages start together

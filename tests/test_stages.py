@@ -218,7 +218,7 @@ def test_what_a_stage_alone_waits_for_runs_at_that_stage_weight(logs, capsys):
 
     table = {
         # front waits for behind and for later, which waits for gate: behind is lent front's weight
-        # only once later runs too (until then front waits for more than what runs).
+        # only once later is done (until then front waits for more than behind).
         "behind": stages.Stage("behind", read_weight(until_changed=True), nice=10),
         # On a busy machine a stage at weight 110 may take seconds to start: gate ends once it has read.
         "gate": stages.Stage(
@@ -240,6 +240,7 @@ def test_what_a_stage_alone_waits_for_runs_at_that_stage_weight(logs, capsys):
     assert (logs / "logs" / "behind.log").read_text().split() == [own, lent], "behind kept its own weight"
     assert (logs / "logs" / "started.log").read_text().split() == [lent, lent], "started ran at its own weight"
     out = capsys.readouterr().out
-    assert "behind: at front's weight (nice 0), all it waits for" in out
+    # Printed as the runner goes: later's end, then what front waits for alone.
+    assert out.index("later: passed") < out.index("behind: at front's weight (nice 0), all it waits for"), out
     assert "low: at lower's weight" not in out
     assert table["low"].nice_now == 10
