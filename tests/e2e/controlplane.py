@@ -787,13 +787,13 @@ class ControlPlane:
             if d["kind"] == "ProviderConfig" and (secret := d["spec"]["credentials"].get("secretRef"))
         ]
         configs = [*secrets, *examples]
-        for name, secret in ((site, f"{site}-kubeconfig") for site in SITES):
+        for site in SITES:
             configs.append({
                 "apiVersion": "kubernetes.crossplane.io/v1alpha1",
                 "kind": "ProviderConfig",
-                "metadata": {"name": name},
+                "metadata": {"name": site},
                 "spec": {"credentials": {"source": "Secret", "secretRef": {
-                    "namespace": CROSSPLANE_NS, "name": secret, "key": "kubeconfig"}}},
+                    "namespace": CROSSPLANE_NS, "name": f"{site}-kubeconfig", "key": "kubeconfig"}}},
             })  # fmt: skip
         return configs
 
