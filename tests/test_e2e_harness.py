@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.server
 import json
 import os
@@ -11,7 +12,6 @@ import ssl
 import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 
 import pytest
@@ -51,7 +51,7 @@ def discovery(root: str) -> dict[str, object]:
 class FakeApiServer:
     """An HTTPS API server on 127.0.0.1 serving DISCOVERY and the objects put in `objects` by path.
 
-    `hang` requests get no answer (the handler sleeps past the client's timeout) before it answers again.
+    `hang` requests get no answer (the handler holds them until the client gives up) before it answers again.
     """
 
     def __init__(self, tmp_path: pathlib.Path) -> None:
@@ -70,8 +70,12 @@ class FakeApiServer:
             def do_GET(self) -> None:
                 server.paths.append(self.path)
                 if server.hang:
+                    # Held until the client gives up and closes: it sees a timeout however busy the
+                    # machine (a handler that closed first would be a dropped connection instead).
                     server.hang -= 1
-                    time.sleep(1)
+                    self.connection.settimeout(30)
+                    with contextlib.suppress(OSError):
+                        self.connection.recv(1)
                     return
                 path = urllib.parse.urlsplit(self.path).path
                 answer = discovery(path) if path in DISCOVERY else server.objects.get(path)
@@ -107,7 +111,7 @@ class FakeApiServer:
 
 @pytest.fixture
 def api(tmp_path, monkeypatch):
-    monkeypatch.setattr(controlplane.ApiReader, "TIMEOUT", 0.3)
+    monkeypatch.setattr(controlplane.ApiReader, "TIMEOUT", 1.0)  # a TLS handshake on a busy machine fits
     server = FakeApiServer(tmp_path)
     yield server
     server.close()

@@ -399,7 +399,7 @@ def test_a_supernode_cannot_reach_the_superlink_on_its_own_loopback(release: Rel
 
 # The smoke-test app users run against their Federation (docs/operations.md).
 APP = ROOT / "examples" / "app"
-RUN_TIMEOUT = 240
+RUN_TIMEOUT = 480
 
 
 def app_configmap() -> tuple[dict[str, Any], list[dict[str, str]]]:
