@@ -5,6 +5,7 @@ Shared by the tests (conftest.py, test_shutdown.py) and benchmarks/bench_load.py
 
 from __future__ import annotations
 
+import os
 import pathlib
 import socket
 import subprocess
@@ -101,6 +102,7 @@ def serve(
     env: dict[str, str] | None = None,
     timeout: float = 300,
     program: tuple[str, ...] = ("-m", "function.serving.main"),
+    cgroup: pathlib.Path | None = None,
 ) -> subprocess.Popen:
     """`python -m function.serving.main serve --address 127.0.0.1:port *args`, once it listens; its output in log.
 
@@ -111,7 +113,13 @@ def serve(
     timeout is a liveness bound, not a figure: it returns as soon as the port
     answers, but a CI machine running two control planes and real Flower beside
     the unit tests has taken over 60 s to start a function with workers.
+    cgroup is a cgroup directory the function starts in, as a container's process does.
     """
+
+    def join() -> None:
+        if cgroup is not None:
+            (cgroup / "cgroup.procs").write_text(str(os.getpid()))
+
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, *program, *command, "--address", f"127.0.0.1:{port}", *args],
@@ -119,6 +127,8 @@ def serve(
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
+            # The child only writes its pid to a cgroup file: no lock a thread could hold.
+            preexec_fn=join if cgroup is not None else None,  # noqa: PLW1509
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -6,12 +6,16 @@ function: many calls at once over one connection.
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
+import pathlib
 import shutil
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -25,7 +29,7 @@ from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
 from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
 
 import served
-from function.serving import main
+from function.serving import cpus, main
 from helpers import BASE, pool, spec, xr
 from peers import EXAMPLES, need
 
@@ -242,7 +246,40 @@ def test_a_killed_worker_fails_its_calls_alone_and_is_replaced(certs, serve):
     assert proc.wait(timeout=EXIT_SECONDS) == 0
 
 
-def test_the_runtime_config_example_sets_workers_as_the_image_reads_them(tmp_path):
+@contextlib.contextmanager
+def cpu_limited(cpus_limit: float) -> Iterator[pathlib.Path]:
+    """A new cgroup with this CPU quota, as a kubelet sets a container's CPU limit; removed after."""
+    hierarchies = [(d, v) for _, d, v in cpus.cpu_cgroups(cpus.PROC) if v == cpus.V1 or (d / "cpu.max").exists()]
+    need(bool(hierarchies) and os.geteuid() == 0, "a cgroup CPU controller this test may write (root)")
+    parent, version = hierarchies[0]
+    group = parent / f"function-limit-{os.getpid()}"
+    group.mkdir()
+    try:
+        period = 100_000
+        if version == cpus.V1:
+            (group / "cpu.cfs_period_us").write_text(str(period))
+            (group / "cpu.cfs_quota_us").write_text(str(int(cpus_limit * period)))
+        else:
+            (group / "cpu.max").write_text(f"{int(cpus_limit * period)} {period}")
+        yield group
+    finally:
+        # The server has exited; multiprocessing's resource tracker leaves once it sees that.
+        deadline = time.monotonic() + EXIT_SECONDS
+        while (group / "cgroup.procs").read_text().strip() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        group.rmdir()
+
+
+@pytest.mark.parametrize(
+    ("reason", "limit", "workers"),
+    [
+        ("the example's limit: a worker per CPU", None, 2),
+        ("a limit of one CPU composes in the server, no worker process", 1, 0),
+        ("a limit is rounded up, as Go sizes GOMAXPROCS", 1.5, 2),
+    ],
+)
+def test_the_image_starts_a_worker_per_cpu_of_its_limit(tmp_path, reason, limit, workers):
+    """The runtime config example's limit, or another, set on a real cgroup; the image's command, no workers set."""
     drc = yaml.safe_load((EXAMPLES / "install" / "deploymentruntimeconfig.yaml").read_text())
     assert (drc["apiVersion"], drc["kind"]) == ("pkg.crossplane.io/v1beta1", "DeploymentRuntimeConfig")
     template = drc["spec"]["deploymentTemplate"]["spec"]
@@ -250,30 +287,24 @@ def test_the_runtime_config_example_sets_workers_as_the_image_reads_them(tmp_pat
     [container] = template["template"]["spec"]["containers"]
     # Crossplane merges a container of this name into the one it runs.
     assert container["name"] == "package-runtime"
-    # The image's entrypoint serves with no arguments; the variable leaves them be.
-    assert "args" not in container
-    assert "command" not in container
-    env = {e["name"]: e["value"] for e in container["env"]}
-    workers = int(env["FUNCTION_WORKERS"])
-    assert workers > 1
-    assert int(container["resources"]["requests"]["cpu"]) == workers
-    # What the image runs, no command and the variable set, starts that many workers.
-    proc = served.serve(
-        "--insecure",
-        port=served.free_port(),
-        log=tmp_path / "function.log",
-        command=(),
-        env={**os.environ, **env},
-    )
-    try:
-        assert len(served.workers(proc.pid)) == workers
-    finally:
-        proc.terminate()
-        assert proc.wait(timeout=EXIT_SECONDS) == 0
+    # The image's entrypoint serves with no arguments, and auto workers: the example sets neither.
+    assert not {"args", "command", "env"} & container.keys()
+    limit = limit or float(container["resources"]["limits"]["cpu"])
+    need(len(os.sched_getaffinity(0)) >= math.ceil(limit), f"{math.ceil(limit)} CPUs")
+    env = {k: v for k, v in os.environ.items() if k != "FUNCTION_WORKERS"}
+    with cpu_limited(limit) as cgroup:
+        proc = served.serve(
+            "--insecure", port=served.free_port(), log=tmp_path / "function.log", command=(), env=env, cgroup=cgroup
+        )
+        try:
+            assert len(served.workers(proc.pid)) == workers, reason
+        finally:
+            proc.terminate()
+            assert proc.wait(timeout=EXIT_SECONDS) == 0
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "two"])
-def test_workers_must_be_a_whole_number_from_1(value):
+@pytest.mark.parametrize("value", ["0", "-1", "two", "Auto"])
+def test_workers_must_be_auto_or_a_whole_number_from_1(value):
     result = CliRunner().invoke(main.cli, ["serve", "--insecure", "--workers", value])
     assert result.exit_code == 2
     assert "Invalid value for '--workers'" in result.output

@@ -9,9 +9,27 @@ from typing import Any, TypeVar
 import click
 from crossplane.function import logging, runtime
 
+from function.serving import cpus
 from function.serving import render as renderer
 from function.serving import serve as server
 from function.serving import workers as workers_pool
+
+
+class Workers(click.ParamType[int, object]):
+    """A whole number from 1, or `auto`: the CPUs this process may use (function/serving/cpus.py)."""
+
+    name = "auto|N"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        """`auto` or a number as the count of workers."""
+        if isinstance(value, int) and value >= 1:
+            return value
+        if value == "auto":
+            return cpus.usable()
+        if isinstance(value, str) and value.isdecimal() and int(value) >= 1:
+            return int(value)
+        self.fail(f"{value!r} is neither auto nor a whole number from 1", param, ctx)
+
 
 SERVE_OPTIONS = [
     click.option("--debug", "-d", is_flag=True, help="Emit debug logs."),
@@ -34,10 +52,11 @@ SERVE_OPTIONS = [
     click.option(
         "--workers",
         envvar="FUNCTION_WORKERS",
-        type=click.IntRange(min=1),
-        default=1,
+        type=Workers(),
+        default="auto",
         show_default=True,
-        help="Worker processes composing calls in parallel, about one per CPU; 1 composes in the serving process.",
+        help="Worker processes composing calls in parallel; auto: one per CPU the container may use (its "
+        "CPU limit, else its CPUs up to 8); 1 composes in the serving process.",
     ),
 ]
 

@@ -891,10 +891,17 @@ class ControlPlane:
             msg = f"chroot starts in /, the image asks for {workdir}"
             raise NotImplementedError(msg)
         # The image has no shell and no env(1): the process gets the pod's
-        # environment and nothing of the harness's.
+        # environment and nothing of the harness's. Its /dev/shm is a fresh tmpfs, as every
+        # container runtime mounts one: the worker processes' locks are POSIX semaphores, files
+        # there, which the image's own directory (root's, 0755) refuses to the function's user.
+        # Mounted in the function's own mount namespace (ip netns exec makes one), the host's
+        # shell before the chroot: it goes with the process.
+        (self.function_rootfs / "dev" / "shm").mkdir(exist_ok=True)
+        shm = '"$1" -t tmpfs -o mode=1777,size=64m,nosuid,nodev,noexec shm "$0/dev/shm" && shift && exec "$@"'
         proc = self.spawn(
             "function",
-            [shutil.which("ip") or "ip", "netns", "exec", self.function_net.name, shutil.which("chroot") or "chroot",
+            [shutil.which("ip") or "ip", "netns", "exec", self.function_net.name, "/bin/sh", "-c", shm,
+             str(self.function_rootfs), shutil.which("mount") or "mount", shutil.which("chroot") or "chroot",
              f"--userspec={user[0]}:{user[1]}", str(self.function_rootfs), *command, *args],
             env=env,
             inherit=False,
