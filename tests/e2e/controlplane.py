@@ -266,6 +266,14 @@ class ApiReader:
         return answer if name else items
 
 
+class KubectlError(subprocess.CalledProcessError):
+    """A kubectl that failed, with what it said: a failure's report names the cause, not only the command."""
+
+    def __str__(self) -> str:
+        """The command and its exit status, then kubectl's error output."""
+        return f"{super().__str__()}\n{self.stderr}"
+
+
 @dataclass
 class Cluster:
     name: str
@@ -282,7 +290,7 @@ class Cluster:
             timeout=timeout,
         )
         if check and proc.returncode != 0:
-            raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
+            raise KubectlError(proc.returncode, proc.args, proc.stdout, proc.stderr)
         return proc.stdout
 
     def apply(self, *docs: dict[str, Any], check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -296,7 +304,7 @@ class Cluster:
             timeout=60,
         )
         if check and proc.returncode != 0:
-            raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
+            raise KubectlError(proc.returncode, proc.args, proc.stdout, proc.stderr)
         return proc
 
     @functools.cached_property
@@ -753,7 +761,11 @@ class ControlPlane:
             *(_kubeconfig_secret(f"{site}-kubeconfig", self.provider_kubeconfig(c)) for site, c in self.sites.items()),
         ]
         hub.apply(*secrets)
-        wait_for("provider-kubernetes' CRDs", lambda: hub.get("crd", "providerconfigs.kubernetes.crossplane.io"))
+        # Established, not only stored: until then `kubectl apply` of a ProviderConfig finds no such kind.
+        for crd in crds:
+            name = crd["metadata"]["name"]
+            wait_for(f"CRD {name} Established",
+                     lambda n=name: condition(hub.get("crd", n), "Established").get("status") == "True")  # fmt: skip
 
     def _injected_identity(self) -> tuple[pathlib.Path, pathlib.Path, str]:
         """What a pod of the provider's ServiceAccount has: a folder with its token and the hub's CA, a

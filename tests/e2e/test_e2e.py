@@ -24,6 +24,7 @@ from controlplane import (
     CA_ISSUER,
     CROSSPLANE_NS,
     FUNCTION,
+    PROVIDER_SERVICE_ACCOUNT,
     RELEASE,
     SITES,
     Cluster,
@@ -365,6 +366,63 @@ def test_pod_security_admission_refuses_a_privileged_pod(plane):
         else:
             msg = f"{cluster.name}: a privileged pod was admitted in a restricted namespace"
             raise AssertionError(msg)
+
+
+def as_token(cluster: Cluster, token: str, work: pathlib.Path) -> Cluster:
+    """The cluster as the holder of this token alone sees it: its kubeconfig has no client certificate."""
+    config = yaml.safe_load(cluster.kubeconfig_text())["clusters"][0]["cluster"]
+    work.mkdir(parents=True, exist_ok=True)
+    kubeconfig = work / "token.kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "token",
+        "clusters": [{"name": cluster.name, "cluster": config}],
+        "contexts": [{"name": "token", "context": {"cluster": cluster.name, "user": "token"}}],
+        "users": [{"name": "token", "user": {"token": token}}],
+    }))  # fmt: skip
+    kubeconfig.chmod(0o600)
+    return Cluster(cluster.name, kubeconfig, cluster.kubectl_bin)
+
+
+def test_the_provider_token_is_refused_what_its_role_does_not_grant(plane, tmp_path):
+    """From the seat of whoever holds provider-kubernetes' token (examples/install/provider-kubernetes.yaml, the
+    identity every Federation's Objects are applied with): it may compose what a Federation needs, and the API
+    server refuses it the rest: cluster-wide grants, rights it does not hold granted through a Role or a binding,
+    pods of its own, exec into a running one, the nodes."""
+    hub = plane.hub
+    thief = as_token(hub, hub.kubectl("create", "token", PROVIDER_SERVICE_ACCOUNT, "-n", CROSSPLANE_NS).strip(),
+                     tmp_path)  # fmt: skip
+    # The token works: what Federations compose is allowed (so each refusal below is RBAC's).
+    allowed = thief.kubectl("auth", "can-i", "create", "statefulsets.apps", "-n", "flower", check=False)
+    assert allowed.strip() == "yes", allowed
+    admin = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"}
+    subject = [{"kind": "ServiceAccount", "name": PROVIDER_SERVICE_ACCOUNT, "namespace": CROSSPLANE_NS}]
+    attempts = {
+        "a ClusterRoleBinding to cluster-admin": {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "stolen"}, "roleRef": admin, "subjects": subject},
+        "a RoleBinding to cluster-admin": {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "stolen", "namespace": "kube-system"}, "roleRef": admin, "subjects": subject},
+        "a Role granting exec, which it does not hold": {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "stolen", "namespace": "flower"},
+            "rules": [{"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]}]},
+        "a Pod": {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stolen", "namespace": "flower"},
+            "spec": {"containers": [{"name": "c", "image": "flwr/supernode:1.25.0"}]}},
+    }  # fmt: skip
+    for what, document in attempts.items():
+        refused = thief.apply(document, check=False)
+        assert refused.returncode != 0, f"{what} was admitted: {refused.stdout}"
+        assert "forbidden" in refused.stderr, (what, refused.stderr)
+    pod = hub.get("pods")[0]["metadata"]  # every namespace's: the examples' pods are there by now
+    for what, args in {"exec into a pod": ["exec", "-n", pod["namespace"], pod["name"], "--", "true"],
+                       "the nodes": ["get", "nodes"]}.items():  # fmt: skip
+        proc = subprocess.run([thief.kubectl_bin, f"--kubeconfig={thief.kubeconfig}", *args],
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        assert proc.returncode != 0, f"{what} was allowed: {proc.stdout}"
+        assert "forbidden" in proc.stderr, (what, proc.stderr)
+    assert hub.get("clusterrolebinding", "stolen") is None
 
 
 def check_pod_security(cluster: Cluster, namespace: str, path: pathlib.Path) -> None:
