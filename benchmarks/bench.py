@@ -56,8 +56,10 @@ SMOKE_POOLS = (1, 256)
 SMOKE_ITERATIONS = 3
 # What this script runs as to serve the function with the pool cap lifted (see serving).
 SERVE_FLAG = "--serve-function"
-# A fresh interpreter importing the function takes a second or two on a busy machine.
-START_TIMEOUT_SECONDS = 60
+# A liveness bound, not a figure: a fresh interpreter importing the function takes a second or
+# two of CPU, but in `make test` the unit stage runs at the lowest weight beside both control
+# planes and has taken over 60 s of wall time to do it.
+START_TIMEOUT_SECONDS = 300
 # The server's grace period (function/serving/serve.py) and its winding down.
 STOP_TIMEOUT_SECONDS = 30
 SHOWN_LOG_CHARS = 4000
