@@ -35,7 +35,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -321,6 +321,12 @@ class Cluster:
 
     def kubeconfig_text(self) -> str:
         return self.kubeconfig.read_text()
+
+    def wait_established(self, crds: Iterable[str]) -> None:
+        """Each named CRD Established, not only stored: until then its kind is unknown to `kubectl apply`."""
+        for name in crds:
+            wait_for(f"CRD {name} Established",
+                     lambda n=name: condition(self.get("crd", n), "Established").get("status") == "True")  # fmt: skip
 
 
 def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
@@ -629,10 +635,7 @@ class ControlPlane:
         crds = sorted((self.tools.root / "cert-manager-crds").glob("*.yaml"))
         hub.kubectl("apply", "--server-side", *(a for crd in crds for a in ("-f", str(crd))))
         hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CERT_MANAGER_NS}})
-        for crd in crds:
-            name = yaml.safe_load(crd.read_text())["metadata"]["name"]
-            wait_for(f"CRD {name} established",
-                     lambda n=name: condition(hub.get("crd", n), "Established").get("status") == "True")  # fmt: skip
+        hub.wait_established(yaml.safe_load(crd.read_text())["metadata"]["name"] for crd in crds)
         self.spawn("cert-manager", [self.tools.cert_manager, "--kubeconfig", str(hub.kubeconfig),
                                     "--cluster-resource-namespace", CERT_MANAGER_NS])  # fmt: skip
         issuer = "cert-manager.io/v1"
@@ -761,11 +764,7 @@ class ControlPlane:
             *(_kubeconfig_secret(f"{site}-kubeconfig", self.provider_kubeconfig(c)) for site, c in self.sites.items()),
         ]
         hub.apply(*secrets)
-        # Established, not only stored: until then `kubectl apply` of a ProviderConfig finds no such kind.
-        for crd in crds:
-            name = crd["metadata"]["name"]
-            wait_for(f"CRD {name} Established",
-                     lambda n=name: condition(hub.get("crd", n), "Established").get("status") == "True")  # fmt: skip
+        hub.wait_established(crd["metadata"]["name"] for crd in crds)  # before the ProviderConfigs
 
     def _injected_identity(self) -> tuple[pathlib.Path, pathlib.Path, str]:
         """What a pod of the provider's ServiceAccount has: a folder with its token and the hub's CA, a
@@ -809,17 +808,17 @@ class ControlPlane:
             })  # fmt: skip
         return configs
 
-    def v2_provider_configs(self, namespace: str) -> list[dict[str, Any]]:
-        """examples/v2/providerconfigs.yaml's names, for namespaced Objects."""
-        secret = {"namespace": CROSSPLANE_NS, "key": "kubeconfig"}
-        return [
-            {"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "ProviderConfig",
-             "metadata": {"name": "team-a-cluster", "namespace": namespace},
-             "spec": {"credentials": {"source": "Secret", "secretRef": {**secret, "name": "hub-kubeconfig"}}}},
-            {"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "ClusterProviderConfig",
-             "metadata": {"name": "partner-cluster"},
-             "spec": {"credentials": {"source": "Secret", "secretRef": {**secret, "name": "spoke-kubeconfig"}}}},
-        ]  # fmt: skip
+    def v2_provider_configs(self, example: pathlib.Path) -> list[dict[str, Any]]:
+        """examples/v2/providerconfigs.yaml as it is, and the Secret its ClusterProviderConfig names.
+
+        Its namespaced ProviderConfig uses InjectedIdentity (the provider's own ServiceAccount, which
+        this control plane gives it as a pod would have it); the ClusterProviderConfig reads a
+        kubeconfig Secret, made here from the spoke's kubeconfig as a platform team would make it.
+        """
+        configs = [d for d in yaml.safe_load_all(example.read_text()) if d]
+        refs = [c["spec"]["credentials"]["secretRef"] for c in configs if c["kind"] == "ClusterProviderConfig"]
+        assert refs and all(r["namespace"] == CROSSPLANE_NS for r in refs), refs  # where the provider reads them
+        return [*(_kubeconfig_secret(r["name"], self.provider_kubeconfig(self.spoke)) for r in refs), *configs]
 
     # -- the function -------------------------------------------------------------
 

@@ -52,6 +52,7 @@ CONFIGURATION_V2 = pathlib.Path(
     os.environ.get("CONFIGURATION_V2_XPKG") or ROOT / ".cache" / "package" / "configuration-flower-v2.xpkg"
 )
 V2_EXAMPLE = CLAIMS[0].parent.parent / "v2" / "federation.yaml"
+V2_PROVIDER_CONFIGS = V2_EXAMPLE.parent / "providerconfigs.yaml"
 # The v2 tenant's platform lets podTemplates set one field of its own, which the tenant's
 # Federation sets (to what the function sets anyway): a policy to tighten under it.
 V2_POLICY = {"podFields": ["automountServiceAccountToken"]}
@@ -1121,9 +1122,11 @@ def test_v2_namespaced_federation(plane):
     namespace = federation["metadata"]["namespace"]
     for cluster in (hub, plane.spoke):  # the example's partner pool has no createNamespace
         cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    # examples/v2/providerconfigs.yaml's names; credentials from kubeconfig Secrets,
-    # as provider-kubernetes runs outside the clusters here.
-    hub.apply(*plane.v2_provider_configs(namespace))
+    # examples/v2/providerconfigs.yaml as it is: the team's ProviderConfig lives in the Federation's
+    # namespace and acts with the provider's own identity; the partner's is cluster-wide.
+    configs = plane.v2_provider_configs(V2_PROVIDER_CONFIGS)
+    assert {c["metadata"].get("namespace") for c in configs if c["kind"] == "ProviderConfig"} == {namespace}
+    hub.apply(*configs)
     # From here the platform allows one pod field beyond the defaults, which the Federation uses.
     hub.apply(platform_policy(V2_POLICY))
     check_a_greedy_federation_is_refused(plane, federation)
