@@ -35,13 +35,15 @@ class Case:
 
 CASES = [
     Case(
-        "RunFunction in-process, cold and served over gRPC by `function serve`, at 1 and 256 pools "
+        "RunFunction in-process, cold and served over gRPC by `function serve` (the same spec, and a new one "
+        "per call), at 1 and 256 pools "
         "(past the 128 cap, lifted in both processes); about 3 s",
         "bench.py",
         ("--smoke",),
         (
-            r"^ +1 +in-process +[\d.]+ +[\d.]+ +\d+$",
-            r"^ +256 +grpc +[\d.]+ +[\d.]+ +\d+$",
+            r"^ +1 +in-process +[\d.]+ +[\d.]+ +[\d.]+ +\d+$",
+            r"^ +256 +grpc +[\d.]+ +[\d.]+ +[\d.]+ +\d+$",
+            r"^ +256 +grpc-new +[\d.]+ +[\d.]+ +[\d.]+ +\d+$",
             r"^peak RSS: .* \(the server\)$",
         ),
     ),
@@ -49,7 +51,7 @@ CASES = [
         "a selector matching 100 ProviderConfigs, first call and steady state, in-process and served; about 2 s",
         "bench_clusters.py",
         ("--smoke",),
-        (r"^ +100 +first +in-process ", r"^ +100 +steady +grpc +[\d.]+ +[\d.]+ +\d+ +\d+$"),
+        (r"^ +100 +first +in-process ", r"^ +100 +steady +grpc +[\d.]+ +[\d.]+ +[\d.]+ +\d+ +\d+$"),
     ),
     Case(
         "300 calls of the mix over one mTLS connection to `function serve --workers 1`, every answer checked "

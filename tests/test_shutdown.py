@@ -13,6 +13,7 @@ import pathlib
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1bet
 import served
 from function.serving import cpus, main
 from helpers import BASE, pool, spec, xr
-from peers import EXAMPLES, need
+from peers import EXAMPLES, ROOT, need
 
 CLIENTS = 16
 # About 50 ms of composing each: with 16 under way, SIGTERM always finds
@@ -309,3 +310,50 @@ def test_workers_must_be_auto_or_a_whole_number_from_1(value):
     result = CliRunner().invoke(main.cli, ["serve", "--insecure", "--workers", value])
     assert result.exit_code == 2
     assert "Invalid value for '--workers'" in result.output
+
+
+# Two calls through a pool, in a process of its own (freezing is for the life of a process): the freeze
+# count of the process that composed before, after the first call and after the second, then the
+# serving process's own.
+SETTLE = """
+import asyncio, gc, sys
+from function.serving import workers
+data = sys.stdin.buffer.read()
+pool = workers.Thread() if sys.argv[1] == "thread" else workers.Processes(1)
+def frozen():
+    if isinstance(pool, workers.Processes):
+        return pool._executor.submit(gc.get_freeze_count).result()
+    return gc.get_freeze_count()
+# The second call a spec of its own: what it leaves in the caches would be frozen too if it froze again.
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+other = fnv1.RunFunctionRequest.FromString(data)
+other.observed.composite.resource["spec"]["supernodes"]["pools"][0]["replicas"] = 7
+seen = [frozen()]
+for call in (data, other.SerializeToString()):
+    answer = asyncio.run(pool.run(call))
+    seen.append(frozen())
+pool.shutdown()
+print("frozen:", len(answer), *seen, gc.get_freeze_count())
+"""
+
+
+@pytest.mark.parametrize(
+    ("reason", "pool", "serving_process_freezes"),
+    [
+        ("one composing thread: the serving process composes, and freezes", "thread", True),
+        ("a worker process composes and freezes; the serving process composes nothing", "processes", False),
+    ],
+)
+def test_what_the_first_call_leaves_is_frozen_once(reason, pool, serving_process_freezes):
+    data = request(pools=4).SerializeToString()
+    out = subprocess.run([sys.executable, "-c", SETTLE, pool], input=data, capture_output=True, cwd=ROOT,
+                         timeout=CALL_SECONDS, check=True).stdout.decode()  # fmt: skip
+    said = next(line for line in out.splitlines() if line.startswith("frozen: "))  # after the function's log lines
+    size, before, first, second, serving = map(int, said.split()[1:])
+    assert size > 0, reason
+    assert before == 0, reason
+    assert first > 0, f"{reason}: nothing frozen after the first call"
+    # Frozen objects still go when nothing refers to them (the first call's event loop, say), so the
+    # count may fall; freezing again would add the thousands of objects made since.
+    assert second <= first, f"{reason}: frozen again on the second call"
+    assert (serving > 0) is serving_process_freezes, reason
