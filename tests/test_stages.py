@@ -150,6 +150,24 @@ def test_every_control_plane_waits_for_its_own_minor_and_kubectl():
     assert "go-unit-kube" in table["unit"].needs
 
 
+def _lane(stage) -> set[str]:
+    """The test ids a real-Flower stage runs: its command's pytest arguments, collected for real."""
+    args = next(a.removeprefix("PYTEST_ARGS=") for a in stage.command if a.startswith("PYTEST_ARGS="))
+    argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "--ignore=tests/e2e",
+            "-m", "podrunner", *args.split()]  # fmt: skip
+    out = subprocess.run(argv, cwd=stages.ROOT, capture_output=True, text=True, timeout=300, check=True).stdout
+    return {line for line in out.splitlines() if "::" in line}
+
+
+def test_every_real_flower_test_runs_in_exactly_one_stage():
+    table = stages.stages()
+    first, second = _lane(table["unit-flower"]), _lane(table["unit-flower-identities"])
+    assert first and second, "a stage that selects nothing"
+    assert not first & second, sorted(first & second)
+    assert first | second == _lane(stages.Stage("all", ["PYTEST_ARGS="]))
+    assert table["unit-flower-identities"].needs == table["unit-flower"].needs
+
+
 def _members(group: pathlib.Path) -> str:
     """The processes still in a cgroup, as its cgroup.procs lists them ("" when none or gone)."""
     procs = group / "cgroup.procs"
