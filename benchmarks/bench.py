@@ -8,10 +8,11 @@ lifts that cap in its own process and in the server's only.
 
 "in-process" is the steady state (Crossplane sends the same spec on every
 reconcile, and validation results are cached by content); "cold" empties
-those caches before each call; "grpc-new" sends a spec of its own on each
-call, so the server's caches keep filling (many Federations, or changing ones). "grpc" calls the function served as
+those caches before each call. "grpc" calls the function served as
 `function serve --insecure` runs it (function/serving/main.py: one composing thread,
-function/serving/workers.py), in its own process, over one channel.
+function/serving/workers.py), in its own process, over one channel; "grpc-new"
+does too, with a spec of its own on each call, so the server's caches keep
+filling (many Federations, or changing ones).
 
 --smoke runs 1 and 256 pools (past the cap: the lifted cap is checked in
 both processes), a few iterations each, in seconds: it proves the script
