@@ -16,7 +16,7 @@ CELCHECK := .cache/bin/celcheck
 XRD2CRD := .cache/bin/xrd2crd
 PSSCHECK := .cache/bin/psscheck
 NETPOLICY := .cache/bin/netpolicy
-# The CRDs of the pinned Crossplane and provider-kubernetes, from their modules (tests/peers.py).
+# The CRDs of the pinned Crossplane and provider-kubernetes, from their modules (tests/support/peers.py).
 CRDS := .cache/crds/.installed
 # Supported Kubernetes minors: one CRD validator each. A minor the e2e runs
 # (tools/kube-1.NN) builds it from that control plane's module, so its packages

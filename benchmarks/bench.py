@@ -45,11 +45,11 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
 
-import served
 from function import caching
 from function.api import spec
 from function.serving import fn
 from function.serving import main as function_main
+from support import served
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 POOLS = (1, 16, 128, 256)

@@ -53,8 +53,8 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
 
-import served
-from helpers import BASE, spec, xr
+from support import served
+from support.helpers import BASE, spec, xr
 
 METHOD = "/apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction"
 # Distinct Federations per valid kind: Crossplane sends each XR's spec again

@@ -25,7 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests" / "e2e"), str(ROOT / "tests")]
 
 from controlplane import ControlPlane, Tools, condition, running  # noqa: E402 - needs the sys.path set-up above
-from helpers import BASE, spec  # noqa: E402
+from support.helpers import BASE, spec  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 SMOKE_FEDERATIONS, SMOKE_POOLS = 2, 1

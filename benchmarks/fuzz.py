@@ -13,7 +13,7 @@ run: it still starts). Exits 1 if anything failed.
 --smoke draws 20 examples per invariant, the same on every run (derandomized),
 in seconds: it proves the script runs; its figures mean nothing.
 
-The invariants (tests/properties.py):
+The invariants (tests/support/properties.py):
   valid     a spec from the model: refused with one fatal result naming its
             fields, or accepted with schema-valid manifests, the same bytes
             whatever the order of its maps, a status the XRD takes, and
@@ -43,8 +43,7 @@ from crossplane.function import logging  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402 - after the path is set
 from hypothesis import strategies as st  # noqa: E402
 
-import properties  # noqa: E402
-import strategies  # noqa: E402
+from support import properties, strategies  # noqa: E402
 from test_nodeconfig import POD_ENV, kubelet_expand  # noqa: E402
 
 SHOWN_FAILURES = 3
@@ -143,7 +142,7 @@ def read_back(node_configs: list[tuple[str, dict[str, Any]]], flwr_python: str) 
     start = time.perf_counter()
     texts = [kubelet_expand(text, POD_ENV) for text, _ in node_configs]
     proc = subprocess.run(  # noqa: S603 - the Flower python the user named, on our own script
-        [flwr_python, str(ROOT / "tests" / "flower_parse.py")],
+        [flwr_python, str(ROOT / "tests" / "support" / "flower_parse.py")],
         input=json.dumps(texts),
         capture_output=True,
         text=True,

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 import pytest
 import yaml
 
-import served
-from peers import CLAIMS, EXAMPLES, IN_CI, INVALID, ROOT, SHARED_CRDS, load_all, need  # noqa: F401 - re-exported to tests
+from support import served
+from support.peers import CLAIMS, EXAMPLES, IN_CI, INVALID, ROOT, SHARED_CRDS, load_all, need  # noqa: F401 - re-exported to tests
 
 
 def tool(variable: str, what: str, fallback: str = "") -> str:
@@ -135,10 +135,10 @@ def functions_file(tmp_path_factory, function_address) -> pathlib.Path:
     return path
 
 
-# Modules whose tests start real pods with tests/podrunner.py, marked `podrunner`:
+# Modules whose tests start real pods with tests/support/podrunner.py, marked `podrunner`:
 # they need no Go tool, so `make test` runs them in a stage of their own
 # (hack/stages.py). Under xdist each runner takes a lane of its own
-# (tests/podrunner.py). Listed longest first: xdist hands tests out in this
+# (tests/support/podrunner.py). Listed longest first: xdist hands tests out in this
 # order, and the node-authentication runs (minutes each) started last would
 # leave one worker running them alone at the end.
 PODRUNNER_MODULES = ("test_real_node_auth", "test_real_strangers", "test_real_flower", "test_podrunner")

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from peers import ROOT
+from support.peers import ROOT
 
 # A liveness bound: the smoke sizes take seconds of CPU, but the unit stage runs at the lowest
 # weight beside both control planes, where fuzz.py's 6 s smoke has taken over 300 s.

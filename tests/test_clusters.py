@@ -20,8 +20,8 @@ from function.builders import identity
 from function.composition import compose
 from function.serving import fn, render, wire
 from function.topology import clusters
-from helpers import ANY_NAMESPACE_POLICY, BASE, pool, spec, xr
-from peers import EXAMPLES, composition_for, load_all, policy_for
+from support.helpers import ANY_NAMESPACE_POLICY, BASE, pool, spec, xr
+from support.peers import EXAMPLES, composition_for, load_all, policy_for
 
 LABELS = {"flower.flwr.ai/federation": "fleet"}
 # Pools elsewhere dial a given address, so none waits for an observed one.

@@ -10,7 +10,7 @@ import pytest
 from function.composition import compose
 from function.composition.compose import Hold
 from function.topology import placement
-from helpers import BASE, spec, xr
+from support.helpers import BASE, spec, xr
 
 NO_ADDRESS = placement.External(None, "none", "the LoadBalancer address of the SuperLink Service")
 ADDRESS = placement.External("203.0.113.7:9092", "loadBalancer")

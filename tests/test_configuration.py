@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from function.__version__ import __version__
-from peers import ROOT, hack_module
+from support.peers import ROOT, hack_module
 
 gen_package = hack_module("gen_package")
 

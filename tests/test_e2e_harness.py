@@ -17,7 +17,7 @@ import urllib.parse
 import pytest
 import yaml
 
-from peers import ROOT
+from support.peers import ROOT
 
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 import controlplane  # after its folder is on the path

@@ -13,7 +13,7 @@ import yaml
 
 from conftest import CLAIMS, EXAMPLES, INVALID, ROOT, load_all
 from function.serving import render
-from peers import composition_for, policy_for, policy_path
+from support.peers import composition_for, policy_for, policy_path
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 KUBERNETES_VERSIONS = ["1.28", "1.33"]  # 1.28: the first with the pod-index label

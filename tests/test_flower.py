@@ -13,7 +13,7 @@ from function.api.validation import SpecError
 from function.releases import flower
 from function.releases.flower import Release
 from function.serving import render
-from helpers import spec
+from support.helpers import spec
 
 
 @dataclasses.dataclass(frozen=True)

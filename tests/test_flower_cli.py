@@ -21,7 +21,7 @@ from function.builders import fleet_proxy
 from function.composition import compose
 from function.releases import flower
 from function.serving import render
-from peers import policy_for
+from support.peers import policy_for
 
 HERE = pathlib.Path(__file__).parent
 BINARY = {
@@ -67,7 +67,11 @@ def venv_for(release):
 
 def parse(flwr_python, items):
     proc = subprocess.run(
-        [flwr_python, str(HERE / "flower_args.py")], input=json.dumps(items), capture_output=True, text=True, check=True
+        [flwr_python, str(HERE / "support" / "flower_args.py")],
+        input=json.dumps(items),
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(proc.stdout)
 

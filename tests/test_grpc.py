@@ -13,7 +13,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 
 from function.api.status_model import FederationStatus
 from function.serving import wire
-from helpers import BASE, pool, spec, xr
+from support.helpers import BASE, pool, spec, xr
 
 COMPOSED = [
     "networkpolicy-superlink",

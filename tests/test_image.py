@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from peers import ROOT, hack_module
+from support.peers import ROOT, hack_module
 
 build_image = hack_module("build_image")
 

@@ -1,4 +1,4 @@
-"""NetworkPolicies, judged by np-guard's connectivity analyzer (tests/netpol_judge.py)."""
+"""NetworkPolicies, judged by np-guard's connectivity analyzer (tests/support/netpol_judge.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from function.api import names
 from function.api.spec import CONTROL_PORT
 from function.composition import compose
 from function.serving import fn, render
-from helpers import ANY_NAMESPACE_POLICY, BASE, manifests, spec, xr
-from netpol_judge import allowed, connections, external, pod, ports, probe
-from peers import policy_for
+from support.helpers import ANY_NAMESPACE_POLICY, BASE, manifests, spec, xr
+from support.netpol_judge import allowed, connections, external, pod, ports, probe
+from support.peers import policy_for
 
 REMOTE = spec(
     BASE,

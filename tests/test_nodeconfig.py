@@ -11,7 +11,7 @@ import pytest
 
 from function.api import nodeconfig
 from function.builders import pods
-from helpers import BASE, container, manifests, pool, spec
+from support.helpers import BASE, container, manifests, pool, spec
 
 HERE = pathlib.Path(__file__).parent
 POD_ENV = {"FLOWER_INDEX": "2", "FLOWER_GLOBAL_INDEX": "9", "FLOWER_NODE_NAME": "gpu-node-1"}
@@ -118,7 +118,7 @@ def flower_results(flwr_python):
         text, _needs = build(config, pool_name, replicas, *extra)
         texts.append(kubelet_expand(text, POD_ENV))
     proc = subprocess.run(
-        [flwr_python, str(HERE / "flower_parse.py")],
+        [flwr_python, str(HERE / "support" / "flower_parse.py")],
         input=json.dumps(texts),
         capture_output=True,
         text=True,
@@ -141,7 +141,7 @@ def test_flower_rejects_what_our_check_rejects(flwr_python):
     # The reason for the quote rule: a value with both quotes breaks Flower's split.
     broken = "q='it's \"x\"'"
     proc = subprocess.run(
-        [flwr_python, str(HERE / "flower_parse.py")],
+        [flwr_python, str(HERE / "support" / "flower_parse.py")],
         input=json.dumps([broken]),
         capture_output=True,
         text=True,

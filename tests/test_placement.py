@@ -13,8 +13,8 @@ from conftest import EXAMPLES, load_all
 from function.api.validation import SpecError
 from function.composition import compose
 from function.serving import fn, render
-from helpers import ANY_NAMESPACE_POLICY, BASE, spec, xr
-from peers import PLATFORM_POLICY, composition_for
+from support.helpers import ANY_NAMESPACE_POLICY, BASE, spec, xr
+from support.peers import PLATFORM_POLICY, composition_for
 
 HUB_SPOKES = EXAMPLES / "claims" / "multicluster-hub-spokes.yaml"
 

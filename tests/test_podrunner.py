@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from peers import need
-from podrunner import NO_API_TOKEN, PodRunner, expand, repository, venv_image
+from support.peers import need
+from support.podrunner import NO_API_TOKEN, PodRunner, expand, repository, venv_image
 
 TOOLS = "example.test/tools:1"
 HELD = "example.test/held:1"  # a venv kept under /tmp, in a folder with spaces, as a clone there would keep it

@@ -21,8 +21,8 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from function.api import policy
 from function.composition import pod_security
 from function.serving import fn, render
-from helpers import BASE, pool, spec, xr
-from peers import ROOT
+from support.helpers import BASE, pool, spec, xr
+from support.peers import ROOT
 
 NAMESPACE = "team-a"
 

@@ -1,7 +1,7 @@
 """Property-based tests: the function's invariants over specs generated from the model.
 
-tests/strategies.py draws the specs from the model's own schema; the
-invariants are in tests/properties.py. This is the short run of make test
+tests/support/strategies.py draws the specs from the model's own schema; the
+invariants are in tests/support/properties.py. This is the short run of make test
 (PROPERTY_EXAMPLES examples per invariant, the same ones on every CI run);
 benchmarks/fuzz.py runs the same invariants over 10,000 fresh examples each.
 Inputs those runs found wrong are kept as @example cases here.
@@ -19,11 +19,10 @@ from hypothesis import HealthCheck, Phase, example, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
-import properties
-import strategies
 from function import caching
-from helpers import spec
-from peers import IN_CI, ROOT
+from support import properties, strategies
+from support.helpers import spec
+from support.peers import IN_CI, ROOT
 from test_nodeconfig import POD_ENV, kubelet_expand
 
 PROPERTY_EXAMPLES = int(os.environ.get("PROPERTY_EXAMPLES", "80"))
@@ -130,7 +129,7 @@ def test_valid_specs_keep_every_invariant(flwr_python, psscheck):
     texts = [kubelet_expand(text, POD_ENV) for text, _ in node_configs]
     read = json.loads(
         subprocess.run(
-            [flwr_python, str(ROOT / "tests" / "flower_parse.py")],
+            [flwr_python, str(ROOT / "tests" / "support" / "flower_parse.py")],
             input=json.dumps(texts),
             capture_output=True,
             text=True,
@@ -190,7 +189,7 @@ def test_content_caches_are_bounded():
     assert all(c.cache_info().maxsize == caching.MAXSIZE for c in caching._CACHES)
     bound, more = 64, 60
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "cache_growth.py"), str(bound), str(more)],
+        [sys.executable, str(ROOT / "tests" / "support" / "cache_growth.py"), str(bound), str(more)],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"},
         capture_output=True,

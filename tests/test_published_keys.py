@@ -16,7 +16,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from function.builders import identity, identity_program, netpol, published_keys
 from function.composition import compose
 from function.serving import fn
-from helpers import BASE, manifests, pod, spec, xr
+from support.helpers import BASE, manifests, pod, spec, xr
 
 TLS = spec(BASE, tls={"secretName": "superlink-tls"})
 AUTH = spec(TLS, nodeAuthentication={"enabled": True})

@@ -36,12 +36,12 @@ import grpc
 import pytest
 import yaml
 
-import cli_server
 from function.api.spec import CONTROL_PORT, FLEET_PROXY_IMAGE
 from function.builders import identity_program
 from function.builders.supernodes import GIVE_UP_AFTER_SECONDS
-from peers import ROOT, need
-from podrunner import Image, Manifest, Pod, PodRunner, flower_images, nginx_image, repository, unwrap
+from support import cli_server
+from support.peers import ROOT, need
+from support.podrunner import Image, Manifest, Pod, PodRunner, flower_images, nginx_image, repository, unwrap
 
 # The oldest supported, the first with HTTP runtime APIs, the last two (1.42 runs 1.41's command lines).
 RELEASES = ["1.25.0", "1.35.0", "1.41.0", "1.42.0"]
@@ -275,9 +275,9 @@ def cli_exec(runner: PodRunner, argv: list[str], timeout: float = 30) -> subproc
     return subprocess.CompletedProcess(argv, code, answer["stdout"], answer["stderr"])
 
 
-# What a CLI server runs: identity_program's source (its forked calls), then tests/cli_server.py's.
-CLI_PROGRAM = (inspect.getsource(identity_program), (ROOT / "tests" / "cli_server.py").read_text())
-# The CLI server (tests/cli_server.py) of each CLI container, by the container's process: a container
+# What a CLI server runs: identity_program's source (its forked calls), then tests/support/cli_server.py's.
+CLI_PROGRAM = (inspect.getsource(identity_program), (ROOT / "tests" / "support" / "cli_server.py").read_text())
+# The CLI server (tests/support/cli_server.py) of each CLI container, by the container's process: a container
 # started again gets a server of its own, and a stopped runner's servers have ended (poll() is not None).
 CLI_SERVERS: dict[int, subprocess.Popen[bytes]] = {}
 

@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from function.builders import identity, identity_program, published_keys
-from podrunner import PodRunner, unwrap
+from support.podrunner import PodRunner, unwrap
 from test_real_flower import (
     CLI_CONTAINER,
     CLI_POLL_SECONDS,

@@ -26,7 +26,7 @@ import pytest
 
 from function.api.spec import CONTROL_PORT, FLEET_PROXY_PORT
 from function.builders import identity_program
-from podrunner import PodRunner, unwrap
+from support.podrunner import PodRunner, unwrap
 from test_real_flower import (
     NAMESPACE,
     REPLICAS,

@@ -22,7 +22,7 @@ import pytest
 from function.api import rules
 from function.api.spec import FederationSpec
 from function.api.validation import SpecError, parse
-from helpers import BASE, PROCESS, pool, spec
+from support.helpers import BASE, PROCESS, pool, spec
 from test_api import SPEC_SCHEMA, apply_defaults
 
 DS = spec(BASE, mode="DaemonSet", supernodes__pools=[{"name": "edge"}])

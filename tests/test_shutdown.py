@@ -29,10 +29,10 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
 from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
 
-import served
 from function.serving import cpus, main
-from helpers import BASE, pool, spec, xr
-from peers import EXAMPLES, ROOT, need
+from support import served
+from support.helpers import BASE, pool, spec, xr
+from support.peers import EXAMPLES, ROOT, need
 
 CLIENTS = 16
 # About 50 ms of composing each: with 16 under way, SIGTERM always finds

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from peers import hack_module
+from support.peers import hack_module
 
 stages = hack_module("stages")
 

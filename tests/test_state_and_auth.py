@@ -13,7 +13,7 @@ import pytest
 from function.api.validation import SpecError, parse
 from function.builders import identity
 from function.composition import compose
-from helpers import BASE, container, manifests, pod, pool, spec, xr
+from support.helpers import BASE, container, manifests, pod, pool, spec, xr
 
 DURABLE = spec(BASE, superlink__persistence={"size": "5Gi", "storageClassName": "fast"})
 TLS = spec(BASE, tls={"secretName": "superlink-tls"})

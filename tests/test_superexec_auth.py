@@ -10,7 +10,7 @@ import pytest
 
 from function.builders import fleet_proxy, superexec_auth
 from function.serving import render
-from helpers import ANY_NAMESPACE_POLICY, PROCESS, spec
+from support.helpers import ANY_NAMESPACE_POLICY, PROCESS, spec
 
 FLAG = f"--superexec-auth-secret-file={superexec_auth.FILE}"
 

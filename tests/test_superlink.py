@@ -4,7 +4,7 @@ import pytest
 
 from function.api.validation import parse
 from function.builders import pods, superlink
-from helpers import BASE, PROCESS, container, manifests, pod, spec
+from support.helpers import BASE, PROCESS, container, manifests, pod, spec
 
 MANAGED = {
     "app.kubernetes.io/component": "superlink",

@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from function.builders import pods
-from helpers import BASE, PROCESS, container, manifests, pod, pool, spec, without_hardening
-from properties import shuffled
+from support.helpers import BASE, PROCESS, container, manifests, pod, pool, spec, without_hardening
+from support.properties import shuffled
 
 DS = spec(BASE, mode="DaemonSet", supernodes__pools=[{"name": "edge"}])
 

@@ -15,7 +15,7 @@ from conftest import EXAMPLES, ROOT, load_all
 from function.api.validation import SpecError, parse
 from function.builders import tls
 from function.serving import fn, render
-from helpers import BASE, PROCESS, container, manifests, pod, spec, xr
+from support.helpers import BASE, PROCESS, container, manifests, pod, spec, xr
 
 SECRET = spec(BASE, tls={"secretName": "superlink-tls"})
 CERT_MANAGER = spec(

@@ -12,7 +12,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from conftest import EXAMPLES, INVALID, ROOT, load_all
 from function.serving import fn, render
-from helpers import BASE, spec
+from support.helpers import BASE, spec
 from test_examples import expected_message
 
 INPUT_CRD = ROOT / "package" / "input"

@@ -4,7 +4,7 @@ import pytest
 
 from function.api.validation import SpecError, parse
 from function.composition import compose
-from helpers import BASE, PROCESS, pool, spec, xr
+from support.helpers import BASE, PROCESS, pool, spec, xr
 
 DS = spec(BASE, mode="DaemonSet", supernodes__pools=[{"name": "edge"}])
 

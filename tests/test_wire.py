@@ -12,7 +12,7 @@ from google.protobuf.message import DecodeError
 
 from function import caching
 from function.serving import fn, wire
-from helpers import BASE, xr
+from support.helpers import BASE, xr
 
 
 def struct(obj: dict[str, Any]) -> struct_pb2.Struct:

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from controlplane import ControlPlane, Tools
-from peers import ROOT, need
+from support.peers import ROOT, need
 
 TOOLS = pathlib.Path(os.environ.get("E2E_TOOLS") or ROOT / ".cache" / "e2e")
 PACKAGES = ROOT / ".cache" / "package"

@@ -36,7 +36,7 @@ from controlplane import (
 from function.api import names, policy
 from function.api.validation import parse
 from function.builders import identity, identity_program, netpol, published_keys, superlink
-from peers import CLAIMS, INVALID, ROOT, hack_module, load_all
+from support.peers import CLAIMS, INVALID, ROOT, hack_module, load_all
 
 build_image = hack_module("build_image")
 

@@ -18,12 +18,12 @@ import referencing
 import yaml
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-import strategies
 from function.api import names, nodeconfig
 from function.api.spec import K8S_TYPE, NODE_CONFIG
 from function.serving import fn, wire
-from helpers import xr
-from peers import ROOT
+from support import strategies
+from support.helpers import xr
+from support.peers import ROOT
 
 KUBERNETES_MINOR = "1.33"
 XRD_STATUS = yaml.safe_load((ROOT / "apis" / "definition.yaml").read_text())["spec"]["versions"][0]["schema"][

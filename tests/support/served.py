@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import grpc
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # The request and response sizes the function takes and gives (function/serving/main.py
 # reads up to 256 MiB; Crossplane sends what it observed, however big).

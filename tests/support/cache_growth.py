@@ -17,8 +17,8 @@ from function import caching
 caching.MAXSIZE = int(sys.argv[1])
 
 from function.serving import fn  # noqa: E402 - after the size is set: caches are made at import
-from helpers import BASE, spec  # noqa: E402
-from properties import fatal_messages, request  # noqa: E402
+from support.helpers import BASE, spec  # noqa: E402
+from support.properties import fatal_messages, request  # noqa: E402
 
 
 def distinct(i: int) -> dict:

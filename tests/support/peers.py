@@ -11,7 +11,7 @@ from types import ModuleType
 import pytest
 import yaml
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 # provider-kubernetes' and Crossplane's CRDs, as data for offline validation: those of the
 # pinned modules (`make unit-tools`: crossplane-crds/, provider-crds/).
 SHARED_CRDS = pathlib.Path(os.environ.get("CRDS_DIR") or ROOT / ".cache" / "crds")

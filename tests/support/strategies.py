@@ -25,7 +25,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from function.api import spec as model
-from peers import hack_module
+from support.peers import hack_module
 
 gen_xrd = hack_module("gen_xrd")
 
