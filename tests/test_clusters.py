@@ -14,8 +14,8 @@ import yaml
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.api import names
+from function.api.refusals import SpecError
 from function.api.spec import MAX_CLUSTERS, ProviderConfigRef
-from function.api.validation import SpecError
 from function.builders import identity
 from function.composition import compose
 from function.serving import fn, render, wire

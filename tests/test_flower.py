@@ -8,8 +8,9 @@ import itertools
 import pytest
 
 from function import caching
+from function.api import refusals, versions
+from function.api.refusals import SpecError
 from function.api.spec import FederationSpec
-from function.api.validation import SpecError
 from function.releases import flower
 from function.releases.flower import Release
 from function.serving import render
@@ -220,10 +221,10 @@ def test_resolve(case):
     federation = FederationSpec.model_validate(spec(**{**base, **case.changes}))
     if case.error is not None:
         with pytest.raises(SpecError) as err:
-            flower.resolve(federation)
+            refusals.releases(federation)
         assert str(err.value).startswith(case.error), case.reason
         return
-    got = flower.resolve(federation)
+    got = refusals.releases(federation)
     assert str(got.superlink) == case.superlink, case.reason
     assert {k: str(v) for k, v in got.pools.items()} == case.pools, case.reason
     assert got.warnings == case.warnings, case.reason
@@ -333,7 +334,7 @@ IMAGES_CASES = [
 @pytest.mark.parametrize("case", IMAGES_CASES, ids=lambda c: c.reason)
 def test_default_images(case):
     federation = FederationSpec.model_validate(spec(VERSION_ONLY, **case.changes))
-    got = flower.with_default_images(federation, flower.resolve(federation))
+    got = versions.with_default_images(federation, refusals.releases(federation))
     pool = got.supernodes.pools[0]
     assert (
         got.superlink.image,
@@ -346,7 +347,7 @@ def test_default_images(case):
 
 def test_without_spec_version_no_image_is_invented():
     federation = FederationSpec.model_validate(spec(isolationMode="subprocess"))
-    assert flower.with_default_images(federation, flower.resolve(federation)) is federation
+    assert versions.with_default_images(federation, refusals.releases(federation)) is federation
 
 
 @pytest.mark.parametrize(
@@ -379,10 +380,10 @@ def test_dependency_installation_needs_a_release_that_has_it(reason, changes, er
         spec(VERSION_ONLY, isolationMode="subprocess", allowRuntimeDependencyInstallation=True, **changes)
     )
     if error is None:
-        flower.resolve(federation)
+        refusals.releases(federation)
         return
     with pytest.raises(SpecError) as err:
-        flower.resolve(federation)
+        refusals.releases(federation)
     assert str(err.value) == error, reason
 
 

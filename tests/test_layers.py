@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import os
 import pathlib
@@ -68,3 +69,33 @@ def test_the_contract_refuses(case: Case, tmp_path):
     proc = lint_imports(tree)
     assert proc.returncode != 0, proc.stdout
     assert case.verdict in proc.stdout, proc.stdout
+
+
+# Where a refusal may be raised: the API layer's one place for a Federation's
+# input, the function input's own reader, and the platform policy's judge of
+# what was composed (function/api/refusals.py says why that one comes after).
+REFUSERS = {"api/refusals.py", "api/policy.py", "composition/admission.py"}
+
+
+def raisers(tree: pathlib.Path) -> dict[str, int]:
+    """Modules under tree/function that raise SpecError, with how many times."""
+    out: dict[str, int] = {}
+    for path in sorted((tree / "function").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            call = node.exc if isinstance(node, ast.Raise) else None
+            if isinstance(call, ast.Call) and getattr(call.func, "id", getattr(call.func, "attr", "")) == "SpecError":
+                name = path.relative_to(tree / "function").as_posix()
+                out[name] = out.get(name, 0) + 1
+    return out
+
+
+def test_every_refusal_is_raised_in_one_place():
+    found = raisers(ROOT)
+    assert set(found) == REFUSERS, found
+
+
+def test_a_refusal_raised_elsewhere_is_found(tmp_path):
+    tree = copy_of_the_project(tmp_path)
+    module = tree / "function" / "topology" / "clusters.py"
+    module.write_text(module.read_text() + "\n\ndef _late(x):\n    raise refusals.SpecError([(x, 'no')])\n")
+    assert "topology/clusters.py" in raisers(tree)

@@ -10,8 +10,8 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from conftest import CLAIMS, ROOT, load_all
 from function.api import names
-from function.api.spec import CONTROL_PORT
 from function.composition import compose
+from function.releases.flower import CONTROL_PORT
 from function.serving import fn, render
 from support.helpers import ANY_NAMESPACE_POLICY, BASE, manifests, spec, xr
 from support.netpol_judge import allowed, connections, external, pod, ports, probe

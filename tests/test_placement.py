@@ -10,7 +10,7 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from conftest import EXAMPLES, load_all
-from function.api.validation import SpecError
+from function.api.refusals import SpecError
 from function.composition import compose
 from function.serving import fn, render
 from support.helpers import ANY_NAMESPACE_POLICY, BASE, spec, xr

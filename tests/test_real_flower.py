@@ -36,9 +36,10 @@ import grpc
 import pytest
 import yaml
 
-from function.api.spec import CONTROL_PORT, FLEET_PROXY_IMAGE
+from function.api.spec import FLEET_PROXY_IMAGE
 from function.builders import identity_program
 from function.builders.supernodes import GIVE_UP_AFTER_SECONDS
+from function.releases.flower import CONTROL_PORT
 from support import cli_server
 from support.peers import ROOT, need
 from support.podrunner import Image, Manifest, Pod, PodRunner, flower_images, nginx_image, repository, unwrap

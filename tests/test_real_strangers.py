@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from function.api.spec import CONTROL_PORT, FLEET_PROXY_PORT
 from function.builders import identity_program
+from function.releases.flower import CONTROL_PORT, FLEET_PROXY_PORT
 from support.podrunner import PodRunner, unwrap
 from test_real_flower import (
     NAMESPACE,

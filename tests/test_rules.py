@@ -1,7 +1,7 @@
 """The cross-field rules: each rule's CEL (what admission runs) and check (what the function runs) agree.
 
 Every rule has cases that break it and cases that keep it, each with its
-reason. Each case goes through the function (validation.parse: the paths and
+reason. Each case goes through the function (refusals.parse: the paths and
 messages users see) and through cel-go, as the API server would evaluate the
 XRD's rules on it after defaulting; then every rule's two halves must give the
 same verdict on every case.
@@ -20,8 +20,8 @@ import pydantic
 import pytest
 
 from function.api import rules
+from function.api.refusals import SpecError, parse
 from function.api.spec import FederationSpec
-from function.api.validation import SpecError, parse
 from support.helpers import BASE, PROCESS, pool, spec
 from test_api import SPEC_SCHEMA, apply_defaults
 

@@ -10,7 +10,7 @@ import zipfile
 
 import pytest
 
-from function.api.validation import SpecError, parse
+from function.api.refusals import SpecError, parse
 from function.builders import identity
 from function.composition import compose
 from support.helpers import BASE, container, manifests, pod, pool, spec, xr

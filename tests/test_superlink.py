@@ -2,7 +2,7 @@
 
 import pytest
 
-from function.api.validation import parse
+from function.api.refusals import parse
 from function.builders import pods, superlink
 from support.helpers import BASE, PROCESS, container, manifests, pod, spec
 

@@ -24,8 +24,8 @@ import pydantic
 from pydantic import Field
 
 from function.api import k8s_schema
+from function.api.refusals import SpecError
 from function.api.spec import Model
-from function.api.validation import SpecError
 
 API_VERSION = "flower.fn.crossplane.io/v1alpha1"
 KIND = "Policy"

@@ -3,7 +3,7 @@
 A rule's CEL is an admission rule: hack/gen_xrd.py writes it into the XRD
 beside the model's schema (on spec: `self` is the spec), and `kubectl apply`
 is refused with the rule's message. Its check is what the function runs
-(function/api/validation.py), so a render without the XRD, an older XRD or an
+(function/api/refusals.py), so a render without the XRD, an older XRD or an
 operator manifest gets the same answer; the function reports it on the field
 that is wrong (`spec.supernodes.pools[1].replicas`) with the same message,
 sometimes followed by `: ` and a detail. tests/test_rules.py runs every

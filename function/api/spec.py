@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
+from function.releases.flower import CONTROL_PORT, FLEET_PORT, SERVERAPPIO_PORT
+
 # Markers read by hack/gen_xrd.py: the sub-object is open in the XRD and
 # validated against this Kubernetes definition by the function.
 K8S_TYPE = "x-flower-k8s-type"
@@ -28,14 +30,6 @@ DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a
 
 CIDR_PATTERN = r"^([0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}|[0-9A-Fa-f:]+/[0-9]{1,3})$"
 
-FLEET_PORT = 9092
-SERVERAPPIO_PORT = 9091
-CONTROL_PORT = 9093
-CLIENTAPPIO_PORT = 9094
-# From Flower 1.40 the Fleet API shares the SuperLink's one HTTP listener with
-# the Control and Runtime APIs, so that listener stays on the pod's loopback
-# and an L7 proxy in the pod serves the Fleet API alone on this port.
-FLEET_PROXY_PORT = 9099
 # nginx, built to run as any user, from its maintainers; pinned, overridable.
 FLEET_PROXY_IMAGE = "nginxinc/nginx-unprivileged:1.28.0-alpine"
 # gRPC health servers, one per container: containers of a pod share its ports.
@@ -649,3 +643,22 @@ def superlink_state(spec: FederationSpec) -> Persistence | None:
     if persistence is None:
         return Persistence() if node_authentication(spec) else None
     return persistence if persistence.enabled else None
+
+
+def superlink_ref(spec: FederationSpec) -> ProviderConfigRef:
+    """The hub: the SuperLink's own ProviderConfig, else the Federation's."""
+    return spec.superlink.providerConfigRef or spec.providerConfigRef
+
+
+def pool_ref(spec: FederationSpec, pool: PoolSpec) -> ProviderConfigRef:
+    """The ProviderConfig of a pool's cluster: its own, else the Federation's."""
+    return pool.providerConfigRef or spec.providerConfigRef
+
+
+def remote(spec: FederationSpec, pool: PoolSpec) -> bool:
+    """Whether a pool runs in another cluster than the SuperLink.
+
+    A pool that selects its clusters by label counts as remote: any cluster
+    may come to carry its labels, so it must be able to run anywhere.
+    """
+    return pool.clusterSelector is not None or pool_ref(spec, pool) != superlink_ref(spec)

@@ -23,8 +23,9 @@ from __future__ import annotations
 from typing import Any
 
 from function.api import names
-from function.api.spec import CONTROL_PORT, FLEET_PROXY_IMAGE, FLEET_PROXY_PORT, FederationSpec
+from function.api.spec import FLEET_PROXY_IMAGE, FederationSpec
 from function.builders import merge, tls
+from function.releases.flower import CONTROL_PORT, FLEET_PROXY_PORT
 
 CONTAINER = "fleet-proxy"
 VOLUME = "fleet-proxy-config"

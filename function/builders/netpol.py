@@ -18,7 +18,8 @@ import ipaddress
 from typing import Any
 
 from function.api import names
-from function.api.spec import CONTROL_PORT, FLEET_PORT, FederationSpec
+from function.api.spec import FederationSpec
+from function.releases.flower import CONTROL_PORT, FLEET_PORT
 
 # The EndpointSlice every API server keeps of itself (its Service `kubernetes`), read to admit it.
 KUBE_API_ENDPOINTS: dict[str, Any] = {

@@ -6,9 +6,6 @@ from typing import Any
 
 from function.api import names
 from function.api.spec import (
-    CONTROL_PORT,
-    FLEET_PORT,
-    FLEET_PROXY_PORT,
     STATE_PATH,
     STATE_VOLUME,
     FederationSpec,
@@ -17,7 +14,7 @@ from function.api.spec import (
     superlink_state,
 )
 from function.builders import fleet_proxy, identity, merge, pods, superexec_auth, tls
-from function.releases.flower import Dialect
+from function.releases.flower import CONTROL_PORT, FLEET_PORT, FLEET_PROXY_PORT, Dialect
 
 # The CIDRs of every address: a Service or NetworkPolicy admitting one is open to all.
 WORLD = ("0.0.0.0/0", "::/0")

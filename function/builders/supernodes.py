@@ -6,9 +6,9 @@ import posixpath
 from typing import Any
 
 from function.api import names, nodeconfig
-from function.api.spec import AUTH_KEY_PATH, CLIENTAPPIO_PORT, FederationSpec, PoolSpec
+from function.api.spec import AUTH_KEY_PATH, FederationSpec, PoolSpec
 from function.builders import gpu, identity, merge, pods, superexec_auth, tls
-from function.releases.flower import Dialect
+from function.releases.flower import CLIENTAPPIO_PORT, Dialect
 
 AUTH_KEY_VOLUME = "auth-key"
 AUTH_KEY_FILE = posixpath.basename(AUTH_KEY_PATH)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from function.api.policy import PLATFORM_POD_FIELDS, RESERVED_NAMESPACES, Rules, looser
+from function.api.refusals import SpecError
 from function.api.spec import PoolSpec
-from function.api.validation import SpecError
 from function.composition import compose, pod_security
 
 WORKLOAD_KINDS = ("StatefulSet", "DaemonSet", "Deployment")

@@ -7,17 +7,9 @@ import enum
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from function.api import names, nodeconfig, validation
-from function.api.spec import (
-    CONTROL_PORT,
-    FLEET_PROXY_PORT,
-    FederationSpec,
-    PoolSpec,
-    ProviderConfigRef,
-    generates_identity,
-    superlink_state,
-)
-from function.api.validation import SpecError
+from function.api import names, nodeconfig, refusals, versions
+from function.api import spec as api_spec
+from function.api.spec import FederationSpec, PoolSpec, ProviderConfigRef, generates_identity, superlink_state
 from function.builders import (
     fleet_proxy,
     gpu,
@@ -31,7 +23,7 @@ from function.builders import (
 )
 from function.composition import readiness
 from function.releases import flower
-from function.releases.flower import LOOPBACK
+from function.releases.flower import CONTROL_PORT, FLEET_PROXY_PORT, LOOPBACK
 from function.topology import clusters, placement
 
 OBJECT_API = "kubernetes.crossplane.io/v1alpha2"
@@ -111,27 +103,23 @@ def federation(
     selected clusters keep their index.
     """
     given = xr.get("spec") or {}
-    if not isinstance(given, dict):
-        raise SpecError([("spec", "must be an object")])
-    spec = validation.parse({k: v for k, v in given.items() if k not in CROSSPLANE_SPEC_FIELDS})
+    ours = {k: v for k, v in given.items() if k not in CROSSPLANE_SPEC_FIELDS} if isinstance(given, dict) else given
+    spec = refusals.parse(ours)
     name, namespace, namespaced, bound = _identity(xr, spec)
+    refusals.federation_name(name)
     if bound:
-        _stay_in(namespace, spec)
-    errors = validation.check_names(name, spec)
-    if errors:
-        raise SpecError(errors)
-    releases = flower.resolve(spec)
-    declared = flower.with_default_images(spec, releases)
+        refusals.claim_namespace(namespace, spec)
+    refusals.generated_names(name, spec)
+    releases = refusals.releases(spec)
+    declared = versions.with_default_images(spec, releases)
     if not any(p.clusterSelector for p in spec.supernodes.pools):
         return Federation(name, namespace, declared, releases, namespaced, bound=bound)
     found = clusters.found(spec, required or {}, namespaced=namespaced)
+    refusals.cluster_counts(spec, found)
     context = clusters.Context(
-        name, namespaced, pool_resource, namespace if bound else None, placement.superlink_ref(spec)
+        name, namespaced, pool_resource, namespace if bound else None, api_spec.superlink_ref(spec)
     )
-    try:
-        selection = clusters.expand(declared, found, observed or {}, context)
-    except clusters.TooManyClustersError as err:
-        raise SpecError([(err.field, err.message)]) from None
+    selection = clusters.expand(declared, found, observed or {}, context)
     # Each pool in a cluster runs its selector pool's release.
     pools = {**releases.pools, **{m.name: releases.pools[m.selector] for m in selection.members}}
     return Federation(
@@ -164,29 +152,7 @@ def _identity(xr: dict[str, Any], spec: FederationSpec) -> tuple[str, str, bool,
         name, namespace, namespaced = metadata.get("name") or "", metadata["namespace"], True
     else:
         name, namespace, namespaced = metadata.get("name") or "", spec.namespace or "default", False
-    if not name:
-        raise SpecError([("metadata.name", "is required")])
     return name, namespace, namespaced, namespaced or bool(claim_name)
-
-
-def _stay_in(namespace: str, spec: FederationSpec) -> None:
-    """A claim or namespaced XR deploys into its own namespace in the SuperLink's cluster."""
-    errors = []
-    if spec.namespace and spec.namespace != namespace:
-        errors.append(("spec.namespace", f"must be empty or {namespace!r}: a claim deploys into its own namespace"))
-    hub = placement.superlink_ref(spec)
-    for i, pool in enumerate(spec.supernodes.pools):
-        # A selector pool's clusters are checked one by one (clusters.expand).
-        selects = pool.clusterSelector is not None
-        if pool.namespace and pool.namespace != namespace and not selects and placement.pool_ref(spec, pool) == hub:
-            errors.append(
-                (
-                    f"spec.supernodes.pools[{i}].namespace",
-                    f"must be empty or {namespace!r}: a claim's pools in the SuperLink's cluster stay in its namespace",
-                )
-            )
-    if errors:
-        raise SpecError(errors)
 
 
 def live(observed: Mapping[str, Any], name: str) -> Any:
@@ -318,12 +284,12 @@ def plan(
 def place_pool(fed: Federation, pool: PoolSpec, external: placement.External, *, ca_known: bool) -> PlacedPool:
     """Where a pool runs, what it dials and trusts, and whether it must wait."""
     namespace = placement.pool_namespace(fed.namespace, pool)
-    remote = placement.remote(fed.spec, pool)
+    remote = api_spec.remote(fed.spec, pool)
     fleet = fleet_address(fed, pool, external, remote=remote)
     trust, copies_ca = trusted_ca(fed, pool, namespace, remote=remote)
     return PlacedPool(
         pool,
-        placement.pool_ref(fed.spec, pool),
+        api_spec.pool_ref(fed.spec, pool),
         namespace,
         remote,
         fleet,
@@ -372,7 +338,7 @@ def hold_reason(fleet: str | None, *, copies_ca: bool, ca_known: bool) -> Hold |
 
 def superlink_resources(fed: Federation, external: placement.External) -> dict[str, Composed]:
     """The SuperLink, its Service, from 1.40 its Fleet proxy's configuration and, from cert-manager, its certificate."""
-    hub = placement.superlink_ref(fed.spec)
+    hub = api_spec.superlink_ref(fed.spec)
     dialect = fed.flower.superlink_dialect
     opened = control_open(fed)
     out = {
@@ -453,7 +419,7 @@ def service_accounts(fed: Federation, pools: list[PlacedPool]) -> dict[str, Comp
     places = [(p.provider_config, p.namespace) for p in pools]
     account = pods.service_account(fed.name)
     return {
-        SUPERLINK_SERVICEACCOUNT: Composed(superlink, placement.superlink_ref(fed.spec)),
+        SUPERLINK_SERVICEACCOUNT: Composed(superlink, api_spec.superlink_ref(fed.spec)),
         **_once_per_place(
             places, serviceaccount_resource, lambda ns: pods.service_account_manifest(account, ns, labels)
         ),
@@ -463,7 +429,7 @@ def service_accounts(fed: Federation, pools: list[PlacedPool]) -> dict[str, Comp
 def identity_programs(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
     """The identity containers' program, once per cluster and namespace they run in (identity.program_configmap)."""
     labels = names.labels(fed.name, "flower", "identity-program")
-    places = [(placement.superlink_ref(fed.spec), fed.namespace)] if registers_keys(fed) else []
+    places = [(api_spec.superlink_ref(fed.spec), fed.namespace)] if registers_keys(fed) else []
     places += [(p.provider_config, p.namespace) for p in pools if generates_identity(fed.spec, p.spec)]
     return _once_per_place(
         places, identity_program_resource, lambda ns: identity.program_configmap(fed.name, ns, labels)
@@ -532,14 +498,14 @@ def authorized_keys(fed: Federation, pools: list[PlacedPool], members: list[dict
     keys = published_keys.published(fed.name, fed.namespace, places, members)
     labels = names.labels(fed.name, "superlink", "supernode-keys")
     manifest = published_keys.authorized_keys(fed.name, fed.namespace, labels, keys)
-    return {AUTHORIZED_KEYS: Composed(manifest, placement.superlink_ref(fed.spec))}
+    return {AUTHORIZED_KEYS: Composed(manifest, api_spec.superlink_ref(fed.spec))}
 
 
 def registrations(fed: Federation) -> dict[str, Composed]:
     """With a registrar, its report of retired keys beside the SuperLink, and its right to write that alone."""
     if not registers_keys(fed):
         return {}
-    hub = placement.superlink_ref(fed.spec)
+    hub = api_spec.superlink_ref(fed.spec)
     labels = names.labels(fed.name, "superlink", "supernode-keys")
     return {
         REGISTRATIONS: Composed(identity.registrations(fed.name, fed.namespace, labels), hub, create_only=True),
@@ -665,7 +631,7 @@ def network_policies(
                 fleet_ports=fleet_ports,
                 control=control_open(fed),
             ),
-            placement.superlink_ref(fed.spec),
+            api_spec.superlink_ref(fed.spec),
         )
     }
     publishing = set(key_places(fed, pools))

@@ -11,10 +11,12 @@ from typing import Any
 from crossplane.function.resource import Condition
 
 from function.api import names
-from function.api.spec import CONTROL_PORT, PoolSpec, generates_identity
+from function.api import spec as api_spec
+from function.api.spec import PoolSpec, generates_identity
 from function.api.status_model import Endpoints, FederationStatus, PoolStatus
 from function.builders import identity, superlink, tls
 from function.composition import compose, readiness
+from function.releases.flower import CONTROL_PORT
 from function.topology import placement
 
 
@@ -149,7 +151,7 @@ def _status(fed: compose.Federation, built: compose.Plan, pools: list[PoolStatus
         readySupernodes=ready_total,
         desiredSupernodes=desired_total,
         registeredSupernodes=sum(p.ready for p in identities) if identities else None,
-        clusters=len({(r.kind, r.name) for r in (placement.pool_ref(fed.spec, p) for p in fed.spec.supernodes.pools)}),
+        clusters=len({(r.kind, r.name) for r in (api_spec.pool_ref(fed.spec, p) for p in fed.spec.supernodes.pools)}),
         endpoints=Endpoints(
             superlinkService=f"{address}:{ports.extra}"
             if fed.spec.superlink.inClusterControlAPI

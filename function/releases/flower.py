@@ -23,15 +23,15 @@ import dataclasses
 import re
 from typing import Literal
 
-from function.api.spec import (
-    CONTROL_PORT,
-    FLEET_PORT,
-    FLEET_PROXY_PORT,
-    SERVERAPPIO_PORT,
-    FederationSpec,
-)
-from function.api.validation import SpecError
-from function.topology import placement
+# Flower's ports, where the flower-operator put them (see above).
+FLEET_PORT = 9092
+SERVERAPPIO_PORT = 9091
+CONTROL_PORT = 9093
+CLIENTAPPIO_PORT = 9094
+# From Flower 1.40 the Fleet API shares the SuperLink's one HTTP listener with
+# the Control and Runtime APIs, so that listener stays on the pod's loopback
+# and an L7 proxy in the pod serves the Fleet API alone on this port.
+FLEET_PROXY_PORT = 9099
 
 API = Literal["grpc", "http"]
 LOOPBACK = "127.0.0.1"
@@ -273,165 +273,3 @@ class Releases:
 
 
 SUPPORTED = f"{OLDEST.major}.{OLDEST.minor} to {NEWEST.major}.{NEWEST.minor}"
-
-
-def _release(text: str, field: str, errors: list[tuple[str, str]]) -> Release | None:
-    release = Release.parse(text)
-    if release is None or not supported(release):
-        errors.append((field, f"Flower {text} is not a release this function supports ({SUPPORTED})"))
-        return None
-    return release
-
-
-def _image_release(image: str | None, field: str, errors: list[tuple[str, str]]) -> Release | None:
-    """The release an image's tag names; None, without error, when the tag names none (`latest`, a digest)."""
-    tag = image_tag(image) if image is not None else None
-    if tag is None or Release.parse(tag) is None:
-        return None
-    return _release(tag, field, errors)
-
-
-def resolve(spec: FederationSpec) -> Releases:
-    """The release each part runs: its image's tag, else spec.version; SpecError naming the field otherwise."""
-    errors: list[tuple[str, str]] = []
-    version = _release(spec.version, "spec.version", errors) if spec.version else None
-    superlink = _image_release(spec.superlink.image, "spec.superlink.image", errors) or version
-    if superlink is None and not errors:
-        errors.append(
-            (
-                "spec.version",
-                (
-                    "cannot tell which Flower release runs: set spec.version, or tag spec.superlink.image "
-                    "with the release (e.g. flwr/superlink:1.41.0)"
-                ),
-            )
-        )
-    default = _image_release(spec.supernodes.image, "spec.supernodes.image", errors) or version or superlink
-    pools: dict[str, Release] = {}
-    for i, pool in enumerate(spec.supernodes.pools):
-        field = f"spec.supernodes.pools[{i}].images.supernode"
-        release = _image_release(pool.images.supernode, field, errors) or default
-        if release is not None:
-            pools[pool.name] = release
-    if errors or superlink is None:
-        raise SpecError(errors)
-    releases = Releases(superlink, pools)
-    _refuse_unreachable(spec, releases, errors)
-    _refuse_dependency_installation(spec, superlink, pools, errors)
-    if errors:
-        raise SpecError(errors)
-    return dataclasses.replace(releases, warnings=tuple(_warnings(superlink, pools)))
-
-
-def _refuse_unreachable(spec: FederationSpec, releases: Releases, errors: list[tuple[str, str]]) -> None:
-    """Refuse pools whose SuperNodes could never join: Fleet APIs changed from gRPC to HTTP in 1.40.
-
-    A gRPC SuperLink (before 1.40) cannot serve an HTTP SuperNode. An HTTP
-    SuperLink serves older pools through its gRPC Fleet adapter (see
-    Releases.legacy_fleet); its HTTP pools then dial the proxy's port, which
-    pools in other clusters have no address for.
-    """
-    superlink, fleet = releases.superlink, releases.superlink_dialect.fleet_api
-    for i, pool in enumerate(spec.supernodes.pools):
-        release = releases.pools[pool.name]
-        if fleet == "grpc" and dialect(release).fleet_api == "http":
-            errors.append(
-                (
-                    f"spec.supernodes.pools[{i}]",
-                    (
-                        f"pool {pool.name} runs Flower {release} and the SuperLink {superlink}: a SuperLink "
-                        "before 1.40 has no HTTP Fleet API, so its SuperNodes could never join; upgrade the "
-                        "SuperLink first"
-                    ),
-                )
-            )
-        elif releases.dials_proxy_port(pool.name) and placement.remote(spec, pool):
-            errors.append(
-                (
-                    f"spec.supernodes.pools[{i}]",
-                    (
-                        f"pool {pool.name} runs Flower {release} in another cluster while pools before 1.40 "
-                        "hold the SuperLink's Fleet port for Flower's gRPC adapter, so its SuperNodes have no "
-                        "address for the HTTP Fleet API; upgrade those pools first"
-                    ),
-                )
-            )
-
-
-def _refuse_dependency_installation(
-    spec: FederationSpec, superlink: Release, pools: dict[str, Release], errors: list[tuple[str, str]]
-) -> None:
-    """Flower before 1.29 cannot install an app's dependencies: allowing it there would promise what never happens."""
-    if not spec.allowRuntimeDependencyInstallation:
-        return
-    parts = [("the SuperLink", superlink)] + [(f"pool {name}", release) for name, release in pools.items()]
-    old = [f"{part} runs {release}" for part, release in parts if dialect(release).dependency_install == "absent"]
-    if old:
-        errors.append(
-            (
-                "spec.allowRuntimeDependencyInstallation",
-                f"needs Flower 1.29 or newer, where apps can install their dependencies; {', '.join(old)}",
-            )
-        )
-
-
-def with_default_images(spec: FederationSpec, releases: Releases) -> FederationSpec:
-    """The spec with every unset image named from spec.version: flwr/superlink, flwr/supernode, flwr/superexec.
-
-    A part runs spec.version's release unless its image names another; a
-    defaulted image is tagged with the release of the part it serves: the
-    text of spec.version where that is the release (so `1.41.0-py3.11` keeps
-    its variant), else the release as Flower writes it (`1.35.0`). Without
-    spec.version every image is the user's (the rules require them).
-    """
-    if not spec.version:
-        return spec
-    named = Release.parse(spec.version)
-
-    def image(part: str, release: Release) -> str:
-        return f"{IMAGES[part]}:{spec.version if release == named else release}"
-
-    process = spec.isolationMode == "process"
-    link = spec.superlink
-    superlink = link.model_copy(
-        update={
-            "image": link.image or image("superlink", releases.superlink),
-            "superexecImage": link.superexecImage or (image("superexec", releases.superlink) if process else None),
-        }
-    )
-    pools = [
-        pool.model_copy(
-            update={
-                "images": pool.images.model_copy(
-                    update={
-                        "superexecClientApp": pool.images.superexecClientApp
-                        or (image("superexec", releases.pools[pool.name]) if process else None)
-                    }
-                )
-            }
-        )
-        for pool in spec.supernodes.pools
-    ]
-    supernodes = spec.supernodes.model_copy(
-        update={"image": spec.supernodes.image or image("supernode", named or releases.superlink), "pools": pools}
-    )
-    return spec.model_copy(update={"superlink": superlink, "supernodes": supernodes})
-
-
-def _warnings(superlink: Release, pools: dict[str, Release]) -> list[str]:
-    warnings = [
-        f"Flower {release} is newer than {NEWEST.major}.{NEWEST.minor}, the newest release this function knows: "
-        f"it writes {NEWEST.major}.{NEWEST.minor}'s command lines"
-        for release in sorted({superlink, *pools.values()})
-        if newer_than_known(release)
-    ]
-    for name, release in sorted(pools.items()):
-        if dialect(release).fleet_api != dialect(superlink).fleet_api:
-            warnings.append(
-                f"pool {name} runs Flower {release}, the SuperLink {superlink}: the SuperLink serves it "
-                "through Flower's internal gRPC Fleet adapter (FLWR_INTERNAL_GRPC_FLEET_API), meant for the "
-                "move to 1.40; upgrade the pool"
-            )
-        elif release != superlink:
-            warnings.append(f"pool {name} runs Flower {release}, the SuperLink {superlink}")
-    return warnings

@@ -9,7 +9,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf.message import DecodeError
 
 from function.api import k8s_schema, policy
-from function.api.validation import SpecError
+from function.api.refusals import SpecError
 from function.builders import published_keys, tls
 from function.composition import admission, compose, status
 from function.serving import wire

@@ -49,16 +49,6 @@ HASH_LENGTH = 5
 MAX_REPLICAS = 1000
 
 
-class TooManyClustersError(ValueError):
-    """A selector matches more clusters than its maxClusters."""
-
-    def __init__(self, field: str, message: str) -> None:
-        """Name the field and say what is wrong with it."""
-        self.field = field
-        self.message = message
-        super().__init__(f"{field}: {message}")
-
-
 @dataclasses.dataclass(frozen=True)
 class Requirement:
     """One required-resource request: the ProviderConfigs of one kind with a pool's labels."""
@@ -323,16 +313,15 @@ def expand(
 ) -> Selection:
     """Each selector pool's members: its clusters, with their index, pool or problem.
 
-    Raises TooManyClustersError when a selector matches more than its maxClusters.
+    No selector may match more than its maxClusters (refusals.cluster_counts).
     """
     members: list[Member] = []
     unmatched, pending = [], []
     taken_names = {p.name for p in spec.supernodes.pools}
     ids = numbered(spec)
-    for i, pool in enumerate(spec.supernodes.pools):
+    for pool in spec.supernodes.pools:
         if pool.clusterSelector is None:
             continue
-        field = f"spec.supernodes.pools[{i}]"
         chosen = clusters.get(pool.name)
         if chosen is None:
             pending.append(pool.name)
@@ -340,14 +329,6 @@ def expand(
         if not chosen:
             unmatched.append(pool.name)
             continue
-        limit = pool.clusterSelector.maxClusters
-        if len(chosen) > limit:
-            message = (
-                f"matches {len(chosen)} clusters, more than maxClusters {limit}: raise maxClusters or narrow "
-                "matchLabels; nothing changes until then"
-            )
-            where = f"{field}.clusterSelector"
-            raise TooManyClustersError(where, message)
         members += _members(spec, pool, chosen, observed, context, taken_names=taken_names, ids=ids)
     return Selection(members, unmatched, pending)
 

@@ -12,19 +12,9 @@ import dataclasses
 import re
 from typing import Any
 
-from function.api.spec import FederationSpec, PoolSpec, ProviderConfigRef
+from function.api.spec import FederationSpec, PoolSpec, pool_ref
 
 _HAS_PORT = re.compile(r"(^\[.*\]:\d+$)|(^[^\[\]:]+:\d+$)")
-
-
-def superlink_ref(spec: FederationSpec) -> ProviderConfigRef:
-    """The hub: the SuperLink's own ProviderConfig, else the Federation's."""
-    return spec.superlink.providerConfigRef or spec.providerConfigRef
-
-
-def pool_ref(spec: FederationSpec, pool: PoolSpec) -> ProviderConfigRef:
-    """The ProviderConfig of a pool's cluster: its own, else the Federation's."""
-    return pool.providerConfigRef or spec.providerConfigRef
 
 
 def pool_cluster(spec: FederationSpec, pool: PoolSpec) -> str:
@@ -35,15 +25,6 @@ def pool_cluster(spec: FederationSpec, pool: PoolSpec) -> str:
 def pool_namespace(namespace: str, pool: PoolSpec) -> str:
     """A pool's namespace in its cluster: its own, else the Federation's."""
     return pool.namespace or namespace
-
-
-def remote(spec: FederationSpec, pool: PoolSpec) -> bool:
-    """Whether a pool runs in another cluster than the SuperLink.
-
-    A pool that selects its clusters by label counts as remote: any cluster
-    may come to carry its labels, so it must be able to run anywhere.
-    """
-    return pool.clusterSelector is not None or pool_ref(spec, pool) != superlink_ref(spec)
 
 
 @dataclasses.dataclass(frozen=True)

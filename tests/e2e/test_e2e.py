@@ -34,7 +34,7 @@ from controlplane import (
     wait_for,
 )
 from function.api import names, policy
-from function.api.validation import parse
+from function.api.refusals import parse
 from function.builders import identity, identity_program, netpol, published_keys, superlink
 from support.peers import CLAIMS, INVALID, ROOT, hack_module, load_all
 

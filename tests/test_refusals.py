@@ -2,7 +2,7 @@
 
 import pytest
 
-from function.api.validation import SpecError, parse
+from function.api.refusals import SpecError, parse
 from function.composition import compose
 from support.helpers import BASE, PROCESS, pool, spec, xr
 

@@ -1,0 +1,259 @@
+"""Every refusal of a Federation's input, in one place: each check names the field and says why.
+
+The XRD rejects most bad input at admission; this module rejects all of it,
+with the same messages, for the paths that skip the XRD (a render without
+it, an older XRD, an operator manifest). In the order the front door
+(function/composition/compose.py, `federation`) applies them:
+
+- `federation_name`: the XR has a name;
+- `parse`: the model's own types and bounds (function/api/spec.py), then
+  `check`: the cross-field rules (function/api/rules.py, as the XRD's CEL
+  has them), each pool's nodeConfig (function/api/nodeconfig.py) and the
+  Kubernetes-typed fields (function/api/k8s_schema.py);
+- `claim_namespace`: a claim or namespaced Federation stays in its namespace;
+- `generated_names`: every name the function generates is a valid Kubernetes name;
+- `releases`: every part runs a Flower release this function supports, and
+  every pool can join its SuperLink at the releases they run;
+- `cluster_counts`: no selector matches more clusters than its maxClusters.
+
+What the platform's policy refuses of the composed objects is judged on the
+objects themselves, after composing: function/composition/admission.py.
+Everything either refuses is a SpecError: a fatal result, nothing composed,
+nothing that exists removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sized
+from typing import Any
+
+import pydantic
+
+from function.api import k8s_schema, names, nodeconfig, rules, versions
+from function.api.spec import K8S_TYPE, FederationSpec, pool_ref, remote, superlink_ref
+from function.releases.flower import SUPPORTED, Releases, dialect
+
+
+class SpecError(Exception):
+    """The spec is invalid; errors holds (field path, message) pairs."""
+
+    def __init__(self, errors: list[tuple[str, str]]) -> None:
+        """Hold errors; the message lists them all."""
+        self.errors = errors
+        super().__init__("; ".join(f"{field}: {message}" for field, message in errors))
+
+
+def parse(raw: Any) -> FederationSpec:
+    """Parse and fully check a spec; raise SpecError naming every bad field."""
+    if not isinstance(raw, dict):
+        raise SpecError([("spec", "must be an object")])
+    try:
+        spec = FederationSpec.model_validate(raw)
+    except pydantic.ValidationError as err:
+        raise SpecError(
+            [(k8s_schema.field_path("spec", e["loc"]), e["msg"]) for e in err.errors(include_url=False)]
+        ) from None
+    errors = check(spec)
+    if errors:
+        raise SpecError(errors)
+    return spec
+
+
+def check(spec: FederationSpec) -> list[tuple[str, str]]:
+    """The cross-field rules (function/api/rules.py, in the XRD's order), then what only the function can check."""
+    return [*rules.violations(spec), *_node_configs(spec), *_check_kubernetes_types(spec)]
+
+
+def _node_configs(spec: FederationSpec) -> list[tuple[str, str]]:
+    """Each pool's nodeConfig entries that Flower would not read back as written."""
+    return [
+        error
+        for i, pool in enumerate(spec.supernodes.pools)
+        for error in nodeconfig.check(pool.nodeConfig, spec.mode, f"spec.supernodes.pools[{i}].nodeConfig")
+    ]
+
+
+def generated_names(federation: str, spec: FederationSpec) -> None:
+    """Generated names must be valid Kubernetes names of the right length."""
+    errors = []
+    for field, name, kind in names.generated(federation, spec):
+        problem = names.problem(name, kind)
+        if problem:
+            errors.append((field, f"generated {kind} name {name!r} {problem}"))
+    if errors:
+        raise SpecError(errors)
+
+
+def _kubernetes_field(type_name: str, name: str, value: Any, path: str) -> list[tuple[str, str]]:
+    """Check one Kubernetes-typed field (an object, or a list of them) against its definition."""
+    if isinstance(value, list):
+        errors = [e for i, item in enumerate(value) for e in k8s_schema.check(type_name, item, f"{path}[{i}]")]
+    else:
+        errors = k8s_schema.check(type_name, value, path)
+    if name == "podTemplate" and (value.get("spec") or {}).get("containers"):
+        errors.append(
+            (
+                f"{path}.spec.containers",
+                (
+                    "containers are built by the function; set images, env, "
+                    "resources and volumeMounts in the spec instead"
+                ),
+            )
+        )
+    return errors
+
+
+def _check_kubernetes_types(spec: FederationSpec) -> list[tuple[str, str]]:
+    errors: list[tuple[str, str]] = []
+
+    def walk(model: pydantic.BaseModel, field: str) -> None:
+        for name, info in type(model).model_fields.items():
+            value = getattr(model, name)
+            path = f"{field}.{name}"
+            extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+            type_name = extra.get(K8S_TYPE)
+            if isinstance(type_name, str) and type_name and value is not None:
+                errors.extend(_kubernetes_field(type_name, name, value, path))
+            elif isinstance(value, pydantic.BaseModel):
+                walk(value, path)
+            elif isinstance(value, list):
+                for i, item in enumerate(value):
+                    if isinstance(item, pydantic.BaseModel):
+                        walk(item, f"{path}[{i}]")
+
+    walk(spec, "spec")
+    return errors
+
+
+def federation_name(name: str) -> None:
+    """The XR must have a name: every object is named from it."""
+    if not name:
+        raise SpecError([("metadata.name", "is required")])
+
+
+def claim_namespace(namespace: str, spec: FederationSpec) -> None:
+    """A claim or namespaced XR deploys into its own namespace in the SuperLink's cluster."""
+    errors = []
+    if spec.namespace and spec.namespace != namespace:
+        errors.append(("spec.namespace", f"must be empty or {namespace!r}: a claim deploys into its own namespace"))
+    hub = superlink_ref(spec)
+    for i, pool in enumerate(spec.supernodes.pools):
+        # A selector pool's clusters are checked one by one, and held, not refused (function/topology/clusters.py).
+        selects = pool.clusterSelector is not None
+        if pool.namespace and pool.namespace != namespace and not selects and pool_ref(spec, pool) == hub:
+            errors.append(
+                (
+                    f"spec.supernodes.pools[{i}].namespace",
+                    f"must be empty or {namespace!r}: a claim's pools in the SuperLink's cluster stay in its namespace",
+                )
+            )
+    if errors:
+        raise SpecError(errors)
+
+
+def releases(spec: FederationSpec) -> Releases:
+    """The release each part runs (function/api/versions.py).
+
+    Refused when one is unsupported or cannot be told, or when a pool could
+    never join the SuperLink at the releases they run.
+    """
+    written = versions.written(spec)
+    errors = [
+        (field, f"Flower {text} is not a release this function supports ({SUPPORTED})")
+        for field, text in written.unsupported
+    ]
+    superlink_fields = ("spec.version", "spec.superlink.image")
+    if written.superlink is None and not any(field in superlink_fields for field, _ in written.unsupported):
+        # First: neither field that would tell it was refused.
+        errors.insert(
+            0,
+            (
+                "spec.version",
+                (
+                    "cannot tell which Flower release runs: set spec.version, or tag spec.superlink.image "
+                    "with the release (e.g. flwr/superlink:1.41.0)"
+                ),
+            ),
+        )
+    if errors or written.superlink is None:
+        raise SpecError(errors)
+    found = versions.releases(written.superlink, written.pools)
+    errors = [*_unreachable(spec, found), *_dependency_installation(spec, found)]
+    if errors:
+        raise SpecError(errors)
+    return found
+
+
+def _unreachable(spec: FederationSpec, releases: Releases) -> list[tuple[str, str]]:
+    """Pools whose SuperNodes could never join: Fleet APIs changed from gRPC to HTTP in 1.40.
+
+    A gRPC SuperLink (before 1.40) cannot serve an HTTP SuperNode. An HTTP
+    SuperLink serves older pools through its gRPC Fleet adapter (see
+    Releases.legacy_fleet); its HTTP pools then dial the proxy's port, which
+    pools in other clusters have no address for.
+    """
+    errors = []
+    superlink, fleet = releases.superlink, releases.superlink_dialect.fleet_api
+    for i, pool in enumerate(spec.supernodes.pools):
+        release = releases.pools[pool.name]
+        if fleet == "grpc" and dialect(release).fleet_api == "http":
+            errors.append(
+                (
+                    f"spec.supernodes.pools[{i}]",
+                    (
+                        f"pool {pool.name} runs Flower {release} and the SuperLink {superlink}: a SuperLink "
+                        "before 1.40 has no HTTP Fleet API, so its SuperNodes could never join; upgrade the "
+                        "SuperLink first"
+                    ),
+                )
+            )
+        elif releases.dials_proxy_port(pool.name) and remote(spec, pool):
+            errors.append(
+                (
+                    f"spec.supernodes.pools[{i}]",
+                    (
+                        f"pool {pool.name} runs Flower {release} in another cluster while pools before 1.40 "
+                        "hold the SuperLink's Fleet port for Flower's gRPC adapter, so its SuperNodes have no "
+                        "address for the HTTP Fleet API; upgrade those pools first"
+                    ),
+                )
+            )
+    return errors
+
+
+def _dependency_installation(spec: FederationSpec, releases: Releases) -> list[tuple[str, str]]:
+    """Flower before 1.29 cannot install an app's dependencies: allowing it there would promise what never happens."""
+    if not spec.allowRuntimeDependencyInstallation:
+        return []
+    parts = [("the SuperLink", releases.superlink)] + [(f"pool {n}", r) for n, r in releases.pools.items()]
+    old = [f"{part} runs {release}" for part, release in parts if dialect(release).dependency_install == "absent"]
+    if not old:
+        return []
+    return [
+        (
+            "spec.allowRuntimeDependencyInstallation",
+            f"needs Flower 1.29 or newer, where apps can install their dependencies; {', '.join(old)}",
+        )
+    ]
+
+
+def cluster_counts(spec: FederationSpec, found: Mapping[str, Sized | None]) -> None:
+    """No selector may match more clusters than its maxClusters: which would be left out?
+
+    found: per selector pool, the clusters Crossplane found (None while it has
+    not answered). Nothing changes until the labels or the bound are mended.
+    """
+    errors = []
+    for i, pool in enumerate(spec.supernodes.pools):
+        chosen = found.get(pool.name)
+        if pool.clusterSelector is None or chosen is None:
+            continue
+        limit = pool.clusterSelector.maxClusters
+        if len(chosen) > limit:
+            message = (
+                f"matches {len(chosen)} clusters, more than maxClusters {limit}: raise maxClusters or narrow "
+                "matchLabels; nothing changes until then"
+            )
+            errors.append((f"spec.supernodes.pools[{i}].clusterSelector", message))
+    if errors:
+        raise SpecError(errors)
