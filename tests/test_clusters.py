@@ -18,6 +18,7 @@ from function.api.refusals import SpecError
 from function.api.spec import MAX_CLUSTERS, ProviderConfigRef
 from function.builders import identity
 from function.composition import compose
+from function.federation import read, value
 from function.serving import fn, render, wire
 from function.topology import clusters
 from support.helpers import ANY_NAMESPACE_POLICY, BASE, pool, spec, xr
@@ -61,10 +62,10 @@ def config(name: str, **annotations: str) -> dict[str, Any]:
 
 def fed(s: dict[str, Any], configs: list[dict[str, Any]] | None, observed: dict[str, Any] | None = None):
     required = {} if configs is None else {KEY: configs}
-    return compose.federation(xr(s), required, observed or {})
+    return read.federation(xr(s), required, observed or {})
 
 
-def member_names(f: compose.Federation) -> dict[str, int | None]:
+def member_names(f: value.Federation) -> dict[str, int | None]:
     return {m.cluster.name: m.index for m in f.selection.placed}
 
 
@@ -120,19 +121,19 @@ def test_clusters_that_differ_only_in_dots_get_different_names():
 def test_a_selector_pool_name_must_leave_room_for_its_clusters():
     long_pool = pool(SELECTED, name="g" * 34)
     with pytest.raises(SpecError, match=r"spec.supernodes.pools\[0\].name"):
-        compose.federation(xr(long_pool))
+        read.federation(xr(long_pool))
     # The same name is fine for a pool that names its cluster.
-    compose.federation(xr(pool(BASE, name="g" * 34)))
+    read.federation(xr(pool(BASE, name="g" * 34)))
 
 
 # -- indices --------------------------------------------------------------------
 
 
-def observed_index(f: compose.Federation, cluster: str) -> dict[str, Any]:
+def observed_index(f: value.Federation, cluster: str) -> dict[str, Any]:
     """The observed Object of a cluster's workload, as the function last composed it."""
     m = next(m for m in f.selection.placed if m.cluster.name == cluster)
     built = compose.plan(f, SERVICE)
-    return {compose.pool_resource(m.name): compose.desired(f, built)[compose.pool_resource(m.name)]}
+    return {read.pool_resource(m.name): compose.desired(f, built)[read.pool_resource(m.name)]}
 
 
 def test_new_clusters_take_the_lowest_free_index_in_name_order():
@@ -276,7 +277,7 @@ def test_the_same_selection_in_any_order_renders_the_same_bytes():
 
 
 def test_requirements_per_flavor():
-    f = compose.federation(xr(SELECTED))
+    f = read.federation(xr(SELECTED))
     assert clusters.requirements(f.written, "team-a", namespaced=False) == [
         clusters.Requirement(KEY, "kubernetes.crossplane.io/v1alpha1", "ProviderConfig", LABELS)
     ]
@@ -531,5 +532,5 @@ def test_a_selector_pool_with_node_authentication_needs_no_control_api_on_any_re
     # cluster's API and never reach the Control API, so a release before 1.40 (whose Fleet address
     # leads to no Control API) is no longer refused up front.
     s = spec(SELECTED, tls={"secretName": "superlink-tls"}, nodeAuthentication={"enabled": True})
-    fed = compose.federation(xr(s))
+    fed = read.federation(xr(s))
     assert str(fed.flower.superlink) == "1.25.0", "the case needs a release before 1.40"

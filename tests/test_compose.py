@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from function.composition import compose
-from function.composition.compose import Hold
+from function.federation import read, value
+from function.federation.value import Hold
 from function.topology import placement
 from support.helpers import BASE, spec, xr
 
@@ -25,11 +26,11 @@ US = {"name": "us", "replicas": 1, "providerConfigRef": {"name": "spoke-us"}}
 THEIR_CA = {"caSecretRef": {"name": "their-ca", "key": "root.pem"}}
 
 
-def federation(s: dict[str, Any]) -> compose.Federation:
+def federation(s: dict[str, Any]) -> value.Federation:
     if s.get("namespace"):
         # An XR without a claim, free to place pools in other namespaces of the hub.
-        return compose.federation({"metadata": {"name": "fed"}, "spec": s})
-    return compose.federation(xr(s))
+        return read.federation({"metadata": {"name": "fed"}, "spec": s})
+    return read.federation(xr(s))
 
 
 def pools_spec(*pools: dict[str, Any], **changes: Any) -> dict[str, Any]:
@@ -38,7 +39,7 @@ def pools_spec(*pools: dict[str, Any], **changes: Any) -> dict[str, Any]:
 
 def placed(
     s: dict[str, Any], external: placement.External = ADDRESS, *, ca_known: bool = True
-) -> list[compose.PlacedPool]:
+) -> list[value.PlacedPool]:
     fed = federation(s)
     return [compose.place_pool(fed, pool, external, ca_known=ca_known) for pool in fed.spec.supernodes.pools]
 
@@ -116,7 +117,7 @@ PLACE_CASES = [
 @pytest.mark.parametrize("case", PLACE_CASES, ids=lambda c: c.reason)
 def test_place_pool(case):
     (p,) = placed(case.spec, case.external, ca_known=case.ca_known)
-    secret = p.trust["secret"]["secretName"] if p.trust else None
+    secret = p.trust.secret if p.trust else None
     assert (p.remote, p.fleet, secret, p.copies_ca, p.hold) == case.want
 
 
@@ -390,4 +391,4 @@ def test_plan(case):
     assert (built.held, built.remote, built.ca_pools, built.ca_known) == case.want
     assert built.needs_ca is bool(case.want[2])
     for name in built.held:
-        assert compose.pool_resource(name) not in built.resources
+        assert read.pool_resource(name) not in built.resources

@@ -18,7 +18,7 @@ import yaml
 
 from conftest import CLAIMS, EXAMPLES, ROOT, load_all, need
 from function.builders import fleet_proxy
-from function.composition import compose
+from function.federation import read
 from function.releases import flower
 from function.serving import render
 from support.peers import policy_for
@@ -41,7 +41,7 @@ def containers():
     for example in [*CLAIMS, EXAMPLES / "xr.yaml"]:
         xr = load_all(example)[0]
         docs, _ = render.render(xr, [], policy=policy_for(example))
-        superlink = compose.federation(xr).flower.superlink
+        superlink = read.federation(xr).flower.superlink
         for doc in (d for d in docs[1:] if d["kind"] == "Object"):
             manifest = doc["spec"]["forProvider"]["manifest"]
             template = (manifest.get("spec") or {}).get("template")

@@ -11,6 +11,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from conftest import CLAIMS, ROOT, load_all
 from function.api import names
 from function.composition import compose
+from function.federation import read
 from function.releases.flower import CONTROL_PORT
 from function.serving import fn, render
 from support.helpers import ANY_NAMESPACE_POLICY, BASE, manifests, spec, xr
@@ -122,7 +123,7 @@ def test_pools_in_other_namespaces_of_the_hub_are_admitted(netpolicy):
         "supernodes": {**REMOTE["supernodes"], "pools": [{"name": "x", "replicas": 1, "namespace": "other"}]},
     }
     bare = {"metadata": {"name": "fed"}, "spec": {**s, "namespace": "team-a"}}
-    out = compose.manifests(compose.federation(bare))
+    out = compose.manifests(read.federation(bare))
     pols = [m for k, m in out.items() if k.startswith("networkpolicy-")]
     node = pod("other", names.pool_labels("fed", "x"))
     assert allowed(netpolicy, pols, node, SUPERLINK, 9092)

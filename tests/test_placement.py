@@ -12,6 +12,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from conftest import EXAMPLES, load_all
 from function.api.refusals import SpecError
 from function.composition import compose
+from function.federation import read
 from function.serving import fn, render
 from support.helpers import ANY_NAMESPACE_POLICY, BASE, spec, xr
 from support.peers import PLATFORM_POLICY, composition_for
@@ -184,11 +185,11 @@ def test_an_existing_remote_pool_is_kept_while_its_address_is_unknown():
 def test_a_claim_keeps_hub_pools_in_its_namespace():
     s = spec(REMOTE, supernodes__pools=[{"name": "local", "replicas": 1, "namespace": "kube-system"}])
     with pytest.raises(SpecError) as err:
-        compose.federation(xr(s))
+        read.federation(xr(s))
     assert err.value.errors[0][0] == "spec.supernodes.pools[0].namespace"
     # A bare XR may place pools where it likes.
     bare = {"metadata": {"name": "solo"}, "spec": s}
-    assert compose.manifests(compose.federation(bare))["pool-local"]["metadata"]["namespace"] == "kube-system"
+    assert compose.manifests(read.federation(bare))["pool-local"]["metadata"]["namespace"] == "kube-system"
 
 
 def test_crank_render_releases_pools_with_an_observed_load_balancer(crank, functions_file, tmp_path):

@@ -15,6 +15,8 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.builders import identity, identity_program, netpol, published_keys
 from function.composition import compose
+from function.federation import read
+from function.federation.value import Hold
 from function.serving import fn
 from support.helpers import BASE, manifests, pod, spec, xr
 
@@ -215,7 +217,7 @@ def test_a_collection_per_cluster_and_namespace_where_pools_publish():
             {"name": "eu", "replicas": 1, "providerConfigRef": {"name": "spoke-eu"}, "caSecretRef": {"name": "ca"}},
         ],
     )
-    built = compose.plan(compose.federation(xr(two)))
+    built = compose.plan(read.federation(xr(two)))
     assert sorted(built.direct) == [
         compose.key_collection_resource("default", NAMESPACE),
         compose.key_collection_resource("spoke-eu", NAMESPACE),
@@ -270,7 +272,7 @@ def observed_endpoints(live: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_publishing_pods_reach_their_api_server_once_its_endpoints_are_observed():
-    fed = compose.federation(xr(AUTH))
+    fed = read.federation(xr(AUTH))
     before = compose.plan(fed).resources
     endpoints = before[compose.api_endpoints_resource("default")]
     assert endpoints.observe
@@ -282,7 +284,7 @@ def test_publishing_pods_reach_their_api_server_once_its_endpoints_are_observed(
     after = compose.plan(fed, observed_endpoints(ENDPOINTS)).resources
     assert netpol.kube_api_egress(ENDPOINTS) in after[policy].manifest["spec"]["egress"]
     # Pools that publish nothing get no such rule, nor anything observed.
-    plain = compose.federation(xr(TLS))
+    plain = read.federation(xr(TLS))
     plan = compose.plan(plain, observed_endpoints(ENDPOINTS)).resources
     assert compose.api_endpoints_resource("default") not in plan
     assert netpol.kube_api_egress(ENDPOINTS) not in plan[policy].manifest["spec"]["egress"]
@@ -298,10 +300,10 @@ def test_a_held_pools_keys_stay_listed():
         supernodes__pools=[{"name": "eu", "replicas": 1, "providerConfigRef": {"name": "spoke-eu"},
                             "caSecretRef": {"name": "ca"}}],
     )  # fmt: skip
-    fed = compose.federation(xr(held))
+    fed = read.federation(xr(held))
     name = published_keys.collection_name(FED, NAMESPACE, "spoke-eu", NAMESPACE)
     built = compose.plan(fed, key_members=[member(collection=name, carried=CARRIED)])
-    assert built.held == {"eu": compose.Hold.ADDRESS}
+    assert built.held == {"eu": Hold.ADDRESS}
     assert compose.key_collection_resource("spoke-eu", NAMESPACE) not in built.direct
     listed = built.resources[compose.AUTHORIZED_KEYS].manifest["data"]["authorized-keys"]
     assert listed.startswith(f"{KEY} spoke-eu/{NAMESPACE}/"), listed

@@ -4,6 +4,7 @@ import pytest
 
 from function.api.refusals import SpecError, parse
 from function.composition import compose
+from function.federation import read
 from support.helpers import BASE, PROCESS, pool, spec, xr
 
 DS = spec(BASE, mode="DaemonSet", supernodes__pools=[{"name": "edge"}])
@@ -247,32 +248,32 @@ def test_operator_podtemplate_with_empty_containers_is_accepted():
 )
 def test_generated_names_are_checked(name, s, field, message):
     with pytest.raises(SpecError) as err:
-        compose.federation(xr(s, name=name))
+        read.federation(xr(s, name=name))
     assert any(f == field and message in m for f, m in err.value.errors), err.value.errors
 
 
 def test_name_at_the_statefulset_limit_is_accepted():
-    fed = compose.federation(xr(pool(BASE, name="p" * (52 - len("fed-supernode-")))))
+    fed = read.federation(xr(pool(BASE, name="p" * (52 - len("fed-supernode-")))))
     assert len(compose.manifests(fed)["pool-" + "p" * 38]["metadata"]["name"]) == 52
 
 
 def test_claim_cannot_deploy_elsewhere():
     with pytest.raises(SpecError) as err:
-        compose.federation(xr(spec(BASE, namespace="kube-system"), namespace="team-a"))
+        read.federation(xr(spec(BASE, namespace="kube-system"), namespace="team-a"))
     assert err.value.errors[0][0] == "spec.namespace"
 
 
 def test_claim_namespace_and_bare_xr_namespace():
-    assert compose.federation(xr(BASE, namespace="team-b")).namespace == "team-b"
+    assert read.federation(xr(BASE, namespace="team-b")).namespace == "team-b"
     bare = {"metadata": {"name": "solo"}, "spec": spec(BASE, namespace="flower")}
-    assert (compose.federation(bare).name, compose.federation(bare).namespace) == ("solo", "flower")
+    assert (read.federation(bare).name, read.federation(bare).namespace) == ("solo", "flower")
     bare["spec"].pop("namespace")
-    assert compose.federation(bare).namespace == "default"
+    assert read.federation(bare).namespace == "default"
 
 
 def test_crossplane_fields_in_the_xr_spec_are_ignored():
     s = spec(BASE, compositionRef={"name": "x"}, resourceRefs=[], claimRef={"name": "fed", "namespace": "team-a"})
-    fed = compose.federation({"metadata": {"name": "fed-abcde"}, "spec": s})
+    fed = read.federation({"metadata": {"name": "fed-abcde"}, "spec": s})
     assert (fed.name, fed.namespace) == ("fed", "team-a")
 
 

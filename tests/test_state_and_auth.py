@@ -13,6 +13,7 @@ import pytest
 from function.api.refusals import SpecError, parse
 from function.builders import identity
 from function.composition import compose
+from function.federation import read
 from support.helpers import BASE, container, manifests, pod, pool, spec, xr
 
 DURABLE = spec(BASE, superlink__persistence={"size": "5Gi", "storageClassName": "fast"})
@@ -301,7 +302,7 @@ def test_the_shipped_archive_runs_as_the_program(tmp_path):
 
 def _with_report(s, report):
     """The Federation composed with its registrar's report observed as it wrote it."""
-    fed = compose.federation(xr(s))
+    fed = read.federation(xr(s))
     live = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"retired": report}}
     observed = {compose.REGISTRATIONS: {"status": {"atProvider": {"manifest": live}}}}
     return fed, compose.plan(fed, observed)
@@ -329,10 +330,10 @@ def test_the_registrar_reports_into_a_configmap_it_alone_may_write_and_crossplan
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fed-superlink", "namespace": "team-a"}]
     superlink_pod = built.resources[compose.SUPERLINK].manifest["spec"]["template"]["spec"]
     assert superlink_pod["serviceAccountName"] == "fed-superlink"
-    pool_pod = built.resources[compose.pool_resource("default")].manifest["spec"]["template"]["spec"]
+    pool_pod = built.resources[read.pool_resource("default")].manifest["spec"]["template"]["spec"]
     assert pool_pod["serviceAccountName"] == "fed-flower"
     # Without node authentication there is no registrar, and nothing to report.
-    plain = compose.plan(compose.federation(xr(TLS)))
+    plain = compose.plan(read.federation(xr(TLS)))
     assert compose.REGISTRATIONS not in plain.resources and compose.REGISTRATIONS_ROLE not in plain.resources
 
 

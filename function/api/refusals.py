@@ -3,13 +3,13 @@
 The XRD rejects most bad input at admission; this module rejects all of it,
 with the same messages, for the paths that skip the XRD (a render without
 it, an older XRD, an operator manifest). In the order the front door
-(function/composition/compose.py, `federation`) applies them:
+(function/federation/read.py) applies them:
 
-- `federation_name`: the XR has a name;
 - `parse`: the model's own types and bounds (function/api/spec.py), then
   `check`: the cross-field rules (function/api/rules.py, as the XRD's CEL
   has them), each pool's nodeConfig (function/api/nodeconfig.py) and the
   Kubernetes-typed fields (function/api/k8s_schema.py);
+- `federation_name`: the XR has a name;
 - `claim_namespace`: a claim or namespaced Federation stays in its namespace;
 - `generated_names`: every name the function generates is a valid Kubernetes name;
 - `releases`: every part runs a Flower release this function supports, and

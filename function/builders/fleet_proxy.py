@@ -25,6 +25,7 @@ from typing import Any
 from function.api import names
 from function.api.spec import FLEET_PROXY_IMAGE, FederationSpec
 from function.builders import merge, tls
+from function.federation.value import Federation
 from function.releases.flower import CONTROL_PORT, FLEET_PROXY_PORT
 
 CONTAINER = "fleet-proxy"
@@ -106,8 +107,9 @@ def _locations(upstream: str) -> list[str]:
     ]
 
 
-def configmap(federation: str, namespace: str, spec: FederationSpec) -> dict[str, Any]:
-    """The ConfigMap the proxy reads its configuration from."""
+def configmap(fed: Federation) -> dict[str, Any]:
+    """The ConfigMap the proxy reads its configuration from, beside the SuperLink."""
+    federation, namespace, spec = fed.name, fed.namespace, fed.spec
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

@@ -47,9 +47,10 @@ from function.api.spec import (
     STATE_VOLUME,
     FederationSpec,
     NodeAuthentication,
+    superlink_state,
 )
 from function.builders import identity_program, pods, tls
-from function.releases.flower import Dialect
+from function.federation.value import Federation
 
 KEY_DIR = posixpath.dirname(AUTH_KEY_PATH)
 WORK_VOLUME = "supernode-registrar-work"
@@ -176,12 +177,15 @@ def program_configmap(federation: str, namespace: str, labels: dict[str, str]) -
     return _configmap(name, namespace, labels, immutable=True, binaryData={PROGRAM_FILE: PROGRAM_ARCHIVE})
 
 
-def registration(
-    federation: str, spec: FederationSpec, superlink_dialect: Dialect, address: str, *, persistent: bool
-) -> Registration:
-    """How the registrar reaches the Control API at address (the loopback), with the SuperLink's own CLI."""
+def registration(fed: Federation, address: str) -> Registration:
+    """How the registrar reaches the Control API at address (the loopback), with the SuperLink's own CLI.
+
+    It keeps what it registered across restarts when the SuperLink keeps its state.
+    """
+    federation, spec, superlink_dialect = fed.name, fed.spec, fed.superlink_dialect
+    persistent = superlink_state(spec) is not None
     if spec.superlink.image is None:
-        msg = "spec.superlink.image is unset: compose.federation names it from spec.version"
+        msg = "spec.superlink.image is unset: the front door (federation.read) names it from spec.version"
         raise ValueError(msg)
     ca = f"{tls.TLS_DIR}/{tls.CA_FILE}" if tls.enabled(spec) else None
     auth = settings(spec)

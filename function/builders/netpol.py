@@ -18,8 +18,8 @@ import ipaddress
 from typing import Any
 
 from function.api import names
-from function.api.spec import FederationSpec
-from function.releases.flower import CONTROL_PORT, FLEET_PORT
+from function.federation.value import Federation
+from function.releases.flower import CONTROL_PORT
 
 # The EndpointSlice every API server keeps of itself (its Service `kubernetes`), read to admit it.
 KUBE_API_ENDPOINTS: dict[str, Any] = {
@@ -45,19 +45,14 @@ def _namespace(name: str) -> dict[str, Any]:
     return {"matchLabels": {NAMESPACE_LABEL: name}}
 
 
-def superlink_policy(
-    federation: str,
-    namespace: str,
-    spec: FederationSpec,
-    pool_namespaces: list[str],
-    *,
-    fleet_ports: tuple[int, ...] = (FLEET_PORT,),
-    control: bool = False,
-) -> dict[str, Any]:
+def superlink_policy(fed: Federation, pool_namespaces: list[str]) -> dict[str, Any]:
     """Ingress to the SuperLink pod. pool_namespaces: namespaces of its cluster with pools.
 
-    control: the Control API listens on the pod's address, for controlNamespaces and controlCIDRs.
+    SuperNodes reach the Fleet ports of the releases they run; when the user
+    opened the Control API in the cluster, controlNamespaces and controlCIDRs reach it.
     """
+    federation, namespace, spec = fed.name, fed.namespace, fed.spec
+    fleet_ports, control = fed.flower.fleet_ports, fed.control_open
     policy = spec.networkPolicy
     fleet_from: list[dict[str, Any]] = []
     for ns in sorted(set(pool_namespaces)):
@@ -99,13 +94,11 @@ def _external_peer(address: str) -> tuple[list[dict[str, Any]], int]:
 
 
 def supernode_policy(
-    federation: str,
+    fed: Federation,
     namespace: str,
-    spec: FederationSpec,
     superlink_namespace: str | None,
     external: str | None,
     *,
-    fleet_ports: tuple[int, ...] = (FLEET_PORT,),
     kube_api: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """SuperNode pods of one namespace: no ingress; egress to DNS, the SuperLink and what the user allows.
@@ -114,6 +107,7 @@ def supernode_policy(
     external: the address pools dial when it does not; kube_api: the rule to
     the cluster's API server, where the pods publish their keys (kube_api_egress).
     """
+    federation, spec, fleet_ports = fed.name, fed.spec, fed.flower.fleet_ports
     egress: list[dict[str, Any]] = [
         {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]},
     ]

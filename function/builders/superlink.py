@@ -14,6 +14,7 @@ from function.api.spec import (
     superlink_state,
 )
 from function.builders import fleet_proxy, identity, merge, pods, superexec_auth, tls
+from function.federation.value import Federation
 from function.releases.flower import CONTROL_PORT, FLEET_PORT, FLEET_PROXY_PORT, Dialect
 
 # The CIDRs of every address: a Service or NetworkPolicy admitting one is open to all.
@@ -48,7 +49,7 @@ def _args(spec: FederationSpec, dialect: Dialect, *, control_open: bool) -> list
 
 def _image(spec: FederationSpec) -> str:
     if spec.superlink.image is None:
-        msg = "spec.superlink.image is unset: compose.federation names it from spec.version"
+        msg = "spec.superlink.image is unset: the front door (federation.read) names it from spec.version"
         raise ValueError(msg)
     return spec.superlink.image
 
@@ -155,22 +156,16 @@ def _containers(
     return containers, volumes
 
 
-def statefulset(
-    federation: str,
-    namespace: str,
-    spec: FederationSpec,
-    dialect: Dialect,
-    *,
-    legacy_fleet: bool = False,
-    control_open: bool = False,
-    registration: identity.Registration | None = None,
-) -> dict[str, Any]:
+def statefulset(fed: Federation, *, registration: identity.Registration | None = None) -> dict[str, Any]:
     """The SuperLink's one-replica StatefulSet: its SuperExec sidecar in process mode, from 1.40 its Fleet proxy.
 
-    legacy_fleet: also serve the gRPC Fleet API, for pools before 1.40;
-    control_open: the Control API on every address, not the loopback alone;
-    registration: with node authentication, how its registrar reaches the Control API.
+    It also serves the gRPC Fleet API for pools before 1.40 (Releases.legacy_fleet),
+    and its Control API on every address when the user opened it, not the
+    loopback alone; registration: with node authentication, how its
+    registrar reaches the Control API.
     """
+    federation, namespace, spec, dialect = fed.name, fed.namespace, fed.spec, fed.superlink_dialect
+    legacy_fleet, control_open = fed.flower.legacy_fleet, fed.control_open
     name = names.superlink(federation)
     labels = names.superlink_labels(federation)
     pod_spec = _pod_spec(
@@ -231,22 +226,16 @@ def _pod_spec(
     return pod_spec
 
 
-def service(
-    federation: str,
-    namespace: str,
-    spec: FederationSpec,
-    dialect: Dialect,
-    *,
-    legacy_fleet: bool = False,
-    control_open: bool = False,
-) -> dict[str, Any]:
+def service(fed: Federation) -> dict[str, Any]:
     """The SuperLink's Service: the Fleet API, and the Control API only when it is opened in the cluster.
 
     Its Fleet port stays the operator's whatever the release, so addresses
     users and remote pools hold keep working across upgrades: from 1.40 it
-    leads to the Fleet API proxy, unless legacy_fleet keeps it on Flower's
-    gRPC Fleet adapter for older pools; HTTP pools then dial `fleet-http`.
+    leads to the Fleet API proxy, unless Releases.legacy_fleet keeps it on
+    Flower's gRPC Fleet adapter for older pools; HTTP pools then dial `fleet-http`.
     """
+    federation, namespace, spec, dialect = fed.name, fed.namespace, fed.spec, fed.superlink_dialect
+    legacy_fleet, control_open = fed.flower.legacy_fleet, fed.control_open
     svc = spec.superlink.service
     managed = names.superlink_labels(federation)
     ports = _service_ports(spec, dialect, legacy_fleet=legacy_fleet, control_open=control_open)

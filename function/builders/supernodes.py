@@ -8,6 +8,7 @@ from typing import Any
 from function.api import names, nodeconfig
 from function.api.spec import AUTH_KEY_PATH, FederationSpec, PoolSpec
 from function.builders import gpu, identity, merge, pods, superexec_auth, tls
+from function.federation.value import Federation, PlacedPool
 from function.releases.flower import CLIENTAPPIO_PORT, Dialect
 
 AUTH_KEY_VOLUME = "auth-key"
@@ -103,7 +104,7 @@ def _superexec(spec: FederationSpec, pool: PoolSpec, dialect: Dialect) -> dict[s
 def _image(spec: FederationSpec, pool: PoolSpec) -> str:
     image = pool.images.supernode or spec.supernodes.image
     if image is None:
-        msg = f"pool {pool.name} has no SuperNode image: compose.federation names it from spec.version"
+        msg = f"pool {pool.name} has no SuperNode image: the front door (federation.read) names it from spec.version"
         raise ValueError(msg)
     return image
 
@@ -175,25 +176,20 @@ def _init_and_volumes(
     return init, volumes
 
 
-def workload(  # noqa: PLR0913 - where the pool sits and how it is started, named at the call
-    federation: str,
-    namespace: str,
-    spec: FederationSpec,
-    pool: PoolSpec,
-    *,
-    dialect: Dialect,
-    fleet: str,
-    context: nodeconfig.Context,
-    offset: int = 0,
-    trust: dict[str, Any] | None = None,
-    makes_identity: bool = False,
-) -> dict[str, Any]:
-    """The pool's workload in namespace, its SuperNodes dialling the Fleet API at fleet.
+def workload(fed: Federation, placed: PlacedPool, *, context: nodeconfig.Context, offset: int = 0) -> dict[str, Any]:
+    """A placed pool's workload in its namespace, its SuperNodes dialling the Fleet API at its address.
 
-    offset is the number of SuperNodes in the StatefulSet pools before this one;
-    trust, with TLS, the volume holding the CA certificate they trust;
-    makes_identity: with node authentication, each SuperNode makes and publishes its own key.
+    offset is the number of SuperNodes in the StatefulSet pools before this one.
+    With TLS they mount the CA the pool trusts; with node authentication, when
+    the pool makes its identities, each SuperNode makes and publishes its own key.
     """
+    if placed.fleet is None:
+        msg = f"pool {placed.name} has no Fleet address: it must be held back"
+        raise ValueError(msg)
+    federation, namespace, spec, pool, fleet = fed.name, placed.namespace, fed.spec, placed.spec, placed.fleet
+    dialect = fed.flower.pool_dialect(placed.name)
+    trust = tls.pool_volume(placed.trust.secret, placed.trust.key) if placed.trust is not None else None
+    makes_identity = placed.makes_identity
     name = names.pool(federation, pool.name)
     labels = names.pool_labels(federation, pool.name)
     registers = makes_identity

@@ -18,6 +18,7 @@ from typing import Any
 
 from function.api import names
 from function.api.spec import FederationSpec, TLSSpec
+from function.federation.value import Federation
 
 TLS_DIR = "/app/tls"
 TLS_VOLUME = "tls"
@@ -103,13 +104,14 @@ def certificate_name(federation: str) -> str:
     return f"{names.superlink(federation)}-tls"
 
 
-def certificate(federation: str, namespace: str, spec: FederationSpec, external: str | None) -> dict[str, Any]:
+def certificate(fed: Federation, external: str | None) -> dict[str, Any]:
     """A cert-manager Certificate for the SuperLink Service, its loopback and its external address if any.
 
     The loopback (localhost, 127.0.0.1) is where users reach the Control API,
     through `kubectl port-forward` to the SuperLink's pod, and where the pod's
     own SuperExec dials it over this TLS (Flower 1.37 and later).
     """
+    federation, namespace, spec = fed.name, fed.namespace, fed.spec
     cert_manager = _tls(spec).certManager
     if cert_manager is None:
         msg = "spec.tls.certManager is not set"

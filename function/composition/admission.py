@@ -16,12 +16,14 @@ from function.api.policy import PLATFORM_POD_FIELDS, RESERVED_NAMESPACES, Rules,
 from function.api.refusals import SpecError
 from function.api.spec import PoolSpec
 from function.composition import compose, pod_security
+from function.federation.read import pool_resource
+from function.federation.value import Federation
 
 WORKLOAD_KINDS = ("StatefulSet", "DaemonSet", "Deployment")
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 
 
-def refusals(fed: compose.Federation, policy: Rules, built: compose.Plan) -> list[tuple[str, str]]:
+def refusals(fed: Federation, policy: Rules, built: compose.Plan) -> list[tuple[str, str]]:
     """(Federation field, why) for everything built that policy does not allow; empty when all is allowed.
 
     Each object is judged by the rules of the cluster it goes to (Rules.for_cluster).
@@ -37,7 +39,7 @@ def refusals(fed: compose.Federation, policy: Rules, built: compose.Plan) -> lis
         if manifest.get("kind") in WORKLOAD_KINDS:
             out += _workload(field, given, manifest, policy.for_cluster(composed.provider_config.name))
     for pool in built.pools:
-        field, _ = sources[compose.pool_resource(pool.name)]
+        field, _ = sources[pool_resource(pool.name)]
         own = fed.namespace if fed.bound else None
         out += _namespace(field, pool.namespace, pool.spec, own, policy.for_cluster(pool.provider_config.name))
     for name, composed in sorted(built.resources.items()):
@@ -47,7 +49,7 @@ def refusals(fed: compose.Federation, policy: Rules, built: compose.Plan) -> lis
     return list(dict.fromkeys(out))
 
 
-def _sources(fed: compose.Federation) -> dict[str, tuple[str, Any]]:
+def _sources(fed: Federation) -> dict[str, tuple[str, Any]]:
     """Composition resource name of each workload -> its Federation field path and the spec part it came from."""
     written = fed.written.supernodes.pools
     index = {pool.name: i for i, pool in enumerate(written)}
@@ -55,7 +57,7 @@ def _sources(fed: compose.Federation) -> dict[str, tuple[str, Any]]:
     for pool in fed.spec.supernodes.pools:
         member = fed.member(pool.name)
         i = index[member.selector if member else pool.name]
-        out[compose.pool_resource(pool.name)] = (f"spec.supernodes.pools[{i}]", pool)
+        out[pool_resource(pool.name)] = (f"spec.supernodes.pools[{i}]", pool)
     return out
 
 
@@ -143,7 +145,7 @@ def _namespace(field: str, namespace: str, spec: PoolSpec, own: str | None, poli
 
 
 def _created_namespace(
-    fed: compose.Federation, resource: str, manifest: dict[str, Any], policy: Rules
+    fed: Federation, resource: str, manifest: dict[str, Any], policy: Rules
 ) -> list[tuple[str, str]]:
     name = manifest["metadata"]["name"]
     pools = [
@@ -161,7 +163,7 @@ def _created_namespace(
     return []
 
 
-def check(fed: compose.Federation, policy: Rules, built: compose.Plan) -> None:
+def check(fed: Federation, policy: Rules, built: compose.Plan) -> None:
     """Raise SpecError naming every refusal of policy; nothing when all is allowed."""
     found = refusals(fed, policy, built)
     if found:

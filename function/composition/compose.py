@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from function.api import names, nodeconfig, refusals, versions
+from function.api import names, nodeconfig
 from function.api import spec as api_spec
-from function.api.spec import FederationSpec, PoolSpec, ProviderConfigRef, generates_identity, superlink_state
+from function.api.spec import PoolSpec, ProviderConfigRef, generates_identity
 from function.builders import (
     fleet_proxy,
     gpu,
@@ -22,30 +21,15 @@ from function.builders import (
     tls,
 )
 from function.composition import readiness
-from function.releases import flower
+from function.federation.read import pool_resource
+from function.federation.value import Federation, Hold, PlacedPool, Trust
 from function.releases.flower import CONTROL_PORT, FLEET_PROXY_PORT, LOOPBACK
 from function.topology import clusters, placement
 
 OBJECT_API = "kubernetes.crossplane.io/v1alpha2"
 # Crossplane v2 namespaced XRs compose namespaced Objects.
 NAMESPACED_OBJECT_API = "kubernetes.m.crossplane.io/v1alpha1"
-CLAIM_NAME = "crossplane.io/claim-name"
-CLAIM_NAMESPACE = "crossplane.io/claim-namespace"
 
-# Fields Crossplane itself adds to an XR's spec; they are not ours to check.
-CROSSPLANE_SPEC_FIELDS = (
-    "claimRef",
-    "compositionRef",
-    "compositionRevisionRef",
-    "compositionRevisionSelector",
-    "compositionSelector",
-    "compositionUpdatePolicy",
-    "crossplane",
-    "environmentConfigRefs",
-    "publishConnectionDetailsTo",
-    "resourceRefs",
-    "writeConnectionSecretToRef",
-)
 
 SUPERLINK = "superlink"
 SERVICE = "superlink-service"
@@ -58,101 +42,6 @@ REGISTRATIONS_ROLE = "superlink-registrations-role"
 REGISTRATIONS_BINDING = "superlink-registrations-binding"
 # The actions provider-kubernetes takes on a create-only Object: never an update, which would undo the writer's.
 CREATE_ONLY = ["Observe", "Create", "Delete"]
-
-
-def pool_resource(pool_name: str) -> str:
-    """Composition resource name of a pool's workload."""
-    return f"pool-{pool_name}"
-
-
-@dataclasses.dataclass(frozen=True)
-class Federation:
-    """A checked Federation: its name and namespace as deployed, its spec and the Flower releases it runs."""
-
-    name: str
-    namespace: str
-    spec: FederationSpec
-    flower: flower.Releases
-    # A Crossplane v2 namespaced XR, rather than a cluster-scoped one (claimed or not).
-    namespaced: bool = False
-    # The spec as written, where spec has each selector pool replaced by its clusters' pools.
-    declared: FederationSpec | None = None
-    selection: clusters.Selection = dataclasses.field(default_factory=lambda: clusters.Selection([], [], []))
-    # Bound to its namespace: a claim's, or a namespaced XR's, which is its author's.
-    bound: bool = False
-
-    @property
-    def written(self) -> FederationSpec:
-        """The spec as written: selector pools not yet expanded."""
-        return self.declared or self.spec
-
-    def member(self, pool: str) -> clusters.Member | None:
-        """The selected cluster a pool of spec stands for, if it comes from a selector."""
-        return self.selection.by_name.get(pool)
-
-
-def federation(
-    xr: dict[str, Any],
-    required: Mapping[str, list[dict[str, Any]] | None] | None = None,
-    observed: dict[str, Any] | None = None,
-) -> Federation:
-    """Read the XR into a checked Federation; raise SpecError naming the field.
-
-    required holds Crossplane's answers to clusters.requirements by key
-    (absent: not answered yet); observed, the composed resources, from which
-    selected clusters keep their index.
-    """
-    given = xr.get("spec") or {}
-    ours = {k: v for k, v in given.items() if k not in CROSSPLANE_SPEC_FIELDS} if isinstance(given, dict) else given
-    spec = refusals.parse(ours)
-    name, namespace, namespaced, bound = _identity(xr, spec)
-    refusals.federation_name(name)
-    if bound:
-        refusals.claim_namespace(namespace, spec)
-    refusals.generated_names(name, spec)
-    releases = refusals.releases(spec)
-    declared = versions.with_default_images(spec, releases)
-    if not any(p.clusterSelector for p in spec.supernodes.pools):
-        return Federation(name, namespace, declared, releases, namespaced, bound=bound)
-    found = clusters.found(spec, required or {}, namespaced=namespaced)
-    refusals.cluster_counts(spec, found)
-    context = clusters.Context(
-        name, namespaced, pool_resource, namespace if bound else None, api_spec.superlink_ref(spec)
-    )
-    selection = clusters.expand(declared, found, observed or {}, context)
-    # Each pool in a cluster runs its selector pool's release.
-    pools = {**releases.pools, **{m.name: releases.pools[m.selector] for m in selection.members}}
-    return Federation(
-        name,
-        namespace,
-        clusters.expanded(declared, selection),
-        dataclasses.replace(releases, pools=pools),
-        namespaced,
-        declared,
-        selection,
-        bound,
-    )
-
-
-def _identity(xr: dict[str, Any], spec: FederationSpec) -> tuple[str, str, bool, bool]:
-    """The Federation's name and namespace; whether it is a namespaced XR; whether its namespace binds it.
-
-    A claim's are the claim's; a Crossplane v2 namespaced XR's its own (like a
-    claim, it owns one namespace); a cluster-scoped XR's, its name and
-    spec.namespace. Claims and namespaced XRs are bound to their namespace.
-    """
-    metadata = xr.get("metadata") or {}
-    labels = metadata.get("labels") or {}
-    claim_ref = (xr.get("spec") or {}).get("claimRef") or {}
-    claim_name = labels.get(CLAIM_NAME) or claim_ref.get("name")
-    claim_namespace = labels.get(CLAIM_NAMESPACE) or claim_ref.get("namespace")
-    if claim_name and claim_namespace:
-        name, namespace, namespaced = claim_name, claim_namespace, False
-    elif metadata.get("namespace"):
-        name, namespace, namespaced = metadata.get("name") or "", metadata["namespace"], True
-    else:
-        name, namespace, namespaced = metadata.get("name") or "", spec.namespace or "default", False
-    return name, namespace, namespaced, namespaced or bool(claim_name)
 
 
 def live(observed: Mapping[str, Any], name: str) -> Any:
@@ -173,38 +62,6 @@ class Composed:
     observe: bool = False
     # Created once, then only read: its data belongs to whoever writes it in the cluster.
     create_only: bool = False
-
-
-class Hold(enum.Enum):
-    """What a pool waits for before it is composed; the value is how status names it."""
-
-    ADDRESS = "the SuperLink's external address"
-    CA = "the CA certificate"
-
-
-@dataclasses.dataclass(frozen=True)
-class PlacedPool:
-    """A pool, where it runs, the Fleet address it dials, the CA it trusts, or what it waits for."""
-
-    spec: PoolSpec
-    provider_config: ProviderConfigRef
-    namespace: str
-    # In another cluster than the SuperLink.
-    remote: bool
-    # None while a remote pool has no external address to dial.
-    fleet: str | None
-    # With TLS, the volume of the CA the pool's pods trust.
-    trust: dict[str, Any] | None
-    # Whether that CA is the function's copy, composed from the SuperLink's Secret.
-    copies_ca: bool
-    hold: Hold | None
-    # With node authentication: its SuperNodes make their own keys and publish them.
-    makes_identity: bool = False
-
-    @property
-    def name(self) -> str:
-        """The pool's name in the spec."""
-        return self.spec.name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -312,8 +169,8 @@ def fleet_address(fed: Federation, pool: PoolSpec, external: placement.External,
     return f"{superlink.service_address(fed.name, fed.namespace)}:{port}"
 
 
-def trusted_ca(fed: Federation, pool: PoolSpec, namespace: str, *, remote: bool) -> tuple[dict[str, Any] | None, bool]:
-    """With TLS, the volume of the CA a pool trusts, and whether it is the function's copy of it.
+def trusted_ca(fed: Federation, pool: PoolSpec, namespace: str, *, remote: bool) -> tuple[Trust | None, bool]:
+    """With TLS, the CA a pool trusts, and whether it is the function's copy of it.
 
     Beside the SuperLink a pool mounts ca.crt of its Secret; elsewhere the
     Secret the user names, or else the copy the function composes.
@@ -321,10 +178,10 @@ def trusted_ca(fed: Federation, pool: PoolSpec, namespace: str, *, remote: bool)
     if fed.spec.tls is None:
         return None, False
     if not remote and namespace == fed.namespace:
-        return tls.pool_volume(tls.secret_name(fed.name, fed.spec), tls.CA_FILE), False
+        return Trust(tls.secret_name(fed.name, fed.spec), tls.CA_FILE), False
     if pool.caSecretRef is not None:
-        return tls.pool_volume(pool.caSecretRef.name, pool.caSecretRef.key), False
-    return tls.pool_volume(tls.ca_secret_name(fed.name), tls.CA_FILE), True
+        return Trust(pool.caSecretRef.name, pool.caSecretRef.key), False
+    return Trust(tls.ca_secret_name(fed.name), tls.CA_FILE), True
 
 
 def hold_reason(fleet: str | None, *, copies_ca: bool, ca_known: bool) -> Hold | None:
@@ -338,62 +195,21 @@ def hold_reason(fleet: str | None, *, copies_ca: bool, ca_known: bool) -> Hold |
 
 def superlink_resources(fed: Federation, external: placement.External) -> dict[str, Composed]:
     """The SuperLink, its Service, from 1.40 its Fleet proxy's configuration and, from cert-manager, its certificate."""
-    hub = api_spec.superlink_ref(fed.spec)
-    dialect = fed.flower.superlink_dialect
-    opened = control_open(fed)
+    hub = fed.hub
     out = {
-        SUPERLINK: Composed(
-            superlink.statefulset(
-                fed.name,
-                fed.namespace,
-                fed.spec,
-                dialect,
-                legacy_fleet=fed.flower.legacy_fleet,
-                control_open=opened,
-                registration=_registration(fed) if registers_keys(fed) else None,
-            ),
-            hub,
-        ),
-        SERVICE: Composed(
-            superlink.service(
-                fed.name,
-                fed.namespace,
-                fed.spec,
-                dialect,
-                legacy_fleet=fed.flower.legacy_fleet,
-                control_open=opened,
-            ),
-            hub,
-        ),
+        SUPERLINK: Composed(superlink.statefulset(fed, registration=_registration(fed)), hub),
+        SERVICE: Composed(superlink.service(fed), hub),
     }
-    if dialect.fleet_api == "http":
-        config = fleet_proxy.configmap(fed.name, fed.namespace, fed.spec)
-        out[FLEET_PROXY_CONFIG] = Composed(config, hub)
+    if fed.superlink_dialect.fleet_api == "http":
+        out[FLEET_PROXY_CONFIG] = Composed(fleet_proxy.configmap(fed), hub)
     if fed.spec.tls is not None and fed.spec.tls.certManager is not None:
-        certificate = tls.certificate(fed.name, fed.namespace, fed.spec, external.address)
-        out[CERTIFICATE] = Composed(certificate, hub)
+        out[CERTIFICATE] = Composed(tls.certificate(fed, external.address), hub)
     return out
 
 
-def control_open(fed: Federation) -> bool:
-    """Whether the Control API listens on the SuperLink pod's address, not its loopback alone: the user's opt-in."""
-    return fed.spec.superlink.inClusterControlAPI
-
-
-def registers_keys(fed: Federation) -> bool:
-    """Whether the SuperLink's registrar registers published keys: when any pool makes its own."""
-    return any(generates_identity(fed.spec, pool) for pool in fed.spec.supernodes.pools)
-
-
-def _registration(fed: Federation) -> identity.Registration:
-    """The registrar's Control API: the SuperLink pod's loopback, where the Control API always listens."""
-    return identity.registration(
-        fed.name,
-        fed.spec,
-        fed.flower.superlink_dialect,
-        f"{LOOPBACK}:{CONTROL_PORT}",
-        persistent=superlink_state(fed.spec) is not None,
-    )
+def _registration(fed: Federation) -> identity.Registration | None:
+    """With a registrar, its Control API: the SuperLink pod's loopback, where the Control API always listens."""
+    return identity.registration(fed, f"{LOOPBACK}:{CONTROL_PORT}") if fed.registers_keys else None
 
 
 def _once_per_place(
@@ -419,7 +235,7 @@ def service_accounts(fed: Federation, pools: list[PlacedPool]) -> dict[str, Comp
     places = [(p.provider_config, p.namespace) for p in pools]
     account = pods.service_account(fed.name)
     return {
-        SUPERLINK_SERVICEACCOUNT: Composed(superlink, api_spec.superlink_ref(fed.spec)),
+        SUPERLINK_SERVICEACCOUNT: Composed(superlink, fed.hub),
         **_once_per_place(
             places, serviceaccount_resource, lambda ns: pods.service_account_manifest(account, ns, labels)
         ),
@@ -429,7 +245,7 @@ def service_accounts(fed: Federation, pools: list[PlacedPool]) -> dict[str, Comp
 def identity_programs(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
     """The identity containers' program, once per cluster and namespace they run in (identity.program_configmap)."""
     labels = names.labels(fed.name, "flower", "identity-program")
-    places = [(api_spec.superlink_ref(fed.spec), fed.namespace)] if registers_keys(fed) else []
+    places = [(fed.hub, fed.namespace)] if fed.registers_keys else []
     places += [(p.provider_config, p.namespace) for p in pools if generates_identity(fed.spec, p.spec)]
     return _once_per_place(
         places, identity_program_resource, lambda ns: identity.program_configmap(fed.name, ns, labels)
@@ -487,7 +303,7 @@ def authorized_keys(fed: Federation, pools: list[PlacedPool], members: list[dict
     pools: every pool, held back or not: a held pool's pods keep running, and
     their keys stay.
     """
-    if not registers_keys(fed):
+    if not fed.registers_keys:
         return {}
     places = {
         published_keys.collection_name(fed.name, fed.namespace, ref.name, namespace): published_keys.Place(
@@ -498,14 +314,14 @@ def authorized_keys(fed: Federation, pools: list[PlacedPool], members: list[dict
     keys = published_keys.published(fed.name, fed.namespace, places, members)
     labels = names.labels(fed.name, "superlink", "supernode-keys")
     manifest = published_keys.authorized_keys(fed.name, fed.namespace, labels, keys)
-    return {AUTHORIZED_KEYS: Composed(manifest, api_spec.superlink_ref(fed.spec))}
+    return {AUTHORIZED_KEYS: Composed(manifest, fed.hub)}
 
 
 def registrations(fed: Federation) -> dict[str, Composed]:
     """With a registrar, its report of retired keys beside the SuperLink, and its right to write that alone."""
-    if not registers_keys(fed):
+    if not fed.registers_keys:
         return {}
-    hub = api_spec.superlink_ref(fed.spec)
+    hub = fed.hub
     labels = names.labels(fed.name, "superlink", "supernode-keys")
     return {
         REGISTRATIONS: Composed(identity.registrations(fed.name, fed.namespace, labels), hub, create_only=True),
@@ -519,7 +335,7 @@ def retired_keys(fed: Federation, pools: list[PlacedPool], observed: Mapping[str
 
     A holder reads `<cluster>/<namespace>/<kind>/<name>` (published_keys.PublishedKey).
     """
-    reported = identity.reported_retired(live(observed, REGISTRATIONS)) if registers_keys(fed) else []
+    reported = identity.reported_retired(live(observed, REGISTRATIONS)) if fed.registers_keys else []
     labels = names.labels(fed.name, "supernode", "retired-keys")
     out: dict[str, Composed] = {}
     for ref, namespace in key_places(fed, pools).values():
@@ -532,13 +348,9 @@ def retired_keys(fed: Federation, pools: list[PlacedPool], observed: Mapping[str
 
 def workloads(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
     """Each pool's StatefulSet or DaemonSet of SuperNodes."""
-    spec = fed.spec
     offsets, total = global_offsets(fed)
     out = {}
     for p in pools:
-        if p.fleet is None:
-            msg = f"pool {p.name} has no Fleet address: it must be held back"
-            raise ValueError(msg)
         member = fed.member(p.name)
         context = nodeconfig.Context(
             member.selector if member else p.name,
@@ -547,18 +359,7 @@ def workloads(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
             total,
             member.index if member else None,
         )
-        workload = supernodes.workload(
-            fed.name,
-            p.namespace,
-            spec,
-            p.spec,
-            dialect=fed.flower.pool_dialect(p.name),
-            fleet=p.fleet,
-            context=context,
-            offset=offsets.get(p.name, 0),
-            trust=p.trust,
-            makes_identity=p.makes_identity,
-        )
+        workload = supernodes.workload(fed, p, context=context, offset=offsets.get(p.name, 0))
         if member is not None:
             # Which selector pool the workload stands for, and its cluster's index, remembered here.
             workload["metadata"].setdefault("annotations", {}).update(
@@ -620,30 +421,20 @@ def network_policies(
     for p in pools:
         places.setdefault((p.provider_config.name, p.namespace), (p.provider_config, p.remote))
     local = [namespace for (_, namespace), (_, remote) in places.items() if not remote]
-    fleet_ports = fed.flower.fleet_ports
     out = {
         "networkpolicy-superlink": Composed(
-            netpol.superlink_policy(
-                fed.name,
-                fed.namespace,
-                fed.spec,
-                local,
-                fleet_ports=fleet_ports,
-                control=control_open(fed),
-            ),
-            api_spec.superlink_ref(fed.spec),
+            netpol.superlink_policy(fed, local),
+            fed.hub,
         )
     }
     publishing = set(key_places(fed, pools))
     for (cluster, namespace), (ref, remote) in sorted(places.items()):
         endpoints = live(observed, api_endpoints_resource(cluster))
         policy = netpol.supernode_policy(
-            fed.name,
+            fed,
             namespace,
-            fed.spec,
             None if remote else fed.namespace,
             external.address if remote else None,
-            fleet_ports=fleet_ports,
             kube_api=netpol.kube_api_egress(endpoints)
             if key_collection_resource(cluster, namespace) in publishing
             else None,

@@ -16,6 +16,8 @@ from function.api.spec import PoolSpec, generates_identity
 from function.api.status_model import Endpoints, FederationStatus, PoolStatus
 from function.builders import identity, superlink, tls
 from function.composition import compose, readiness
+from function.federation.read import pool_resource
+from function.federation.value import Federation, Hold
 from function.releases.flower import CONTROL_PORT
 from function.topology import placement
 
@@ -48,7 +50,7 @@ def _condition(kind: str, judged: list[tuple[str, readiness.Observed]], ok_messa
     return Condition(kind, "True", "Available", ok_message)
 
 
-def _pool_entry(fed: compose.Federation, pool: PoolSpec, o: readiness.Observed) -> PoolStatus:
+def _pool_entry(fed: Federation, pool: PoolSpec, o: readiness.Observed) -> PoolStatus:
     spec = fed.spec
     if o.desired is not None:
         desired, ready = o.desired, o.ready_count
@@ -77,7 +79,7 @@ def _manifests(built: compose.Plan) -> dict[str, dict[str, Any]]:
     return out
 
 
-def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any], generation: Any) -> Report:
+def report(fed: Federation, built: compose.Plan, observed: dict[str, Any], generation: Any) -> Report:
     """Judge the observed resources of a Federation against what was planned."""
     manifests = _manifests(built)
     judged = {name: readiness.observe(m, compose.live(observed, name)) for name, m in manifests.items()}
@@ -93,27 +95,27 @@ def report(fed: compose.Federation, built: compose.Plan, observed: dict[str, Any
 
 
 def _pools(
-    fed: compose.Federation, built: compose.Plan, judged: dict[str, readiness.Observed]
+    fed: Federation, built: compose.Plan, judged: dict[str, readiness.Observed]
 ) -> list[tuple[PoolStatus, readiness.Observed]]:
     """Each pool's status entry, and how its workload was judged (waiting for what holds it, if unbuilt)."""
     out = []
     for pool in fed.spec.supernodes.pools:
         hold = built.held.get(pool.name)
         waiting = readiness.Observed(ready=False, detail=f"waiting for {hold.value if hold else ''}")
-        o = judged.get(compose.pool_resource(pool.name), waiting)
+        o = judged.get(pool_resource(pool.name), waiting)
         out.append((_pool_entry(fed, pool, o), o))
     return out
 
 
 def _warnings(
-    fed: compose.Federation,
+    fed: Federation,
     built: compose.Plan,
     manifests: dict[str, dict[str, Any]],
     pools: list[tuple[PoolStatus, readiness.Observed]],
 ) -> list[str]:
     """What works but is likely not what was meant: an unscheduled DaemonSet, closed Fleet, held pools."""
     warnings = [
-        f"Pool {entry.name}: DaemonSet {manifests[compose.pool_resource(entry.name)]['metadata']['name']} is "
+        f"Pool {entry.name}: DaemonSet {manifests[pool_resource(entry.name)]['metadata']['name']} is "
         "scheduled on no node; check the pool's nodeSelector, affinity and tolerations"
         for entry, o in pools
         if fed.spec.mode == "DaemonSet" and o.settled and o.desired == 0
@@ -131,12 +133,12 @@ def _warnings(
     return warnings
 
 
-def _identity_pools(fed: compose.Federation, pools: list[PoolStatus]) -> list[PoolStatus]:
+def _identity_pools(fed: Federation, pools: list[PoolStatus]) -> list[PoolStatus]:
     """The pools whose SuperNodes make and register their own keys."""
     return [p for p, spec in zip(pools, fed.spec.supernodes.pools, strict=True) if generates_identity(fed.spec, spec)]
 
 
-def _status(fed: compose.Federation, built: compose.Plan, pools: list[PoolStatus], generation: Any) -> FederationStatus:
+def _status(fed: Federation, built: compose.Plan, pools: list[PoolStatus], generation: Any) -> FederationStatus:
     """The XR's status: counts, the pools, and where to reach the SuperLink."""
     ready_total = sum(p.ready for p in pools)
     desired_total = sum(p.desired for p in pools)
@@ -168,7 +170,7 @@ def _status(fed: compose.Federation, built: compose.Plan, pools: list[PoolStatus
 
 
 def _conditions(
-    fed: compose.Federation,
+    fed: Federation,
     built: compose.Plan,
     judged: dict[str, readiness.Observed],
     pools: list[tuple[PoolStatus, readiness.Observed]],
@@ -197,7 +199,7 @@ def _conditions(
     return conditions
 
 
-def _tls_condition(fed: compose.Federation, built: compose.Plan, certificate: readiness.Observed | None) -> Condition:
+def _tls_condition(fed: Federation, built: compose.Plan, certificate: readiness.Observed | None) -> Condition:
     """The SuperLink's certificate, when cert-manager issues it, and the CA pools elsewhere trust: each that waits."""
     waiting = []
     if certificate is not None and not certificate.ready:
@@ -214,7 +216,7 @@ def _tls_condition(fed: compose.Federation, built: compose.Plan, certificate: re
 
 
 def _supernodes_condition(
-    fed: compose.Federation, pools: list[tuple[PoolStatus, readiness.Observed]], counts: str
+    fed: Federation, pools: list[tuple[PoolStatus, readiness.Observed]], counts: str
 ) -> Condition:
     """Whether every pool's SuperNodes are ready; a pool whose selector places it in no cluster is not."""
     unplaced = [] if fed.selection.pending else fed.selection.unmatched
@@ -229,7 +231,7 @@ def _supernodes_condition(
     return _condition("SuperNodesReady", [(f"Pool {entry.name}", o) for entry, o in pools], counts)
 
 
-def _registration_condition(fed: compose.Federation, pools: list[PoolStatus]) -> Condition:
+def _registration_condition(fed: Federation, pools: list[PoolStatus]) -> Condition:
     """Whether every SuperNode that makes its own key has it registered (function/builders/identity.py)."""
     registered, desired = sum(p.ready for p in pools), sum(p.desired for p in pools)
     if desired and registered >= desired:
@@ -248,7 +250,7 @@ def _registration_condition(fed: compose.Federation, pools: list[PoolStatus]) ->
     )
 
 
-def _selection_condition(fed: compose.Federation) -> Condition:
+def _selection_condition(fed: Federation) -> Condition:
     """What the pools' cluster selectors stand for (function/topology/clusters.py)."""
     selection = fed.selection
     if selection.pending:
@@ -285,7 +287,7 @@ def _external_condition(built: compose.Plan) -> Condition:
         return Condition(
             "ExternalAddressReady", "True", "Available", f"pools in other clusters dial {ext.address} ({ext.source})"
         )
-    waiting = [name for name, hold in built.held.items() if hold is compose.Hold.ADDRESS]
+    waiting = [name for name, hold in built.held.items() if hold is Hold.ADDRESS]
     return Condition(
         "ExternalAddressReady",
         "False",
@@ -294,7 +296,7 @@ def _external_condition(built: compose.Plan) -> Condition:
     )
 
 
-def _ca_condition(fed: compose.Federation, built: compose.Plan) -> Condition:
+def _ca_condition(fed: Federation, built: compose.Plan) -> Condition:
     secret = f"{fed.namespace}/{tls.secret_name(fed.name, fed.spec)}"
     if built.ca_known:
         return Condition("TLSReady", "True", "Available", f"pools elsewhere trust the CA of Secret {secret}")

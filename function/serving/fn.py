@@ -12,6 +12,8 @@ from function.api import k8s_schema, policy
 from function.api.refusals import SpecError
 from function.builders import published_keys, tls
 from function.composition import admission, compose, status
+from function.federation import read
+from function.federation.value import Federation
 from function.serving import wire
 from function.topology import clusters
 
@@ -53,7 +55,7 @@ def _compose(
     except SpecError as err:
         return fatal(rsp, f"invalid platform policy: {err}")
     try:
-        fed = compose.federation(xr, required, observed)
+        fed = read.federation(xr, required, observed)
         remembered = ((xr.get("status") or {}).get("endpoints") or {}).get("external")
         tls_secret = request.get_required_resource(req, tls.REQUIREMENT)
         built = compose.plan(fed, observed, remembered, tls_secret, required.get(published_keys.REQUIREMENT))
@@ -81,7 +83,7 @@ def _compose(
 
 def _answer(
     rsp: fnv1.RunFunctionResponse,
-    fed: compose.Federation,
+    fed: Federation,
     built: compose.Plan,
     desired: dict[str, dict[str, Any]],
     report: status.Report,
@@ -112,7 +114,7 @@ def _answer(
             match_name=tls.secret_name(fed.name, fed.spec),
             namespace=fed.namespace,
         )
-    if compose.registers_keys(fed):
+    if fed.registers_keys:
         # The keys the pools' pods published, as the collections' Objects observed them.
         response.require_resources(
             rsp,

@@ -15,7 +15,7 @@ import yaml
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.builders import tls
-from function.composition import compose
+from function.federation import read
 from function.serving import fn, wire
 
 GROUP_VERSION = "flower.crossplane.io/v1alpha1"
@@ -85,7 +85,7 @@ def composite(manifest: dict[str, Any], *, namespaced: bool = False) -> dict[str
         "kind": "XFederation",
         "metadata": {
             "name": name,
-            "labels": {compose.CLAIM_NAME: name, compose.CLAIM_NAMESPACE: namespace},
+            "labels": {read.CLAIM_NAME: name, read.CLAIM_NAMESPACE: namespace},
             **({"generation": metadata["generation"]} if "generation" in metadata else {}),
         },
         "spec": spec,

@@ -7,6 +7,7 @@ from typing import Any
 
 from function.builders import pods
 from function.composition import compose
+from function.federation import read
 
 BASE: dict[str, Any] = {
     "mode": "StatefulSet",
@@ -59,14 +60,14 @@ def xr(s: dict[str, Any], name: str = "fed", namespace: str = "team-a") -> dict[
         "kind": "XFederation",
         "metadata": {
             "name": f"{name}-x7k2p",
-            "labels": {compose.CLAIM_NAME: name, compose.CLAIM_NAMESPACE: namespace},
+            "labels": {read.CLAIM_NAME: name, read.CLAIM_NAMESPACE: namespace},
         },
         "spec": s,
     }
 
 
 def manifests(s: dict[str, Any], name: str = "fed", namespace: str = "team-a") -> dict[str, dict[str, Any]]:
-    return compose.manifests(compose.federation(xr(s, name, namespace)))
+    return compose.manifests(read.federation(xr(s, name, namespace)))
 
 
 HARDENING_POD_FIELDS = ("securityContext", "serviceAccountName", "automountServiceAccountToken")

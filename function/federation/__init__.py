@@ -1,0 +1,1 @@
+"""The one typed Federation value an XR becomes, read once, and what every builder takes."""

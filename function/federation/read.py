@@ -1,0 +1,104 @@
+"""The front door: an XR, read once into the typed Federation every builder takes.
+
+Every refusal it applies is in function/api/refusals.py; selector pools
+become one pool per selected cluster (function/topology/clusters.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from function.api import refusals, versions
+from function.api import spec as api_spec
+from function.api.spec import FederationSpec
+from function.federation.value import Federation
+from function.topology import clusters
+
+CLAIM_NAME = "crossplane.io/claim-name"
+CLAIM_NAMESPACE = "crossplane.io/claim-namespace"
+
+# Fields Crossplane itself adds to an XR's spec; they are not ours to check.
+CROSSPLANE_SPEC_FIELDS = (
+    "claimRef",
+    "compositionRef",
+    "compositionRevisionRef",
+    "compositionRevisionSelector",
+    "compositionSelector",
+    "compositionUpdatePolicy",
+    "crossplane",
+    "environmentConfigRefs",
+    "publishConnectionDetailsTo",
+    "resourceRefs",
+    "writeConnectionSecretToRef",
+)
+
+
+def pool_resource(pool_name: str) -> str:
+    """Composition resource name of a pool's workload."""
+    return f"pool-{pool_name}"
+
+
+def federation(
+    xr: dict[str, Any],
+    required: Mapping[str, list[dict[str, Any]] | None] | None = None,
+    observed: dict[str, Any] | None = None,
+) -> Federation:
+    """Read the XR into a checked Federation; raise SpecError naming the field.
+
+    required holds Crossplane's answers to clusters.requirements by key
+    (absent: not answered yet); observed, the composed resources, from which
+    selected clusters keep their index.
+    """
+    given = xr.get("spec") or {}
+    ours = {k: v for k, v in given.items() if k not in CROSSPLANE_SPEC_FIELDS} if isinstance(given, dict) else given
+    spec = refusals.parse(ours)
+    name, namespace, namespaced, bound = _identity(xr, spec)
+    refusals.federation_name(name)
+    if bound:
+        refusals.claim_namespace(namespace, spec)
+    refusals.generated_names(name, spec)
+    releases = refusals.releases(spec)
+    declared = versions.with_default_images(spec, releases)
+    if not any(p.clusterSelector for p in spec.supernodes.pools):
+        return Federation(name, namespace, declared, releases, namespaced, bound=bound)
+    found = clusters.found(spec, required or {}, namespaced=namespaced)
+    refusals.cluster_counts(spec, found)
+    context = clusters.Context(
+        name, namespaced, pool_resource, namespace if bound else None, api_spec.superlink_ref(spec)
+    )
+    selection = clusters.expand(declared, found, observed or {}, context)
+    # Each pool in a cluster runs its selector pool's release.
+    pools = {**releases.pools, **{m.name: releases.pools[m.selector] for m in selection.members}}
+    return Federation(
+        name,
+        namespace,
+        clusters.expanded(declared, selection),
+        dataclasses.replace(releases, pools=pools),
+        namespaced,
+        declared,
+        selection,
+        bound,
+    )
+
+
+def _identity(xr: dict[str, Any], spec: FederationSpec) -> tuple[str, str, bool, bool]:
+    """The Federation's name and namespace; whether it is a namespaced XR; whether its namespace binds it.
+
+    A claim's are the claim's; a Crossplane v2 namespaced XR's its own (like a
+    claim, it owns one namespace); a cluster-scoped XR's, its name and
+    spec.namespace. Claims and namespaced XRs are bound to their namespace.
+    """
+    metadata = xr.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    claim_ref = (xr.get("spec") or {}).get("claimRef") or {}
+    claim_name = labels.get(CLAIM_NAME) or claim_ref.get("name")
+    claim_namespace = labels.get(CLAIM_NAMESPACE) or claim_ref.get("namespace")
+    if claim_name and claim_namespace:
+        name, namespace, namespaced = claim_name, claim_namespace, False
+    elif metadata.get("namespace"):
+        name, namespace, namespaced = metadata.get("name") or "", metadata["namespace"], True
+    else:
+        name, namespace, namespaced = metadata.get("name") or "", spec.namespace or "default", False
+    return name, namespace, namespaced, namespaced or bool(claim_name)
