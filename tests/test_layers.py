@@ -99,3 +99,31 @@ def test_a_refusal_raised_elsewhere_is_found(tmp_path):
     module = tree / "function" / "topology" / "clusters.py"
     module.write_text(module.read_text() + "\n\ndef _late(x):\n    raise refusals.SpecError([(x, 'no')])\n")
     assert "topology/clusters.py" in raisers(tree)
+
+
+# A function a reader takes in at once: its docstring and body, at most this many lines.
+MAX_FUNCTION_LINES = 50
+
+
+def long_functions(tree: pathlib.Path) -> list[str]:
+    """Functions under tree/function longer than MAX_FUNCTION_LINES, as module:name (lines)."""
+    out = []
+    for path in sorted((tree / "function").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    out.append(f"{path.relative_to(tree).as_posix()}:{node.name} ({length})")
+    return out
+
+
+def test_every_function_fits_on_a_screen():
+    assert long_functions(ROOT) == []
+
+
+def test_a_long_function_is_found(tmp_path):
+    tree = copy_of_the_project(tmp_path)
+    module = tree / "function" / "caching.py"
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    module.write_text(module.read_text() + f"\n\ndef _long():\n{body}")
+    assert long_functions(tree) == [f"function/caching.py:_long ({MAX_FUNCTION_LINES + 1})"]
