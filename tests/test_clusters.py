@@ -17,7 +17,7 @@ from function.api import names
 from function.api.refusals import SpecError
 from function.api.spec import MAX_CLUSTERS, ProviderConfigRef
 from function.builders import identity
-from function.composition import compose
+from function.composition import compose, placing
 from function.federation import read, value
 from function.serving import fn, render, wire
 from function.topology import clusters
@@ -257,11 +257,11 @@ def test_global_indices_are_blocks_that_joins_do_not_move():
     s = pool(SELECTED, nodeConfig=numbered, clusterSelector=selector)
     s["supernodes"]["pools"].append({"name": "local", "replicas": 3, "nodeConfig": {"id": "{globalIndex}"}})
     before = fed(s, [config("b")])
-    assert compose.global_offsets(before) == ({"gpu-b": 0, "local": 8}, 11)
+    assert placing.global_offsets(before) == ({"gpu-b": 0, "local": 8}, 11)
     joined = fed(s, [config("a"), config("b")], observed_index(before, "b"))
     # b keeps block 0, a takes block 1 (ids 2-3); the named pool after the
     # selector's 4 blocks of 2 stays at 8, and {totalReplicas} at 11.
-    assert compose.global_offsets(joined) == ({"gpu-b": 0, "gpu-a": 2, "local": 8}, 11)
+    assert placing.global_offsets(joined) == ({"gpu-b": 0, "gpu-a": 2, "local": 8}, 11)
 
 
 def test_the_same_selection_in_any_order_renders_the_same_bytes():

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from function.composition import compose
+from function.composition import compose, kept, objects, placing
 from function.federation import read, value
 from function.federation.value import Hold
 from function.topology import placement
@@ -41,7 +41,7 @@ def placed(
     s: dict[str, Any], external: placement.External = ADDRESS, *, ca_known: bool = True
 ) -> list[value.PlacedPool]:
     fed = federation(s)
-    return [compose.place_pool(fed, pool, external, ca_known=ca_known) for pool in fed.spec.supernodes.pools]
+    return [placing.place_pool(fed, pool, external, ca_known=ca_known) for pool in fed.spec.supernodes.pools]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +141,7 @@ HOLD_CASES = [
 
 @pytest.mark.parametrize("case", HOLD_CASES, ids=lambda c: c.reason)
 def test_hold_reason(case):
-    assert compose.hold_reason(case.fleet, copies_ca=case.copies_ca, ca_known=case.ca_known) is case.want
+    assert placing.hold_reason(case.fleet, copies_ca=case.copies_ca, ca_known=case.ca_known) is case.want
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,7 +155,7 @@ class ResourcesCase:
     ca_known: bool = True
 
 
-def composed(resources: dict[str, compose.Composed]) -> dict[str, str]:
+def composed(resources: dict[str, objects.Composed]) -> dict[str, str]:
     return {name: c.provider_config.name for name, c in resources.items()}
 
 
@@ -336,9 +336,9 @@ KEPT_CASES = [
 
 @pytest.mark.parametrize("case", KEPT_CASES, ids=lambda c: c.reason)
 def test_kept_objects(case):
-    kept = compose.kept_objects(placed(pools_spec(LOCAL, EU), case.external), case.observed)
-    assert list(kept) == case.want
-    for obj in kept.values():
+    returned = kept.kept_objects(placed(pools_spec(LOCAL, EU), case.external), case.observed)
+    assert list(returned) == case.want
+    for obj in returned.values():
         assert obj == {k: OBSERVED_POOL[k] for k in ("apiVersion", "kind", "spec")}
 
 

@@ -14,7 +14,7 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.builders import identity, identity_program, netpol, published_keys
-from function.composition import compose
+from function.composition import compose, objects, resource_names
 from function.federation import read
 from function.federation.value import Hold
 from function.serving import fn
@@ -57,7 +57,7 @@ def member(
             node = node[p]
         node[last] = value
     return {
-        "apiVersion": compose.OBJECT_API,
+        "apiVersion": objects.OBJECT_API,
         "kind": "Object",
         "metadata": {"labels": {published_keys.MEMBER_LABEL: collection, published_keys.CARRIED_LABEL: carried}},
         "status": {"atProvider": {"manifest": configmap}},
@@ -87,7 +87,7 @@ PLACES = {COLLECTION: published_keys.Place("default", NAMESPACE)}
         ([member("ssh-rsa AAAAB3NzaC1yc2E=")], [], "not the P-384 key the program makes"),
         ([member(KEY + "\nssh-rsa AAAA")], [], "more than one line"),
         ([member(data={"public-key": OTHER_KEY})], [], "its name is not of its key"),
-        ([{"apiVersion": compose.OBJECT_API, "kind": "Object", "metadata": {}}], [], "an Object not observed yet"),
+        ([{"apiVersion": objects.OBJECT_API, "kind": "Object", "metadata": {}}], [], "an Object not observed yet"),
     ],
 )
 def test_only_keys_a_pools_pods_published_are_carried(members, expected, reason):
@@ -121,23 +121,23 @@ def test_names_fit_the_member_label_and_stay_apart():
 
 
 def test_the_pools_service_account_may_create_configmaps_and_nothing_more():
-    objects = manifests(AUTH)
-    role = objects[compose.key_role_resource("default", NAMESPACE)]
+    built = manifests(AUTH)
+    role = built[resource_names.key_role_resource("default", NAMESPACE)]
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get"]},
     ]
-    binding = objects[compose.key_binding_resource("default", NAMESPACE)]
+    binding = built[resource_names.key_binding_resource("default", NAMESPACE)]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fed-flower", "namespace": NAMESPACE}]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     # A DaemonSet's pods own their keys: no claim to read.
-    ds_role = manifests(AUTH_DS)[compose.key_role_resource("default", NAMESPACE)]
+    ds_role = manifests(AUTH_DS)[resource_names.key_role_resource("default", NAMESPACE)]
     assert ds_role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
 
 
 def test_nothing_is_published_without_identities_made_in_pods():
     names = set(manifests(TLS))
-    assert not {n for n in names if n.startswith("supernode-keys-") or n == compose.AUTHORIZED_KEYS}
+    assert not {n for n in names if n.startswith("supernode-keys-") or n == resource_names.AUTHORIZED_KEYS}
 
 
 def test_only_the_identity_containers_hold_a_token():
@@ -190,16 +190,16 @@ def run(s: dict[str, Any], members: list[dict[str, Any]] | None) -> fnv1.RunFunc
 def test_the_function_asks_for_the_carried_keys_and_tells_the_superlink():
     rsp = run(AUTH, [member()])
     need = rsp.requirements.resources[published_keys.REQUIREMENT]
-    assert (need.api_version, need.kind) == (compose.OBJECT_API, "Object")
+    assert (need.api_version, need.kind) == (objects.OBJECT_API, "Object")
     assert dict(need.match_labels.labels) == {published_keys.CARRIED_LABEL: CARRIED}
-    objects = {k: resource.struct_to_dict(v.resource) for k, v in rsp.desired.resources.items()}
-    configmap = objects[compose.AUTHORIZED_KEYS]["spec"]["forProvider"]["manifest"]
+    desired = {k: resource.struct_to_dict(v.resource) for k, v in rsp.desired.resources.items()}
+    configmap = desired[resource_names.AUTHORIZED_KEYS]["spec"]["forProvider"]["manifest"]
     assert configmap["data"]["authorized-keys"].startswith(KEY)
-    collection = objects[compose.key_collection_resource("default", NAMESPACE)]
+    collection = desired[resource_names.key_collection_resource("default", NAMESPACE)]
     assert collection["kind"] == "ObservedObjectCollection"
     assert collection["metadata"]["name"] == COLLECTION
     assert collection["spec"]["observeObjects"]["namespace"] == NAMESPACE
-    assert rsp.desired.resources[compose.key_collection_resource("default", NAMESPACE)].ready == fnv1.READY_TRUE
+    assert rsp.desired.resources[resource_names.key_collection_resource("default", NAMESPACE)].ready == fnv1.READY_TRUE
     # Without node authentication nothing is asked for.
     assert published_keys.REQUIREMENT not in run(TLS, None).requirements.resources
 
@@ -219,14 +219,14 @@ def test_a_collection_per_cluster_and_namespace_where_pools_publish():
     )
     built = compose.plan(read.federation(xr(two)))
     assert sorted(built.direct) == [
-        compose.key_collection_resource("default", NAMESPACE),
-        compose.key_collection_resource("spoke-eu", NAMESPACE),
+        resource_names.key_collection_resource("default", NAMESPACE),
+        resource_names.key_collection_resource("spoke-eu", NAMESPACE),
     ]
-    assert built.direct[compose.key_collection_resource("spoke-eu", NAMESPACE)]["spec"]["providerConfigRef"] == {
+    assert built.direct[resource_names.key_collection_resource("spoke-eu", NAMESPACE)]["spec"]["providerConfigRef"] == {
         "name": "spoke-eu"
     }
     # Not an Object: returned as it is.
-    assert compose.key_collection_resource("default", NAMESPACE) not in built.resources
+    assert resource_names.key_collection_resource("default", NAMESPACE) not in built.resources
 
 
 ENDPOINTS = {
@@ -263,8 +263,8 @@ def test_the_api_server_is_admitted_at_the_endpoints_it_publishes(endpoints, exp
 
 def observed_endpoints(live: dict[str, Any]) -> dict[str, Any]:
     return {
-        compose.api_endpoints_resource("default"): {
-            "apiVersion": compose.OBJECT_API,
+        resource_names.api_endpoints_resource("default"): {
+            "apiVersion": objects.OBJECT_API,
             "kind": "Object",
             "status": {"atProvider": {"manifest": {**netpol.KUBE_API_ENDPOINTS, **live}}},
         }
@@ -274,19 +274,19 @@ def observed_endpoints(live: dict[str, Any]) -> dict[str, Any]:
 def test_publishing_pods_reach_their_api_server_once_its_endpoints_are_observed():
     fed = read.federation(xr(AUTH))
     before = compose.plan(fed).resources
-    endpoints = before[compose.api_endpoints_resource("default")]
+    endpoints = before[resource_names.api_endpoints_resource("default")]
     assert endpoints.observe
-    wrapped = compose.desired(fed, compose.plan(fed))[compose.api_endpoints_resource("default")]
+    wrapped = compose.desired(fed, compose.plan(fed))[resource_names.api_endpoints_resource("default")]
     assert wrapped["spec"]["managementPolicies"] == ["Observe"]
     assert "readiness" not in wrapped["spec"]
-    policy = compose.networkpolicy_resource("default", NAMESPACE)
+    policy = resource_names.networkpolicy_resource("default", NAMESPACE)
     assert netpol.kube_api_egress(ENDPOINTS) not in before[policy].manifest["spec"]["egress"]
     after = compose.plan(fed, observed_endpoints(ENDPOINTS)).resources
     assert netpol.kube_api_egress(ENDPOINTS) in after[policy].manifest["spec"]["egress"]
     # Pools that publish nothing get no such rule, nor anything observed.
     plain = read.federation(xr(TLS))
     plan = compose.plan(plain, observed_endpoints(ENDPOINTS)).resources
-    assert compose.api_endpoints_resource("default") not in plan
+    assert resource_names.api_endpoints_resource("default") not in plan
     assert netpol.kube_api_egress(ENDPOINTS) not in plan[policy].manifest["spec"]["egress"]
 
 
@@ -304,6 +304,6 @@ def test_a_held_pools_keys_stay_listed():
     name = published_keys.collection_name(FED, NAMESPACE, "spoke-eu", NAMESPACE)
     built = compose.plan(fed, key_members=[member(collection=name, carried=CARRIED)])
     assert built.held == {"eu": Hold.ADDRESS}
-    assert compose.key_collection_resource("spoke-eu", NAMESPACE) not in built.direct
-    listed = built.resources[compose.AUTHORIZED_KEYS].manifest["data"]["authorized-keys"]
+    assert resource_names.key_collection_resource("spoke-eu", NAMESPACE) not in built.direct
+    listed = built.resources[resource_names.AUTHORIZED_KEYS].manifest["data"]["authorized-keys"]
     assert listed.startswith(f"{KEY} spoke-eu/{NAMESPACE}/"), listed

@@ -12,7 +12,7 @@ import pytest
 
 from function.api.refusals import SpecError, parse
 from function.builders import identity
-from function.composition import compose
+from function.composition import compose, resource_names
 from function.federation import read
 from support.helpers import BASE, container, manifests, pod, pool, spec, xr
 
@@ -304,7 +304,7 @@ def _with_report(s, report):
     """The Federation composed with its registrar's report observed as it wrote it."""
     fed = read.federation(xr(s))
     live = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"retired": report}}
-    observed = {compose.REGISTRATIONS: {"status": {"atProvider": {"manifest": live}}}}
+    observed = {resource_names.REGISTRATIONS: {"status": {"atProvider": {"manifest": live}}}}
     return fed, compose.plan(fed, observed)
 
 
@@ -313,28 +313,30 @@ D1, D2, D3 = "0123456789abcdef", "fedcba9876543210", "00112233445566aa"
 
 def test_the_registrar_reports_into_a_configmap_it_alone_may_write_and_crossplane_never_overwrites():
     fed, built = _with_report(AUTH, "")
-    report = built.resources[compose.REGISTRATIONS]
+    report = built.resources[resource_names.REGISTRATIONS]
     assert report.manifest["metadata"]["name"] == "fed-superlink-registrations"
     assert report.manifest["data"] == {"retired": ""}
     # Created once, then only read back: an update would undo what the registrar wrote.
-    wrapped = compose.desired(fed, built)[compose.REGISTRATIONS]
+    wrapped = compose.desired(fed, built)[resource_names.REGISTRATIONS]
     assert wrapped["spec"]["managementPolicies"] == ["Observe", "Create", "Delete"]
-    role = built.resources[compose.REGISTRATIONS_ROLE].manifest
+    role = built.resources[resource_names.REGISTRATIONS_ROLE].manifest
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"],
          "resourceNames": ["fed-superlink-registrations"]}
     ]  # fmt: skip
-    binding = built.resources[compose.REGISTRATIONS_BINDING].manifest
+    binding = built.resources[resource_names.REGISTRATIONS_BINDING].manifest
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     # The SuperLink's own account, not the one SuperNode pods beside it run as.
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fed-superlink", "namespace": "team-a"}]
-    superlink_pod = built.resources[compose.SUPERLINK].manifest["spec"]["template"]["spec"]
+    superlink_pod = built.resources[resource_names.SUPERLINK].manifest["spec"]["template"]["spec"]
     assert superlink_pod["serviceAccountName"] == "fed-superlink"
     pool_pod = built.resources[read.pool_resource("default")].manifest["spec"]["template"]["spec"]
     assert pool_pod["serviceAccountName"] == "fed-flower"
     # Without node authentication there is no registrar, and nothing to report.
     plain = compose.plan(read.federation(xr(TLS)))
-    assert compose.REGISTRATIONS not in plain.resources and compose.REGISTRATIONS_ROLE not in plain.resources
+    assert (
+        resource_names.REGISTRATIONS not in plain.resources and resource_names.REGISTRATIONS_ROLE not in plain.resources
+    )
 
 
 @pytest.mark.parametrize(

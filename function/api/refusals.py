@@ -16,6 +16,9 @@ it, an older XRD, an operator manifest). In the order the front door
   every pool can join its SuperLink at the releases they run;
 - `cluster_counts`: no selector matches more clusters than its maxClusters.
 
+A FederationCluster (function/api/cluster_spec.py) is read by `cluster_spec`,
+which checks the Federation's spec it carries with `parse` as above.
+
 What the platform's policy refuses of the composed objects is judged on the
 objects themselves, after composing: function/composition/admission.py.
 Everything either refuses is a SpecError: a fatal result, nothing composed,
@@ -30,6 +33,7 @@ from typing import Any
 import pydantic
 
 from function.api import k8s_schema, names, nodeconfig, rules, versions
+from function.api.cluster_spec import FederationClusterSpec
 from function.api.spec import K8S_TYPE, FederationSpec, pool_ref, remote, superlink_ref
 from function.releases.flower import SUPPORTED, Releases, dialect
 
@@ -57,6 +61,32 @@ def parse(raw: Any) -> FederationSpec:
     if errors:
         raise SpecError(errors)
     return spec
+
+
+def cluster_spec(raw: Any) -> tuple[FederationClusterSpec, FederationSpec]:
+    """A FederationCluster's spec, and the Federation's spec it carries, checked as the Federation's is.
+
+    Its fields are named where they are: spec.federationSpec.<field> for the carried spec.
+    """
+    if not isinstance(raw, dict):
+        raise SpecError([("spec", "must be an object")])
+    try:
+        given = FederationClusterSpec.model_validate(raw)
+    except pydantic.ValidationError as err:
+        raise SpecError(
+            [(k8s_schema.field_path("spec", e["loc"]), e["msg"]) for e in err.errors(include_url=False)]
+        ) from None
+    try:
+        spec = parse(given.federationSpec)
+    except SpecError as err:
+        carried = [("spec.federationSpec" + field.removeprefix("spec"), message) for field, message in err.errors]
+        raise SpecError(carried) from None
+    selectors = [p.name for p in spec.supernodes.pools if p.clusterSelector is not None]
+    named = [s.selector for s in given.selected]
+    if sorted(named) != sorted(selectors) or len(set(named)) != len(named):
+        message = f"must name each selector pool of spec.federationSpec once ({', '.join(selectors) or 'none'})"
+        raise SpecError([("spec.selected", message)])
+    return given, spec
 
 
 def check(spec: FederationSpec) -> list[tuple[str, str]]:

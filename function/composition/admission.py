@@ -15,7 +15,7 @@ from typing import Any
 from function.api.policy import PLATFORM_POD_FIELDS, RESERVED_NAMESPACES, Rules, looser
 from function.api.refusals import SpecError
 from function.api.spec import PoolSpec
-from function.composition import compose, pod_security
+from function.composition import compose, pod_security, resource_names
 from function.federation.read import pool_resource
 from function.federation.value import Federation
 
@@ -53,7 +53,7 @@ def _sources(fed: Federation) -> dict[str, tuple[str, Any]]:
     """Composition resource name of each workload -> its Federation field path and the spec part it came from."""
     written = fed.written.supernodes.pools
     index = {pool.name: i for i, pool in enumerate(written)}
-    out: dict[str, tuple[str, Any]] = {compose.SUPERLINK: ("spec.superlink", fed.spec.superlink)}
+    out: dict[str, tuple[str, Any]] = {resource_names.SUPERLINK: ("spec.superlink", fed.spec.superlink)}
     for pool in fed.spec.supernodes.pools:
         member = fed.member(pool.name)
         i = index[member.selector if member else pool.name]

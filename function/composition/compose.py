@@ -7,8 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from function.api import names, nodeconfig
-from function.api import spec as api_spec
-from function.api.spec import PoolSpec, ProviderConfigRef, generates_identity
+from function.api.spec import ProviderConfigRef, generates_identity
 from function.builders import (
     fleet_proxy,
     gpu,
@@ -20,48 +19,34 @@ from function.builders import (
     supernodes,
     tls,
 )
-from function.composition import readiness
+from function.composition.kept import kept_clusters, kept_objects, live
+from function.composition.objects import Composed, wrap
+from function.composition.placing import global_offsets, place_pool
+from function.composition.resource_names import (
+    AUTHORIZED_KEYS,
+    CERTIFICATE,
+    FLEET_PROXY_CONFIG,
+    REGISTRATIONS,
+    REGISTRATIONS_BINDING,
+    REGISTRATIONS_ROLE,
+    SERVICE,
+    SUPERLINK,
+    SUPERLINK_SERVICEACCOUNT,
+    api_endpoints_resource,
+    ca_resource,
+    identity_program_resource,
+    key_binding_resource,
+    key_collection_resource,
+    key_role_resource,
+    namespace_resource,
+    networkpolicy_resource,
+    retired_keys_resource,
+    serviceaccount_resource,
+)
 from function.federation.read import pool_resource
-from function.federation.value import Federation, Hold, PlacedPool, Trust
-from function.releases.flower import CONTROL_PORT, FLEET_PROXY_PORT, LOOPBACK
+from function.federation.value import Federation, Hold, PlacedPool
+from function.releases.flower import CONTROL_PORT, LOOPBACK
 from function.topology import clusters, placement
-
-OBJECT_API = "kubernetes.crossplane.io/v1alpha2"
-# Crossplane v2 namespaced XRs compose namespaced Objects.
-NAMESPACED_OBJECT_API = "kubernetes.m.crossplane.io/v1alpha1"
-
-
-SUPERLINK = "superlink"
-SERVICE = "superlink-service"
-CERTIFICATE = "superlink-certificate"
-FLEET_PROXY_CONFIG = "superlink-fleet-proxy"
-AUTHORIZED_KEYS = "superlink-authorized-keys"
-REGISTRATIONS = "superlink-registrations"
-SUPERLINK_SERVICEACCOUNT = "superlink-serviceaccount"
-REGISTRATIONS_ROLE = "superlink-registrations-role"
-REGISTRATIONS_BINDING = "superlink-registrations-binding"
-# The actions provider-kubernetes takes on a create-only Object: never an update, which would undo the writer's.
-CREATE_ONLY = ["Observe", "Create", "Delete"]
-
-
-def live(observed: Mapping[str, Any], name: str) -> Any:
-    """status.atProvider.manifest of an observed Object: the live object."""
-    node: Any = observed.get(name)
-    for key in ("status", "atProvider", "manifest"):
-        node = node.get(key) if isinstance(node, dict) else None
-    return node
-
-
-@dataclasses.dataclass(frozen=True)
-class Composed:
-    """One composed Kubernetes object and the cluster (ProviderConfig) it goes to."""
-
-    manifest: dict[str, Any]
-    provider_config: ProviderConfigRef
-    # Read from the cluster, never written: an observe-only Object.
-    observe: bool = False
-    # Created once, then only read: its data belongs to whoever writes it in the cluster.
-    create_only: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +62,8 @@ class Plan:
     ca_known: bool
     # Crossplane resources returned as they are, not in an Object: the key collections.
     direct: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    # With TLS, the CA certificate the pools that copy it trust, once known.
+    ca: str | None = None
 
     @property
     def held(self) -> dict[str, Hold]:
@@ -115,82 +102,53 @@ def plan(
     made (a required resource), whose keys the SuperLink is told.
     """
     observed = observed or {}
+    if fed.part is not None:
+        return _plan_cluster(fed, observed)
     external = placement.external(fed.spec, live(observed, SERVICE), remembered)
     ca = tls.ca_from_secret(tls_secret) if fed.spec.tls is not None else None
     pools = [place_pool(fed, pool, external, ca_known=ca is not None) for pool in fed.spec.supernodes.pools]
     composed = [p for p in pools if p.hold is None]
     resources = {
         **superlink_resources(fed, external),
-        **service_accounts(fed, composed),
-        **identity_programs(fed, composed),
-        **workloads(fed, composed),
-        **ca_secrets(fed, composed, ca),
-        **namespaces(composed),
-        **network_policies(fed, composed, external, observed),
-        **key_publishers(fed, composed),
-        **api_endpoints(fed, composed),
+        **pool_resources(fed, composed, external, ca, observed),
         **authorized_keys(fed, pools, key_members or []),
         **registrations(fed),
-        **retired_keys(fed, composed, observed),
     }
     direct = key_collections(fed, composed)
     kept = {**kept_objects(pools, observed), **kept_clusters(fed, observed, {**resources, **direct})}
-    return Plan(resources, kept, pools, external, ca is not None, direct)
+    return Plan(resources, kept, pools, external, ca is not None, direct, ca)
 
 
-def place_pool(fed: Federation, pool: PoolSpec, external: placement.External, *, ca_known: bool) -> PlacedPool:
-    """Where a pool runs, what it dials and trusts, and whether it must wait."""
-    namespace = placement.pool_namespace(fed.namespace, pool)
-    remote = api_spec.remote(fed.spec, pool)
-    fleet = fleet_address(fed, pool, external, remote=remote)
-    trust, copies_ca = trusted_ca(fed, pool, namespace, remote=remote)
-    return PlacedPool(
-        pool,
-        api_spec.pool_ref(fed.spec, pool),
-        namespace,
-        remote,
-        fleet,
-        trust,
-        copies_ca,
-        hold_reason(fleet, copies_ca=copies_ca, ca_known=ca_known),
-        makes_identity=generates_identity(fed.spec, pool),
+def _plan_cluster(fed: Federation, observed: dict[str, Any]) -> Plan:
+    """A FederationCluster's part: its pools and what they need in its cluster, with the address and CA given."""
+    if fed.part is None:
+        msg = "not a FederationCluster"
+        raise ValueError(msg)
+    external = placement.External(fed.part.fleet, "federation")
+    ca = fed.part.ca if fed.spec.tls is not None else None
+    pools = [place_pool(fed, pool, external, ca_known=ca is not None) for pool in fed.spec.supernodes.pools]
+    composed = [p for p in pools if p.hold is None]
+    resources = pool_resources(fed, composed, external, ca, observed)
+    return Plan(
+        resources, kept_objects(pools, observed), pools, external, ca is not None, key_collections(fed, composed)
     )
 
 
-def fleet_address(fed: Federation, pool: PoolSpec, external: placement.External, *, remote: bool) -> str | None:
-    """The Fleet address a pool dials: the Service's cluster DNS name, or else the external address.
-
-    Beside Flower's gRPC Fleet adapter an HTTP pool dials the `fleet-http`
-    port, the Fleet API proxy's (flower.Releases.legacy_fleet).
-    """
-    if remote:
-        return external.address
-    port = FLEET_PROXY_PORT if fed.flower.dials_proxy_port(pool.name) else fed.spec.superlink.service.ports.grpc
-    return f"{superlink.service_address(fed.name, fed.namespace)}:{port}"
-
-
-def trusted_ca(fed: Federation, pool: PoolSpec, namespace: str, *, remote: bool) -> tuple[Trust | None, bool]:
-    """With TLS, the CA a pool trusts, and whether it is the function's copy of it.
-
-    Beside the SuperLink a pool mounts ca.crt of its Secret; elsewhere the
-    Secret the user names, or else the copy the function composes.
-    """
-    if fed.spec.tls is None:
-        return None, False
-    if not remote and namespace == fed.namespace:
-        return Trust(tls.secret_name(fed.name, fed.spec), tls.CA_FILE), False
-    if pool.caSecretRef is not None:
-        return Trust(pool.caSecretRef.name, pool.caSecretRef.key), False
-    return Trust(tls.ca_secret_name(fed.name), tls.CA_FILE), True
-
-
-def hold_reason(fleet: str | None, *, copies_ca: bool, ca_known: bool) -> Hold | None:
-    """What a pool waits for, the address first: never composed with a wrong address or no CA."""
-    if fleet is None:
-        return Hold.ADDRESS
-    if copies_ca and not ca_known:
-        return Hold.CA
-    return None
+def pool_resources(
+    fed: Federation, pools: list[PlacedPool], external: placement.External, ca: str | None, observed: dict[str, Any]
+) -> dict[str, Composed]:
+    """What composed pools run and need in their clusters and namespaces, with the SuperLink's ServiceAccount."""
+    return {
+        **service_accounts(fed, pools),
+        **identity_programs(fed, pools),
+        **workloads(fed, pools),
+        **ca_secrets(fed, pools, ca),
+        **namespaces(pools),
+        **network_policies(fed, pools, external, observed),
+        **key_publishers(fed, pools),
+        **api_endpoints(fed, pools),
+        **retired_keys(fed, pools, observed),
+    }
 
 
 def superlink_resources(fed: Federation, external: placement.External) -> dict[str, Composed]:
@@ -234,8 +192,9 @@ def service_accounts(fed: Federation, pools: list[PlacedPool]) -> dict[str, Comp
     labels = names.labels(fed.name, "flower", "serviceaccount")
     places = [(p.provider_config, p.namespace) for p in pools]
     account = pods.service_account(fed.name)
+    beside = {SUPERLINK_SERVICEACCOUNT: Composed(superlink, fed.hub)} if fed.part is None else {}
     return {
-        SUPERLINK_SERVICEACCOUNT: Composed(superlink, fed.hub),
+        **beside,
         **_once_per_place(
             places, serviceaccount_resource, lambda ns: pods.service_account_manifest(account, ns, labels)
         ),
@@ -245,7 +204,8 @@ def service_accounts(fed: Federation, pools: list[PlacedPool]) -> dict[str, Comp
 def identity_programs(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
     """The identity containers' program, once per cluster and namespace they run in (identity.program_configmap)."""
     labels = names.labels(fed.name, "flower", "identity-program")
-    places = [(fed.hub, fed.namespace)] if fed.registers_keys else []
+    # The SuperLink's registrar runs it too; a FederationCluster has no SuperLink.
+    places = [(fed.hub, fed.namespace)] if fed.registers_keys and fed.part is None else []
     places += [(p.provider_config, p.namespace) for p in pools if generates_identity(fed.spec, p.spec)]
     return _once_per_place(
         places, identity_program_resource, lambda ns: identity.program_configmap(fed.name, ns, labels)
@@ -339,7 +299,11 @@ def retired_keys(fed: Federation, pools: list[PlacedPool], observed: Mapping[str
     labels = names.labels(fed.name, "supernode", "retired-keys")
     out: dict[str, Composed] = {}
     for ref, namespace in key_places(fed, pools).values():
-        digests = [digest for digest, holder in reported if holder.startswith(f"{ref.name}/{namespace}/")]
+        if fed.part is not None:
+            # A FederationCluster is told its cluster's share of the report.
+            digests = fed.part.retired.get(namespace, [])
+        else:
+            digests = [digest for digest, holder in reported if holder.startswith(f"{ref.name}/{namespace}/")]
         if digests:
             manifest = identity.retired_keys(fed.name, namespace, labels, digests)
             out[retired_keys_resource(ref.name, namespace)] = Composed(manifest, ref)
@@ -421,12 +385,9 @@ def network_policies(
     for p in pools:
         places.setdefault((p.provider_config.name, p.namespace), (p.provider_config, p.remote))
     local = [namespace for (_, namespace), (_, remote) in places.items() if not remote]
-    out = {
-        "networkpolicy-superlink": Composed(
-            netpol.superlink_policy(fed, local),
-            fed.hub,
-        )
-    }
+    out: dict[str, Composed] = {}
+    if fed.part is None:
+        out["networkpolicy-superlink"] = Composed(netpol.superlink_policy(fed, local), fed.hub)
     publishing = set(key_places(fed, pools))
     for (cluster, namespace), (ref, remote) in sorted(places.items()):
         endpoints = live(observed, api_endpoints_resource(cluster))
@@ -443,178 +404,9 @@ def network_policies(
     return out
 
 
-def kept_objects(pools: list[PlacedPool], observed: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The observed Objects of held-back pools, to return unchanged: one that exists is kept as it is."""
-    out = {}
-    for p in pools:
-        name = pool_resource(p.name)
-        previous = _as_observed(observed.get(name)) if p.hold is not None else None
-        if previous is not None:
-            out[name] = previous
-    return out
-
-
-def kept_clusters(fed: Federation, observed: dict[str, Any], planned: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """What selected clusters keep when their selection cannot be judged in this reconcile.
-
-    While Crossplane has not listed a selector's ProviderConfigs, every
-    observed Object not planned is kept: none is dropped for want of an
-    answer. A cluster held by its settings keeps its pool's Objects there.
-    """
-    out: dict[str, dict[str, Any]] = {}
-    if fed.selection.pending:
-        names = [name for name in observed if name not in planned]
-    else:
-        names = [
-            name
-            for m in fed.selection.held
-            for name in cluster_resources(m.name, m.cluster.name, m.namespace or fed.namespace, observed)
-            if name not in planned
-        ]
-    for name in names:
-        previous = _as_observed(observed.get(name))
-        if previous is not None:
-            out[name] = previous
-    return out
-
-
-def cluster_resources(pool: str, cluster: str, namespace: str, observed: Mapping[str, Any]) -> list[str]:
-    """The composition resource names of a pool in one cluster: its workload and what it shares with the cluster.
-
-    Among them any observed identity program there, of this function's release or
-    an earlier one: a kept workload still mounts the program it was made with.
-    """
-    place = f"-{cluster}-{namespace}"
-    programs = sorted(n for n in observed if n.startswith("identity-program-") and n.endswith(place))
-    return [
-        pool_resource(pool),
-        serviceaccount_resource(cluster, namespace),
-        ca_resource(cluster, namespace),
-        namespace_resource(cluster, namespace),
-        networkpolicy_resource(cluster, namespace),
-        key_collection_resource(cluster, namespace),
-        api_endpoints_resource(cluster),
-        key_role_resource(cluster, namespace),
-        key_binding_resource(cluster, namespace),
-        retired_keys_resource(cluster, namespace),
-        *sorted({identity_program_resource(cluster, namespace), *programs}),
-    ]
-
-
-def _as_observed(obj: Any) -> dict[str, Any] | None:
-    """An observed Object's apiVersion, kind and spec, to return it unchanged; None if it has no spec."""
-    if not isinstance(obj, dict) or not isinstance(obj.get("spec"), dict):
-        return None
-    return {k: obj[k] for k in ("apiVersion", "kind", "spec") if k in obj}
-
-
-def global_offsets(fed: Federation) -> tuple[dict[str, int], int | None]:
-    """Each StatefulSet pool's first global SuperNode index, and how many indices there are.
-
-    Pools count in spec order. A selector pool takes maxClusters blocks of
-    `replicas` indices, one per cluster index, so a cluster that joins or
-    leaves moves no other SuperNode's index and {totalReplicas} stays put.
-    """
-    written = fed.written
-    if written.mode != "StatefulSet":
-        return {}, None
-    offsets, running = {}, 0
-    for pool in written.supernodes.pools:
-        replicas = pool.replicas or 0
-        if pool.clusterSelector is None:
-            offsets[pool.name] = running
-            running += replicas
-            continue
-        for m in fed.selection.placed:
-            if m.selector == pool.name and m.index is not None:
-                offsets[m.name] = running + m.index * replicas
-        running += pool.clusterSelector.maxClusters * replicas
-    return offsets, running
-
-
-def serviceaccount_resource(cluster: str, namespace: str) -> str:
-    """Composition resource name of the Federation's ServiceAccount in one cluster and namespace."""
-    return f"serviceaccount-{cluster}-{namespace}"
-
-
-def identity_program_resource(cluster: str, namespace: str) -> str:
-    """Composition resource name of the identity program in one cluster and namespace.
-
-    The program's digest is part of it: a new program is a new Object, and the
-    old one, no longer desired, is deleted rather than left behind under its old name.
-    """
-    return f"identity-program-{identity.PROGRAM_DIGEST}-{cluster}-{namespace}"
-
-
-def key_collection_resource(cluster: str, namespace: str) -> str:
-    """Composition resource name of the collection of keys published in one cluster and namespace."""
-    return f"supernode-keys-{cluster}-{namespace}"
-
-
-def api_endpoints_resource(cluster: str) -> str:
-    """Composition resource name of the observed endpoints of one cluster's API server."""
-    return f"kube-api-endpoints-{cluster}"
-
-
-def retired_keys_resource(cluster: str, namespace: str) -> str:
-    """Composition resource name of the retired keys of one cluster and pool namespace."""
-    return f"retired-keys-{cluster}-{namespace}"
-
-
-def key_role_resource(cluster: str, namespace: str) -> str:
-    """Composition resource name of the Role that lets pods publish keys in one cluster and namespace."""
-    return f"supernode-keys-role-{cluster}-{namespace}"
-
-
-def key_binding_resource(cluster: str, namespace: str) -> str:
-    """Composition resource name of that Role's binding."""
-    return f"supernode-keys-binding-{cluster}-{namespace}"
-
-
-def ca_resource(cluster: str, namespace: str) -> str:
-    """Composition resource name of the CA copy in one cluster and namespace."""
-    return f"ca-{cluster}-{namespace}"
-
-
-def networkpolicy_resource(cluster: str, namespace: str) -> str:
-    """Composition resource name of the SuperNodes' NetworkPolicy in one cluster and namespace."""
-    return f"networkpolicy-supernode-{cluster}-{namespace}"
-
-
-def namespace_resource(cluster: str, namespace: str) -> str:
-    """Composition resource name of a pool's Namespace in one cluster."""
-    return f"namespace-{cluster}-{namespace}"
-
-
 def manifests(fed: Federation) -> dict[str, dict[str, Any]]:
     """The Kubernetes objects of a Federation with nothing observed yet."""
     return {name: c.manifest for name, c in plan(fed).resources.items()}
-
-
-def wrap(
-    manifest: dict[str, Any],
-    ref: ProviderConfigRef,
-    *,
-    namespaced: bool = False,
-    observe: bool = False,
-    create_only: bool = False,
-) -> dict[str, Any]:
-    """A provider-kubernetes Object that applies manifest to the chosen cluster (or only observes it).
-
-    A namespaced XR composes namespaced Objects, which name the kind of their
-    provider config; cluster-scoped Objects only take its name.
-    """
-    spec: dict[str, Any] = {
-        "forProvider": {"manifest": manifest},
-        "providerConfigRef": {"kind": ref.kind, "name": ref.name} if namespaced else {"name": ref.name},
-    }
-    if observe:
-        spec["managementPolicies"] = ["Observe"]
-    else:
-        spec["readiness"] = readiness.policy(manifest)
-    if create_only:
-        spec["managementPolicies"] = CREATE_ONLY
-    return {"apiVersion": NAMESPACED_OBJECT_API if namespaced else OBJECT_API, "kind": "Object", "spec": spec}
 
 
 def desired(fed: Federation, built: Plan) -> dict[str, dict[str, Any]]:

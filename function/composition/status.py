@@ -15,7 +15,7 @@ from function.api import spec as api_spec
 from function.api.spec import PoolSpec, generates_identity
 from function.api.status_model import Endpoints, FederationStatus, PoolStatus
 from function.builders import identity, superlink, tls
-from function.composition import compose, readiness
+from function.composition import compose, kept, readiness, resource_names
 from function.federation.read import pool_resource
 from function.federation.value import Federation, Hold
 from function.releases.flower import CONTROL_PORT
@@ -82,7 +82,7 @@ def _manifests(built: compose.Plan) -> dict[str, dict[str, Any]]:
 def report(fed: Federation, built: compose.Plan, observed: dict[str, Any], generation: Any) -> Report:
     """Judge the observed resources of a Federation against what was planned."""
     manifests = _manifests(built)
-    judged = {name: readiness.observe(m, compose.live(observed, name)) for name, m in manifests.items()}
+    judged = {name: readiness.observe(m, kept.live(observed, name)) for name, m in manifests.items()}
     pools = _pools(fed, built, judged)
     status = _status(fed, built, [entry for entry, _ in pools], generation)
     warnings = [*fed.flower.warnings, *superlink.exposure_warnings(fed.spec), *_warnings(fed, built, manifests, pools)]
@@ -181,7 +181,7 @@ def _conditions(
     conditions = [
         _condition(
             "SuperLinkReady",
-            [("SuperLink", judged[compose.SUPERLINK]), ("SuperLink Service", judged[compose.SERVICE])],
+            [("SuperLink", judged[resource_names.SUPERLINK]), ("SuperLink Service", judged[resource_names.SERVICE])],
             "SuperLink is ready",
         ),
         _supernodes_condition(fed, pools, f"{ready_total}/{desired_total} SuperNodes ready"),
@@ -193,7 +193,7 @@ def _conditions(
         conditions.append(_selection_condition(fed))
     if built.remote:
         conditions.append(_external_condition(built))
-    certificate = judged.get(compose.CERTIFICATE)
+    certificate = judged.get(resource_names.CERTIFICATE)
     if certificate is not None or built.needs_ca:
         conditions.append(_tls_condition(fed, built, certificate))
     return conditions

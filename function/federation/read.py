@@ -13,7 +13,7 @@ from typing import Any
 from function.api import refusals, versions
 from function.api import spec as api_spec
 from function.api.spec import FederationSpec
-from function.federation.value import Federation
+from function.federation.value import ClusterPart, Federation
 from function.topology import clusters
 
 CLAIM_NAME = "crossplane.io/claim-name"
@@ -56,15 +56,61 @@ def federation(
     spec = refusals.parse(ours)
     name, namespace, namespaced, bound = _identity(xr, spec)
     refusals.federation_name(name)
+    if not any(p.clusterSelector for p in spec.supernodes.pools):
+        return _checked(name, namespace, spec, namespaced=namespaced, bound=bound)
+    found = clusters.found(spec, required or {}, namespaced=namespaced)
+    refusals.cluster_counts(spec, found)
+    return _checked(name, namespace, spec, namespaced=namespaced, bound=bound, found=found, observed=observed or {})
+
+
+def cluster(xr: dict[str, Any]) -> Federation:
+    """Read a FederationCluster into the part of its Federation that runs in its one cluster.
+
+    Its pools are read as the Federation read them: the selector pools it
+    carries, each standing for this cluster alone at the index the Federation
+    keeps for it; what only the whole Federation knows comes with it.
+    """
+    given = xr.get("spec") or {}
+    ours = {k: v for k, v in given.items() if k not in CROSSPLANE_SPEC_FIELDS} if isinstance(given, dict) else given
+    part, spec = refusals.cluster_spec(ours)
+    namespaced = bool((xr.get("metadata") or {}).get("namespace"))
+    found: dict[str, list[clusters.Cluster] | None] = {
+        s.selector: [
+            clusters.Cluster(part.providerConfigRef, {**part.annotations, clusters.INDEX_ANNOTATION: str(s.index)})
+        ]
+        for s in part.selected
+    }
+    fed = _checked(part.federation, part.namespace, spec, namespaced=namespaced, bound=part.bound, found=found)
+    offsets = {
+        m.name: s.offset
+        for s in part.selected
+        for m in fed.selection.placed
+        if m.selector == s.selector and s.offset is not None
+    }
+    facts = ClusterPart(
+        part.providerConfigRef, part.fleetAddress, part.caCertificate, offsets, part.totalReplicas, part.retiredKeys
+    )
+    return dataclasses.replace(fed, part=facts)
+
+
+def _checked(
+    name: str,
+    namespace: str,
+    spec: FederationSpec,
+    *,
+    namespaced: bool,
+    bound: bool,
+    found: dict[str, list[clusters.Cluster] | None] | None = None,
+    observed: dict[str, Any] | None = None,
+) -> Federation:
+    """The Federation of a parsed spec: refused where it must be, its images named, its selectors expanded."""
     if bound:
         refusals.claim_namespace(namespace, spec)
     refusals.generated_names(name, spec)
     releases = refusals.releases(spec)
     declared = versions.with_default_images(spec, releases)
-    if not any(p.clusterSelector for p in spec.supernodes.pools):
+    if found is None:
         return Federation(name, namespace, declared, releases, namespaced, bound=bound)
-    found = clusters.found(spec, required or {}, namespaced=namespaced)
-    refusals.cluster_counts(spec, found)
     context = clusters.Context(
         name, namespaced, pool_resource, namespace if bound else None, api_spec.superlink_ref(spec)
     )

@@ -31,6 +31,8 @@ class Federation:
     selection: clusters.Selection = dataclasses.field(default_factory=lambda: clusters.Selection([], [], []))
     # Bound to its namespace: a claim's, or a namespaced XR's, which is its author's.
     bound: bool = False
+    # A FederationCluster: one remote cluster of the Federation, and what the Federation worked out for it.
+    part: ClusterPart | None = None
 
     @property
     def written(self) -> FederationSpec:
@@ -60,6 +62,22 @@ class Federation:
     def registers_keys(self) -> bool:
         """Whether the SuperLink's registrar registers published keys: when any pool makes its own."""
         return any(generates_identity(self.spec, pool) for pool in self.spec.supernodes.pools)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterPart:
+    """What a FederationCluster's Federation worked out for it (function/api/cluster_spec.py)."""
+
+    cluster: ProviderConfigRef
+    # The SuperLink's Fleet address its pools dial.
+    fleet: str
+    # With TLS, the CA its pools trust unless they name one.
+    ca: str | None
+    # Each pool's first global SuperNode id, and how many ids there are (StatefulSet mode).
+    offsets: dict[str, int]
+    total: int | None
+    # By pool namespace, the digests of the keys the SuperLink retired.
+    retired: dict[str, list[str]]
 
 
 class Hold(enum.Enum):

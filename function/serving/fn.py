@@ -11,7 +11,7 @@ from google.protobuf.message import DecodeError
 from function.api import k8s_schema, policy
 from function.api.refusals import SpecError
 from function.builders import published_keys, tls
-from function.composition import admission, compose, status
+from function.composition import admission, compose, objects, status
 from function.federation import read
 from function.federation.value import Federation
 from function.serving import wire
@@ -119,7 +119,7 @@ def _answer(
         response.require_resources(
             rsp,
             published_keys.REQUIREMENT,
-            compose.NAMESPACED_OBJECT_API if fed.namespaced else compose.OBJECT_API,
+            objects.NAMESPACED_OBJECT_API if fed.namespaced else objects.OBJECT_API,
             "Object",
             match_labels={published_keys.CARRIED_LABEL: published_keys.carried_label(fed.name, fed.namespace)},
             namespace=fed.namespace if fed.namespaced else None,

@@ -157,6 +157,8 @@ class Member:
     problem: str = ""
     # The selector pool's namespace setting (None: the Federation's).
     namespace: str | None = None
+    # The cluster's settings: its ProviderConfig's annotations this function reads, but the index.
+    settings: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -284,7 +286,7 @@ def _member(
             where, message = errors[0]
             problem = f"annotation {NODE_CONFIG_PREFIX}{where.removeprefix('nodeConfig.')}: {message}"
     if problem:
-        return Member(pool.name, cluster.ref, index, name, None, problem, pool.namespace)
+        return Member(pool.name, cluster.ref, index, name, None, problem, pool.namespace, _settings(cluster))
     expanded = pool.model_copy(
         update={
             "name": name,
@@ -294,7 +296,16 @@ def _member(
             "nodeConfig": {**pool.nodeConfig, **extra},
         }
     )
-    return Member(pool.name, cluster.ref, index, name, expanded, "", pool.namespace)
+    return Member(pool.name, cluster.ref, index, name, expanded, "", pool.namespace, _settings(cluster))
+
+
+def _settings(cluster: Cluster) -> dict[str, str]:
+    """The annotations of a cluster that set what its pools run: replicas and nodeConfig values."""
+    return {
+        k: v
+        for k, v in sorted(cluster.annotations.items())
+        if k == REPLICAS_ANNOTATION or k.startswith(NODE_CONFIG_PREFIX)
+    }
 
 
 def _escapes(pool: PoolSpec, cluster: Cluster, context: Context) -> bool:

@@ -1,0 +1,74 @@
+"""Composition resource names: how each composed object is keyed in Crossplane's desired and observed state.
+
+Names depend on the place (cluster, namespace) alone, never on which other
+clusters or pools exist, so joining or leaving moves no other object; a
+pool's workload is keyed by federation.read.pool_resource.
+"""
+
+from __future__ import annotations
+
+from function.builders import identity
+
+SUPERLINK = "superlink"
+SERVICE = "superlink-service"
+CERTIFICATE = "superlink-certificate"
+FLEET_PROXY_CONFIG = "superlink-fleet-proxy"
+AUTHORIZED_KEYS = "superlink-authorized-keys"
+REGISTRATIONS = "superlink-registrations"
+SUPERLINK_SERVICEACCOUNT = "superlink-serviceaccount"
+REGISTRATIONS_ROLE = "superlink-registrations-role"
+REGISTRATIONS_BINDING = "superlink-registrations-binding"
+
+
+def serviceaccount_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of the Federation's ServiceAccount in one cluster and namespace."""
+    return f"serviceaccount-{cluster}-{namespace}"
+
+
+def identity_program_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of the identity program in one cluster and namespace.
+
+    The program's digest is part of it: a new program is a new Object, and the
+    old one, no longer desired, is deleted rather than left behind under its old name.
+    """
+    return f"identity-program-{identity.PROGRAM_DIGEST}-{cluster}-{namespace}"
+
+
+def key_collection_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of the collection of keys published in one cluster and namespace."""
+    return f"supernode-keys-{cluster}-{namespace}"
+
+
+def api_endpoints_resource(cluster: str) -> str:
+    """Composition resource name of the observed endpoints of one cluster's API server."""
+    return f"kube-api-endpoints-{cluster}"
+
+
+def retired_keys_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of the retired keys of one cluster and pool namespace."""
+    return f"retired-keys-{cluster}-{namespace}"
+
+
+def key_role_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of the Role that lets pods publish keys in one cluster and namespace."""
+    return f"supernode-keys-role-{cluster}-{namespace}"
+
+
+def key_binding_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of that Role's binding."""
+    return f"supernode-keys-binding-{cluster}-{namespace}"
+
+
+def ca_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of the CA copy in one cluster and namespace."""
+    return f"ca-{cluster}-{namespace}"
+
+
+def networkpolicy_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of the SuperNodes' NetworkPolicy in one cluster and namespace."""
+    return f"networkpolicy-supernode-{cluster}-{namespace}"
+
+
+def namespace_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of a pool's Namespace in one cluster."""
+    return f"namespace-{cluster}-{namespace}"
