@@ -175,7 +175,7 @@ $(PACKAGE): $(IMAGE) $(CRANK) package/crossplane.yaml $(wildcard package/input/*
 # The Configuration packages: the XRD and Composition of one flavor, with the
 # function and provider-kubernetes as dependencies (apis/crossplane.yaml).
 # apis/ holds the v2 flavor's folder too, which the claim flavor leaves out.
-$(CONFIGURATION): $(CRANK) apis/crossplane.yaml apis/definition.yaml apis/composition.yaml $(wildcard examples/claims/*.yaml)
+$(CONFIGURATION): $(CRANK) $(wildcard apis/*.yaml) $(wildcard examples/claims/*.yaml)
 	mkdir -p $(dir $@)
 	$(CRANK) xpkg build --package-root=apis --ignore='v2/*' --examples-root=examples/claims -o $@
 

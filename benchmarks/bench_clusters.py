@@ -1,10 +1,12 @@
-"""Time RunFunction for a pool whose clusterSelector matches 100 and 500 ProviderConfigs.
+"""Time RunFunction for a pool whose clusterSelector matches 100, 500 and 1,000 ProviderConfigs.
 
 Prints, per cluster count, the median, p95 and p99 milliseconds of one call in
 process and over gRPC, the number of desired resources and the size of the
-serialized response. Two states: "first", Crossplane's first call with
-nothing observed; "steady", a later call where every Object is observed (so
-each cluster's index is read back from its workload).
+serialized response. Three calls: "first", the Federation's first call with
+nothing observed (one FederationCluster per cluster); "steady", a later call
+where everything is observed (so each cluster's index is read back from its
+FederationCluster); "part", the call that composes one FederationCluster:
+one cluster's objects.
 
 The gRPC path calls the function served as `function serve --insecure` runs
 it, in its own process (benchmarks/bench.py's serving). The ProviderConfigs
@@ -31,7 +33,7 @@ from function.serving import fn
 from function.topology import clusters
 
 LABELS = {"flower.flwr.ai/federation": "fleet"}
-CLUSTERS = (100, 500)
+CLUSTERS = (100, 500, 1000)
 SMOKE_CLUSTERS = (100,)
 SMOKE_ITERATIONS = 3
 # What the benchmark's platform lets Federations do: pools in namespaces of their own.
@@ -57,7 +59,7 @@ def composite() -> dict[str, Any]:
                     {
                         "name": "gpu",
                         "replicas": 2,
-                        "clusterSelector": {"matchLabels": LABELS, "maxClusters": 500},
+                        "clusterSelector": {"matchLabels": LABELS, "maxClusters": 1000},
                         "namespace": "flower-sites",
                         "createNamespace": True,
                         "nodeConfig": {"site": "{cluster}", "partition-id": "{globalIndex}"},
@@ -99,6 +101,15 @@ def request(count: int, observed: dict[str, Any] | None = None) -> fnv1.RunFunct
     return req
 
 
+def part_request(rsp: fnv1.RunFunctionResponse, name: str) -> fnv1.RunFunctionRequest:
+    """The request Crossplane sends for one FederationCluster the Federation composed: one cluster's call."""
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.CopyFrom(rsp.desired.resources[name].resource)
+    req.observed.composite.resource.update({"metadata": {"name": name}})
+    req.input.update(PLATFORM_POLICY)
+    return req
+
+
 def main() -> int:
     """Print the cost of one call per cluster count, state and path; the exit status."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -119,12 +130,12 @@ def main() -> int:
             if fatal_messages(rsp):
                 print(f"fatal result for {count} clusters: {fatal_messages(rsp)}", file=sys.stderr)
                 return 1
-            pools = [n for n in rsp.desired.resources if n.startswith("pool-")]
-            if len(pools) != count:
-                print(f"{count} clusters made {len(pools)} pools", file=sys.stderr)
+            parts = [n for n in rsp.desired.resources if n.startswith("cluster-")]
+            if len(parts) != count:
+                print(f"{count} clusters made {len(parts)} FederationClusters", file=sys.stderr)
                 return 1
             steady = request(count, {n: r.resource for n, r in rsp.desired.resources.items()})
-            for state, req in (("first", first), ("steady", steady)):
+            for state, req in (("first", first), ("steady", steady), ("part", part_request(rsp, parts[-1]))):
                 answer = fn.run(req)
                 served = server.stub.RunFunction(req, timeout=120)
                 if served != answer:
@@ -138,7 +149,7 @@ def main() -> int:
                     median, p95, p99 = measure(call, iterations)
                     print(
                         f"{count:>8} {state:>7} {path:>10} {median:>10.1f} {p95:>10.1f} {p99:>10.1f} "
-                        f"{len(rsp.desired.resources):>10} {size:>8.0f}"
+                        f"{len(answer.desired.resources):>10} {size:>8.0f}"
                     )
     return 1 if server.exit_code else 0
 

@@ -95,6 +95,8 @@ FLAVORS: dict[str, dict[str, Any]] = {
         "package": "configuration-flower",
         "composition": f"xfederations.{GROUP}",
         "kind": "XFederation",
+        "cluster_composition": f"xfederationclusters.{GROUP}",
+        "cluster_kind": "XFederationCluster",
         "summary": "the cluster-scoped XFederation with the namespaced claim Federation",
     },
     "v2": {
@@ -102,23 +104,29 @@ FLAVORS: dict[str, dict[str, Any]] = {
         "package": "configuration-flower-v2",
         "composition": f"federations.{GROUP}",
         "kind": "Federation",
+        "cluster_composition": f"federationclusters.{GROUP}",
+        "cluster_kind": "FederationCluster",
         "summary": "the namespaced Federation of Crossplane v2 (no claim)",
     },
 }
 
 
-def composition(flavor: str) -> dict[str, Any]:
-    """The flavor's Composition: one step, this function."""
+def composition(flavor: str, *, cluster: bool = False) -> dict[str, Any]:
+    """The flavor's Composition: one step, this function; of its FederationCluster with cluster.
+
+    The same step and policy for both: a remote cluster's pools are judged where they are composed.
+    """
     spec = FLAVORS[flavor]
+    name, kind = (spec["cluster_composition"], spec["cluster_kind"]) if cluster else (spec["composition"], spec["kind"])
     return {
         "apiVersion": "apiextensions.crossplane.io/v1",
         "kind": "Composition",
         "metadata": {
-            "name": spec["composition"],
+            "name": name,
             "labels": {API_LABEL: API_VERSION, RELEASE_LABEL: release()},
         },
         "spec": {
-            "compositeTypeRef": {"apiVersion": f"{GROUP}/{API_VERSION}", "kind": spec["kind"]},
+            "compositeTypeRef": {"apiVersion": f"{GROUP}/{API_VERSION}", "kind": kind},
             "mode": "Pipeline",
             "pipeline": [
                 {
@@ -197,6 +205,7 @@ def outputs() -> dict[pathlib.Path, Any]:
     out = {}
     for flavor, spec in FLAVORS.items():
         out[spec["dir"] / "composition.yaml"] = lambda f=flavor: _render(composition(f))
+        out[spec["dir"] / "cluster-composition.yaml"] = lambda f=flavor: _render(composition(f, cluster=True))
         out[spec["dir"] / "crossplane.yaml"] = lambda f=flavor: _render(configuration(f))
     return out
 

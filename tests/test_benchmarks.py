@@ -48,10 +48,15 @@ CASES = [
         ),
     ),
     Case(
-        "a selector matching 100 ProviderConfigs, first call and steady state, in-process and served; about 2 s",
+        "a selector matching 100 ProviderConfigs: first call, steady state and one FederationCluster's call, "
+        "in-process and served; about 2 s",
         "bench_clusters.py",
         ("--smoke",),
-        (r"^ +100 +first +in-process ", r"^ +100 +steady +grpc +[\d.]+ +[\d.]+ +[\d.]+ +\d+ +\d+$"),
+        (
+            r"^ +100 +first +in-process ",
+            r"^ +100 +steady +grpc +[\d.]+ +[\d.]+ +[\d.]+ +\d+ +\d+$",
+            r"^ +100 +part +grpc +[\d.]+ +[\d.]+ +[\d.]+ +\d+ +\d+$",
+        ),
     ),
     Case(
         "300 calls of the mix over one mTLS connection to `function serve --workers 1`, every answer checked "
@@ -71,6 +76,16 @@ CASES = [
             r"^flower-readback: \d+ texts, 0 failures",
         ),
         flwr=True,
+    ),
+    Case(
+        "needs a real control plane (and root), so only set up: the ProviderConfigs over the spokes and the "
+        "Federation, nothing started; about 1 s",
+        "e2e_clusters.py",
+        ("--smoke", "--dry-run"),
+        (
+            r"^kubernetes 1\.\d+: would apply 2 ProviderConfigs over 2 spoke clusters$",
+            r"^and one Federation of 2 SuperNodes, node authentication and TLS on$",
+        ),
     ),
     Case(
         "needs a real control plane (and root), so only set up: the control plane's settings and the "

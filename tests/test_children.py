@@ -15,7 +15,7 @@ import pytest
 from function.api.refusals import SpecError
 from function.composition import children, compose
 from function.composition.resource_names import REGISTRATIONS
-from function.federation import read
+from function.federation import read, value
 from function.topology import clusters
 from support.helpers import BASE, pool, spec, xr
 
@@ -90,48 +90,76 @@ CASES = [
 ]
 
 
-def flat_and_parts(case: Case) -> tuple[compose.Plan, dict[str, compose.Plan], dict[str, dict[str, Any]]]:
+def planned(case: Case) -> tuple[value.Federation, compose.Plan]:
     fed = read.federation(
         xr(case.spec), {clusters.requirement_key("gpu", "ProviderConfig"): case.configs}, case.observed
     )
-    flat = compose.plan(fed, case.observed, None, TLS_SECRET)
-    specs = children.specs(fed, flat, case.observed)
-    parts = {name: compose.plan(read.cluster({"metadata": {"name": name}, "spec": s})) for name, s in specs.items()}
-    return flat, parts, specs
+    return fed, compose.plan(fed, case.observed, None, TLS_SECRET)
+
+
+def parts_of(built: compose.Plan) -> dict[str, compose.Plan]:
+    """Each FederationCluster the Federation composes, composed by its own call."""
+    return {
+        name: compose.plan(read.cluster({"metadata": {"name": name}, **built.direct[name]})) for name in built.parts
+    }
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.reason)
-def test_each_remote_cluster_is_composed_by_its_part_as_by_the_federation(case: Case):
-    flat, parts, _ = flat_and_parts(case)
-    hub = read.federation(xr(case.spec)).hub
-    assert sorted(parts) == ["cluster-config-eu", "cluster-config-us"]
+def test_each_remote_cluster_is_composed_by_its_part_as_the_federation_would_compose_it(case: Case):
+    fed, built = planned(case)
+    assert sorted(built.parts) == ["cluster-config-eu", "cluster-config-us"]
+    assert {c.provider_config.name for c in built.resources.values()} == {"default"}
     composed: dict[str, Any] = {}
     direct: dict[str, Any] = {}
-    for part in parts.values():
+    for part in parts_of(built).values():
         assert not set(part.resources) & set(composed)
         composed.update(part.resources)
         direct.update(part.direct)
-    elsewhere = {name: c for name, c in flat.resources.items() if c.provider_config != hub}
-    assert composed == elsewhere
-    assert direct == {name: d for name, d in flat.direct.items() if name in direct}
-    assert len(direct) == len([n for n in flat.direct if not n.endswith(("-default-team-a", "-default-flower-sites"))])
+    handed = [p for p in built.pools if children.handed(fed, p)]
+    expected = compose.pool_resources(fed, handed, built.external, built.ca, case.observed)
+    assert composed == {name: c for name, c in expected.items() if c.provider_config != fed.hub}
+    assert direct == compose.key_collections(fed, handed)
 
 
 def test_a_part_carries_its_pools_alone_and_what_only_the_federation_knows():
-    _, _, specs = flat_and_parts(CASES[2])
-    us = specs["cluster-config-us"]
-    assert [p["name"] for p in us["federationSpec"]["supernodes"]["pools"]] == ["gpu"]
-    assert us["retiredKeys"] == {"flower-sites": [DIGEST]}
-    assert "retiredKeys" not in specs["cluster-config-eu"] or specs["cluster-config-eu"]["retiredKeys"] == {}
-    assert us["caCertificate"] == CA  # as the SuperLink's Secret holds it
-    assert us["fleetAddress"] == "flower.example.org:9092"
-    assert set(us["federationSpec"]["superlink"]) <= {"image", "superexecImage", "providerConfigRef"}
+    _, built = planned(CASES[2])
+    us, eu = built.direct["cluster-config-us"], built.direct["cluster-config-eu"]
+    assert (us["apiVersion"], us["kind"]) == ("flower.crossplane.io/v1alpha1", "XFederationCluster")
+    spec = us["spec"]
+    assert [p["name"] for p in spec["federationSpec"]["supernodes"]["pools"]] == ["gpu"]
+    assert spec["retiredKeys"] == {"flower-sites": [DIGEST]}
+    assert "retiredKeys" not in eu["spec"]
+    assert spec["caCertificate"] == CA  # as the SuperLink's Secret holds it
+    assert spec["fleetAddress"] == "flower.example.org:9092"
+    assert set(spec["federationSpec"]["superlink"]) <= {"image", "superexecImage", "providerConfigRef"}
 
 
-def test_nothing_is_given_to_parts_while_the_ca_is_unknown():
+def test_nothing_is_given_to_parts_while_the_ca_is_unknown_and_what_they_have_is_kept():
     fed = read.federation(xr(SECURE), {clusters.requirement_key("gpu", "ProviderConfig"): CLUSTERS}, {})
-    flat = compose.plan(fed, {}, None, None)
-    assert children.specs(fed, flat, {}) == {}
+    _, before = planned(CASES[1])
+    observed = {name: {**before.direct[name], "status": {}} for name in before.parts}
+    waiting = compose.plan(fed, observed, None, None)
+    assert waiting.parts == frozenset()
+    assert {name: waiting.kept[name]["spec"] for name in before.parts} == {
+        name: before.direct[name]["spec"] for name in before.parts
+    }
+
+
+def test_a_cluster_keeps_the_index_its_part_was_given():
+    _, before = planned(CASES[3])
+    observed = {name: before.direct[name] for name in before.parts}
+    # eu no longer pins 7: the index its FederationCluster holds is kept, not the lowest free one.
+    _, after = planned(Case("", SECURE, [config("eu"), config("us")], observed))
+    assert after.direct["cluster-config-eu"]["spec"]["selected"] == [{"selector": "gpu", "index": 7, "offset": 14}]
+
+
+def test_a_cluster_that_leaves_takes_its_part_alone():
+    _, before = planned(CASES[1])
+    observed = {name: before.direct[name] for name in before.parts}
+    _, after = planned(Case("", SECURE, [config("default"), config("us")], observed))
+    assert sorted(after.parts) == ["cluster-config-us"]
+    assert after.direct["cluster-config-us"] == before.direct["cluster-config-us"]
+    assert "cluster-config-eu" not in after.kept
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,10 +185,11 @@ BAD_PARTS = [
 
 @pytest.mark.parametrize("case", BAD_PARTS, ids=lambda c: c.reason)
 def test_a_part_that_is_not_what_a_federation_writes_is_refused_naming_the_field(case: BadPart):
-    _, _, specs = flat_and_parts(CASES[0])
-    given = {**specs["cluster-config-eu"], **case.change}
+    _, built = planned(CASES[0])
+    eu = built.direct["cluster-config-eu"]["spec"]
+    given = {**eu, **case.change}
     if "federationSpec" in case.change:
-        given["federationSpec"] = {**specs["cluster-config-eu"]["federationSpec"], **case.change["federationSpec"]}
+        given["federationSpec"] = {**eu["federationSpec"], **case.change["federationSpec"]}
     with pytest.raises(SpecError) as err:
         read.cluster({"metadata": {"name": "x"}, "spec": given})
     assert err.value.errors[0][0].startswith(case.field), err.value.errors

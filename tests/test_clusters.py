@@ -130,10 +130,20 @@ def test_a_selector_pool_name_must_leave_room_for_its_clusters():
 
 
 def observed_index(f: value.Federation, cluster: str) -> dict[str, Any]:
-    """The observed Object of a cluster's workload, as the function last composed it."""
+    """The observed FederationCluster of a cluster, as the function last composed it: it holds the index."""
     m = next(m for m in f.selection.placed if m.cluster.name == cluster)
     built = compose.plan(f, SERVICE)
-    return {read.pool_resource(m.name): compose.desired(f, built)[read.pool_resource(m.name)]}
+    name = read.cluster_resource(m.cluster, namespaced=False)
+    return {name: compose.desired(f, built)[name]}
+
+
+def manifests_everywhere(f: value.Federation) -> dict[str, dict[str, Any]]:
+    """The manifests of a Federation and of each FederationCluster it composes, by composition resource name."""
+    built = compose.plan(f, SERVICE)
+    out = {name: c.manifest for name, c in built.resources.items()}
+    for name in built.parts:
+        out.update(compose.manifests(read.cluster({"metadata": {"name": name}, **built.direct[name]})))
+    return out
 
 
 def test_new_clusters_take_the_lowest_free_index_in_name_order():
@@ -221,7 +231,7 @@ def test_per_cluster_settings(reason, s, annotations, replicas, problem):
 def test_node_config_annotations_override_the_pool_and_fill_placeholders():
     s = pool(SELECTED, nodeConfig={"site": "{cluster}", "path": "/data"})
     f = fed(s, [config("eu", **{clusters.NODE_CONFIG_PREFIX + "path": "/mnt/{cluster}-{clusterIndex}"})])
-    args = compose.manifests(f)["pool-gpu-eu"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    args = manifests_everywhere(f)["pool-gpu-eu"]["spec"]["template"]["spec"]["containers"][0]["args"]
     node_config = args[args.index("--node-config") + 1]
     assert node_config == 'path="/mnt/eu-0" site="eu"'
 
@@ -289,6 +299,14 @@ def test_requirements_per_flavor():
 
 
 def run(s: dict[str, Any], required: dict[str, list[dict[str, Any]]] | None, observed: dict[str, Any] | None = None):
+    """The function's answer for the Federation, with its FederationClusters' own answers beside it (with_parts)."""
+    return with_parts(answer(s, required, observed), observed or {})
+
+
+def answer(
+    s: dict[str, Any], required: dict[str, list[dict[str, Any]]] | None, observed: dict[str, Any] | None = None
+) -> fnv1.RunFunctionResponse:
+    """The function's answer for the Federation alone."""
     req = fnv1.RunFunctionRequest()
     req.observed.composite.resource.update(xr(s))
     # Placement across clusters, not tenancy: pools may use any namespace (tests/test_policy.py).
@@ -300,6 +318,31 @@ def run(s: dict[str, Any], required: dict[str, list[dict[str, Any]]] | None, obs
         for item in items:
             req.required_resources[key].items.add().resource.update(item)
     return fn.run(req)
+
+
+def with_parts(rsp: fnv1.RunFunctionResponse, observed: dict[str, Any]) -> fnv1.RunFunctionResponse:
+    """The Federation's answer with, beside each FederationCluster it composes, what that one composes in turn.
+
+    Each FederationCluster is answered by a call of its own, as Crossplane makes it, with the same policy.
+    """
+    merged = fnv1.RunFunctionResponse()
+    merged.CopyFrom(rsp)
+    for name, composed in rsp.desired.resources.items():
+        part = wire.to_dict(composed.resource)
+        if part.get("kind") not in read.CLUSTER_KINDS:
+            continue
+        req = fnv1.RunFunctionRequest()
+        metadata = {"name": name, "namespace": "team-a"} if part["kind"] == "FederationCluster" else {"name": name}
+        req.observed.composite.resource.update({**part, "metadata": metadata})
+        req.input.update(ANY_NAMESPACE_POLICY)
+        for n, obj in observed.items():
+            req.observed.resources[n].resource.update(obj)
+        answer = fn.run(req)
+        assert not [r.message for r in answer.results if r.severity == fnv1.SEVERITY_FATAL], name
+        assert not answer.requirements.resources, "a FederationCluster is given what it needs"
+        for n, r in answer.desired.resources.items():
+            merged.desired.resources[n].CopyFrom(r)
+    return merged
 
 
 def conditions(rsp: fnv1.RunFunctionResponse) -> dict[str, fnv1.Condition]:
@@ -336,7 +379,7 @@ def test_a_leaving_cluster_has_its_objects_dropped_and_the_others_unchanged():
     }
     one = run(SELECTED, {KEY: [config("us")]}, observed)
     left = set(both.desired.resources) - set(one.desired.resources)
-    assert left == {"pool-gpu-eu", "serviceaccount-eu-team-a", "networkpolicy-supernode-eu-team-a"}
+    assert left == {"cluster-config-eu", "pool-gpu-eu", "serviceaccount-eu-team-a", "networkpolicy-supernode-eu-team-a"}
     for name in one.desired.resources:
         assert wire.to_dict(one.desired.resources[name].resource) == wire.to_dict(both.desired.resources[name].resource)
 
@@ -361,25 +404,19 @@ def test_a_held_cluster_keeps_what_it_has():
     assert "cluster eu of pool gpu is held: annotation flower.flwr.ai/replicas '0'" in selected.message
 
 
-def test_a_held_cluster_keeps_the_identity_program_its_pods_mount_even_an_earlier_one():
-    """A kept workload mounts the program it was made with: neither the current program's Object nor one of an
-    earlier function release (another digest) is dropped from a held cluster."""
+def test_a_held_cluster_keeps_its_federation_cluster_as_it_was():
+    """What a held cluster keeps is what its FederationCluster was given: composed anew by its own call, its
+    workload and the identity program it mounts stay together, whatever the function's release."""
     s = secure_selected()
     s = pool(s, caSecretRef={"name": "flower-ca"})
     good = run(s, {KEY: [config("eu")]}, SERVICE)
     observed = {n: wire.to_dict(r.resource) for n, r in good.desired.resources.items()}
     observed["superlink-service"].update(SERVICE["superlink-service"])
-    current = f"identity-program-{identity.PROGRAM_DIGEST}-eu-team-a"
-    earlier = "identity-program-0123456789-eu-team-a"
-    observed[earlier] = observed[current]
     bad = run(s, {KEY: [config("eu", **{clusters.REPLICAS_ANNOTATION: "0"})]}, observed)
     assert conditions(bad)["ClustersSelected"].reason == "ClusterSettingsInvalid"
-    for name in ("pool-gpu-eu", current, earlier):
+    current = f"identity-program-{identity.PROGRAM_DIGEST}-eu-team-a"
+    for name in ("cluster-config-eu", "pool-gpu-eu", current):
         assert wire.to_dict(bad.desired.resources[name].resource)["spec"] == observed[name]["spec"], name
-    # Once the cluster is no longer held, the earlier program goes: nothing mounts it any more.
-    healed = run(s, {KEY: [config("eu")]}, observed)
-    assert current in healed.desired.resources
-    assert earlier not in healed.desired.resources
 
 
 def test_status_lists_each_cluster_and_counts_them():
@@ -409,9 +446,10 @@ def test_render_answers_label_requirements_like_crossplane():
         load_all(EXAMPLE)[0], [LOAD_BALANCER], required=load_all(EXAMPLE_CLUSTERS), policy=policy_for(EXAMPLE)
     )
     objects = {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d for d in docs[1:]}
-    pools = sorted(n for n in objects if n.startswith("pool-"))
-    # spoke-lab carries another value of the label: not selected.
-    assert pools == ["pool-gpu-spoke-edge-exam-ea2cf", "pool-gpu-spoke-eu", "pool-gpu-spoke-us"]
+    parts = sorted(n for n in objects if n.startswith("cluster-"))
+    # spoke-lab carries another value of the label: not selected. Each cluster's pool is its FederationCluster's.
+    assert parts == ["cluster-config-spoke-edge.example.org", "cluster-config-spoke-eu", "cluster-config-spoke-us"]
+    assert objects["cluster-config-spoke-eu"]["kind"] == "XFederationCluster"
     assert docs[0]["status"]["clusters"] == 3
 
 
@@ -431,33 +469,52 @@ def test_crank_render_with_required_provider_configs_agrees(crank, functions_fil
         load_all(EXAMPLE)[0], [LOAD_BALANCER], required=load_all(EXAMPLE_CLUSTERS), policy=policy_for(EXAMPLE)
     )
     assert theirs == {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d["spec"] for d in ours[1:]}
-    assert "pool-gpu-spoke-us" in theirs
+    assert "cluster-config-spoke-us" in theirs
     assert docs[0]["status"]["clusters"] == 3
 
 
-def test_the_most_clusters_fit_in_what_crossplane_reads():
-    # Crossplane's gRPC client reads responses up to the default 4 MiB.
+def test_the_most_clusters_fit_in_what_crossplane_reads_with_room_to_spare():
+    # Crossplane's gRPC client reads responses up to the default 4 MiB. The Federation's answer
+    # carries one FederationCluster per cluster; each cluster's objects are its FederationCluster's.
+    s = secure_selected()
     s = pool(
-        SELECTED,
+        s,
+        caSecretRef={"name": "flower-ca"},
         createNamespace=True,
         namespace="flower-sites",
         clusterSelector={"matchLabels": LABELS, "maxClusters": MAX_CLUSTERS},
         nodeConfig={"site": "{cluster}", "id": "{globalIndex}", "n": "{totalReplicas}"},
         supernodeResources={"requests": {"cpu": "1", "memory": "2Gi"}},
+        replicas=10,
     )
-    configs = [config(f"site-{i:04d}", **{clusters.NODE_CONFIG_PREFIX + "path": f"/data/{i}"}) for i in range(500)]
-    rsp = run(s, {KEY: configs})
+    configs = [
+        config(f"site-{i:04d}", **{clusters.NODE_CONFIG_PREFIX + "path": f"/data/{i}"}) for i in range(MAX_CLUSTERS)
+    ]
+    rsp = answer(s, {KEY: configs}, SERVICE)
     assert not [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
-    assert len([n for n in rsp.desired.resources if n.startswith("pool-")]) == MAX_CLUSTERS
-    assert rsp.ByteSize() < fn.MAX_RESPONSE_BYTES
+    parts = {n: wire.to_dict(r.resource) for n, r in rsp.desired.resources.items() if n.startswith("cluster-")}
+    assert len(parts) == MAX_CLUSTERS
+    assert rsp.ByteSize() < fn.MAX_RESPONSE_BYTES / 2, rsp.ByteSize()
+    # A FederationCluster's own answer is one cluster's: node authentication, TLS and all.
+    last = with_parts(answer(s, {KEY: configs[-1:]}, SERVICE), {})
+    one = {
+        n: r
+        for n, r in last.desired.resources.items()
+        if n not in rsp.desired.resources or n == "cluster-config-site-0999"
+    }
+    assert "pool-gpu-site-0999" in one
+    assert sum(r.ByteSize() for r in one.values()) < 128 * 1024
 
 
 def test_more_than_crossplane_reads_is_a_clear_error_not_a_grpc_failure():
-    # With node authentication and TLS each cluster costs some 20 KiB (its identity program
-    # among them): 500 clusters' objects no longer fit in 4 MiB.
-    s = secure_selected()
-    s = pool(s, caSecretRef={"name": "flower-ca"}, clusterSelector={"matchLabels": LABELS, "maxClusters": 500})
-    rsp = run(s, {KEY: [config(f"site-{i:04d}") for i in range(500)]})
+    # Each FederationCluster carries its pools as written: a pool of 1,000 clusters with a large
+    # pod template no longer fits in 4 MiB.
+    s = pool(
+        SELECTED,
+        clusterSelector={"matchLabels": LABELS, "maxClusters": MAX_CLUSTERS},
+        podTemplate={"metadata": {"annotations": {f"note-{i}": "x" * 200 for i in range(24)}}},
+    )
+    rsp = answer(s, {KEY: [config(f"site-{i:04d}") for i in range(MAX_CLUSTERS)]}, SERVICE)
     fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     assert len(fatal) == 1 and "more than Crossplane reads from a function (4 MiB)" in fatal[0], fatal
     assert not rsp.desired.resources
@@ -510,7 +567,7 @@ def test_a_namespaced_federation_selects_both_kinds_and_names_the_kind():
         req.required_resources[key].SetInParent()
         for item in items:
             req.required_resources[key].items.add().resource.update(item)
-    rsp = fn.run(req)
+    rsp = with_parts(fn.run(req), {})
     assert not [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     asked = {k: (v.kind, v.namespace) for k, v in rsp.requirements.resources.items()}
     assert asked == {

@@ -61,29 +61,38 @@ def built(crank, tmp_path_factory) -> dict[str, list[dict[str, Any]]]:
 def committed(folder: str) -> dict[str, dict[str, Any]]:
     return {
         name: yaml.safe_load((ROOT / folder / f"{name}.yaml").read_text())
-        for name in ("crossplane", "definition", "composition")
+        for name in ("crossplane", "definition", "composition", "cluster-definition", "cluster-composition")
     }
 
 
 @pytest.mark.parametrize(
-    ("flavor", "folder", "xrd"),
+    ("flavor", "folder", "xrds"),
     [
-        ("v1", "apis", "xfederations.flower.crossplane.io"),  # claims: Crossplane's v1 XRD shape
-        ("v2", "apis/v2", "federations.flower.crossplane.io"),  # namespaced, no claim
+        # claims: Crossplane's v1 XRD shape
+        ("v1", "apis", ["xfederations.flower.crossplane.io", "xfederationclusters.flower.crossplane.io"]),
+        # namespaced, no claim
+        ("v2", "apis/v2", ["federations.flower.crossplane.io", "federationclusters.flower.crossplane.io"]),
     ],
 )
-def test_each_flavor_packages_its_committed_files_and_nothing_else(built, flavor, folder, xrd):
+def test_each_flavor_packages_its_committed_files_and_nothing_else(built, flavor, folder, xrds):
     objects = built[flavor]
     files = committed(folder)
-    # The package is the committed files, as parsed: no copy that can drift.
-    assert [o["kind"] for o in objects] == ["Configuration", "Composition", "CompositeResourceDefinition"]
-    meta, composition, definition = objects
-    assert definition == files["definition"]
-    assert composition == files["composition"]
+    # The package is the committed files, as parsed: no copy that can drift. The Federation's
+    # XRD and Composition, and those of the FederationCluster it composes per remote cluster.
+    meta = next(o for o in objects if o["kind"] == "Configuration")
     assert meta["spec"] == files["crossplane"]["spec"]
     assert meta["metadata"]["name"] == files["crossplane"]["metadata"]["name"]
-    assert definition["metadata"]["name"] == xrd
-    assert composition["metadata"]["name"] == definition["spec"]["defaultCompositionRef"]["name"]
+    definitions = {o["metadata"]["name"]: o for o in objects if o["kind"] == "CompositeResourceDefinition"}
+    compositions = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Composition"}
+    assert len(objects) == 1 + len(definitions) + len(compositions)
+    assert sorted(definitions) == sorted(xrds)
+    assert definitions[xrds[0]] == files["definition"]
+    assert definitions[xrds[1]] == files["cluster-definition"]
+    assert sorted(compositions.values(), key=lambda c: c["metadata"]["name"]) == sorted(
+        [files["composition"], files["cluster-composition"]], key=lambda c: c["metadata"]["name"]
+    )
+    for definition in definitions.values():
+        assert definition["spec"]["defaultCompositionRef"]["name"] in compositions
 
 
 def test_the_packages_differ_by_name_so_both_can_be_published():

@@ -40,7 +40,9 @@ class FederationClusterSpec(Model):
         default_factory=dict, description="The cluster's settings: its ProviderConfig's Flower annotations."
     )
     federationSpec: dict[str, Any] = Field(
-        description="The Federation's spec as written, with only the selector pools that run in this cluster."
+        description="The Federation's spec as written, with only the selector pools that run in this cluster.",
+        # Checked by the function as a Federation's spec is (refusals.cluster_spec), so kept whole here.
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
     selected: list[SelectedPool] = Field(min_length=1, description="Those pools, with this cluster's index.")
     totalReplicas: int | None = Field(default=None, ge=0, description="StatefulSet mode: the global ids there are.")

@@ -395,9 +395,11 @@ class GPUConfig(Model):
 
 MAX_SELECTOR_LABELS = 16
 DEFAULT_MAX_CLUSTERS = 100
-# Crossplane reads a function's response up to gRPC's default 4 MiB; a
-# cluster's objects take some 5-8 KiB of it (tests/test_clusters.py checks 500).
-MAX_CLUSTERS = 500
+# Crossplane reads a function's response up to gRPC's default 4 MiB. A
+# Federation's answer holds one FederationCluster per remote cluster (a few
+# KiB: the pools as written), each answered by a call of its own;
+# tests/test_clusters.py checks this many, with node authentication and TLS.
+MAX_CLUSTERS = 1000
 
 
 class ClusterSelector(Model):

@@ -66,3 +66,15 @@ class FederationStatus(Model):
     def wire(self) -> dict[str, Any]:
         """The status as it goes into the composite: unset fields left out, never written as null."""
         return self.model_dump(exclude_none=True, mode="json")
+
+
+class FederationClusterStatus(Model):
+    observedGeneration: int | None = Field(default=None, description="Generation last processed.")
+    supernodes: str = Field(description="Ready/desired SuperNodes in this cluster, e.g. 2/3.")
+    readySupernodes: int = Field(description="Ready SuperNodes in this cluster.")
+    desiredSupernodes: int = Field(description="Desired SuperNodes in this cluster.")
+    pools: list[PoolStatus] = Field(description="Per-pool status, as the Federation lists it.")
+
+    def wire(self) -> dict[str, Any]:
+        """The status as it goes into the composite: unset fields left out, never written as null."""
+        return self.model_dump(exclude_none=True, mode="json")

@@ -1,10 +1,11 @@
 """The FederationClusters of a Federation: one per remote cluster its selector pools run in.
 
-Each carries what its function call needs to compose that cluster's part as
-the Federation itself would (function/api/cluster_spec.py): the spec as
+Each carries what its own function call needs to compose that cluster's part
+as the Federation itself would (function/api/cluster_spec.py): the spec as
 written, cut to the selector pools with a member there, and what only the
 whole Federation knows. The cluster's objects then travel in that call, not
-in the Federation's.
+in the Federation's: a Federation's call grows by one small object per
+cluster, and each cluster's call stays the size of one cluster.
 """
 
 from __future__ import annotations
@@ -12,59 +13,79 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from function.api.spec import FederationSpec, ProviderConfigRef
+from function.api.spec import FederationSpec
 from function.builders import identity
-from function.composition.compose import Plan
-from function.composition.kept import live
+from function.composition.kept import as_observed, live
 from function.composition.placing import global_offsets
 from function.composition.resource_names import REGISTRATIONS
-from function.federation.value import Federation
+from function.federation.read import CLUSTER_API, cluster_resource
+from function.federation.value import Federation, PlacedPool
 from function.topology import clusters
 
 
-def cluster_resource(ref: ProviderConfigRef, *, namespaced: bool) -> str:
-    """Composition resource name of a cluster's FederationCluster: its ProviderConfig's kind and name."""
-    kind = "cluster" if namespaced and ref.kind == "ClusterProviderConfig" else "config"
-    return f"cluster-{kind}-{ref.name}"
+def handed(fed: Federation, pool: PlacedPool) -> bool:
+    """Whether a pool is composed by its cluster's FederationCluster: a selector's member outside the hub."""
+    member = fed.member(pool.name)
+    return member is not None and member.cluster != fed.hub
 
 
 def remote_members(fed: Federation) -> dict[str, list[clusters.Member]]:
-    """The composed members of selector pools outside the SuperLink's cluster, by cluster resource name."""
+    """Every member of a selector pool outside the SuperLink's cluster, held or not, by cluster resource name."""
     out: dict[str, list[clusters.Member]] = {}
-    for m in fed.selection.placed:
+    for m in fed.selection.members:
         if m.cluster != fed.hub:
             out.setdefault(cluster_resource(m.cluster, namespaced=fed.namespaced), []).append(m)
     return out
 
 
-def specs(fed: Federation, built: Plan, observed: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each remote cluster's FederationCluster spec, by its composition resource name.
+def composites(
+    fed: Federation, address: str | None, ca: str | None, observed: Mapping[str, Any], *, needs_ca: bool
+) -> dict[str, dict[str, Any]]:
+    """Each remote cluster's FederationCluster, by composition resource name.
 
-    Only for clusters whose pools are not held: a FederationCluster composes
-    with the address and CA it is given, so it waits with them.
+    None while the pools wait for the address they dial or the CA they trust,
+    nor for a cluster with a member held by its settings: a FederationCluster
+    composes what it is given, so it is kept as it was (kept).
     """
-    if built.external.address is None or (built.needs_ca and built.ca is None):
+    if address is None or (needs_ca and ca is None):
         return {}
     offsets, total = global_offsets(fed)
     reported = identity.reported_retired(live(observed, REGISTRATIONS)) if fed.registers_keys else []
+    kind = "FederationCluster" if fed.namespaced else "XFederationCluster"
     out = {}
     for name, members in remote_members(fed).items():
+        if any(m.pool is None for m in members):
+            continue
         ref = members[0].cluster
-        selectors = {m.selector for m in members}
-        out[name] = {
+        spec = {
             "federation": fed.name,
             "namespace": fed.namespace,
             "bound": fed.bound,
             "providerConfigRef": ref.model_dump(mode="json"),
             "annotations": members[0].settings,
-            "federationSpec": _carried(fed.written, selectors),
+            "federationSpec": _carried(fed.written, {m.selector for m in members}),
             "selected": [_selected(m, offsets.get(m.name)) for m in members],
             "totalReplicas": total,
-            "fleetAddress": built.external.address,
-            "caCertificate": built.ca,
+            "fleetAddress": address,
+            "caCertificate": ca,
             "retiredKeys": _retired(reported, ref.name, [m.namespace or fed.namespace for m in members]),
         }
-    return {name: {k: v for k, v in spec.items() if v is not None} for name, spec in out.items()}
+        out[name] = {
+            "apiVersion": CLUSTER_API,
+            "kind": kind,
+            "spec": {k: v for k, v in spec.items() if v is not None and v != {}},
+        }
+    return out
+
+
+def kept(fed: Federation, observed: Mapping[str, Any], composed: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The observed FederationClusters of remote clusters given nothing new in this reconcile, as they were."""
+    out = {}
+    for name in remote_members(fed):
+        previous = as_observed(observed.get(name)) if name not in composed else None
+        if previous is not None:
+            out[name] = previous
+    return out
 
 
 def _selected(member: clusters.Member, offset: int | None) -> dict[str, Any]:
@@ -75,7 +96,7 @@ def _selected(member: clusters.Member, offset: int | None) -> dict[str, Any]:
 
 
 def _carried(written: FederationSpec, selectors: set[str]) -> dict[str, Any]:
-    """The spec as written, with only those selector pools and of the SuperLink only what pools read: its release."""
+    """The spec as written, with only those selector pools, and of the SuperLink only what pools read: its release."""
     pools = [p for p in written.supernodes.pools if p.name in selectors]
     link = written.superlink
     superlink = type(link)(

@@ -19,6 +19,7 @@ from function.builders import (
     supernodes,
     tls,
 )
+from function.composition import children
 from function.composition.kept import kept_clusters, kept_objects, live
 from function.composition.objects import Composed, wrap
 from function.composition.placing import global_offsets, place_pool
@@ -64,6 +65,8 @@ class Plan:
     direct: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     # With TLS, the CA certificate the pools that copy it trust, once known.
     ca: str | None = None
+    # Of direct, the FederationClusters: ready when they say so.
+    parts: frozenset[str] = frozenset()
 
     @property
     def held(self) -> dict[str, Hold]:
@@ -107,16 +110,24 @@ def plan(
     external = placement.external(fed.spec, live(observed, SERVICE), remembered)
     ca = tls.ca_from_secret(tls_secret) if fed.spec.tls is not None else None
     pools = [place_pool(fed, pool, external, ca_known=ca is not None) for pool in fed.spec.supernodes.pools]
-    composed = [p for p in pools if p.hold is None]
+    # Pools of remote clusters a selector chose are composed by their cluster's FederationCluster.
+    here = [p for p in pools if not children.handed(fed, p)]
+    composed = [p for p in here if p.hold is None]
     resources = {
         **superlink_resources(fed, external),
         **pool_resources(fed, composed, external, ca, observed),
         **authorized_keys(fed, pools, key_members or []),
         **registrations(fed),
     }
-    direct = key_collections(fed, composed)
-    kept = {**kept_objects(pools, observed), **kept_clusters(fed, observed, {**resources, **direct})}
-    return Plan(resources, kept, pools, external, ca is not None, direct, ca)
+    needs_ca = any(p.copies_ca for p in pools)
+    parts = children.composites(fed, external.address, ca, observed, needs_ca=needs_ca)
+    direct = {**key_collections(fed, composed), **parts}
+    kept = {
+        **kept_objects(here, observed),
+        **children.kept(fed, observed, parts),
+        **kept_clusters(fed, observed, {**resources, **direct}),
+    }
+    return Plan(resources, kept, pools, external, ca is not None, direct, ca, frozenset(parts))
 
 
 def _plan_cluster(fed: Federation, observed: dict[str, Any]) -> Plan:

@@ -34,7 +34,7 @@ def kept_objects(pools: list[PlacedPool], observed: dict[str, Any]) -> dict[str,
     out = {}
     for p in pools:
         name = pool_resource(p.name)
-        previous = _as_observed(observed.get(name)) if p.hold is not None else None
+        previous = as_observed(observed.get(name)) if p.hold is not None else None
         if previous is not None:
             out[name] = previous
     return out
@@ -58,7 +58,7 @@ def kept_clusters(fed: Federation, observed: dict[str, Any], planned: Mapping[st
             if name not in planned
         ]
     for name in names:
-        previous = _as_observed(observed.get(name))
+        previous = as_observed(observed.get(name))
         if previous is not None:
             out[name] = previous
     return out
@@ -87,7 +87,7 @@ def cluster_resources(pool: str, cluster: str, namespace: str, observed: Mapping
     ]
 
 
-def _as_observed(obj: Any) -> dict[str, Any] | None:
+def as_observed(obj: Any) -> dict[str, Any] | None:
     """An observed Object's apiVersion, kind and spec, to return it unchanged; None if it has no spec."""
     if not isinstance(obj, dict) or not isinstance(obj.get("spec"), dict):
         return None

@@ -13,9 +13,10 @@ from crossplane.function.resource import Condition
 from function.api import names
 from function.api import spec as api_spec
 from function.api.spec import PoolSpec, generates_identity
-from function.api.status_model import Endpoints, FederationStatus, PoolStatus
+from function.api.status_model import Endpoints, FederationClusterStatus, FederationStatus, PoolStatus
 from function.builders import identity, superlink, tls
 from function.composition import compose, kept, readiness, resource_names
+from function.federation import read
 from function.federation.read import pool_resource
 from function.federation.value import Federation, Hold
 from function.releases.flower import CONTROL_PORT
@@ -26,7 +27,7 @@ from function.topology import placement
 class Report:
     """What the function reports besides the desired resources."""
 
-    status: FederationStatus  # the XR's status
+    status: FederationStatus | FederationClusterStatus  # the XR's status
     ready: dict[str, bool]  # by composition resource name
     conditions: list[Condition]  # the SDK's, as response.set_conditions takes them
     warnings: list[str]
@@ -80,31 +81,77 @@ def _manifests(built: compose.Plan) -> dict[str, dict[str, Any]]:
 
 
 def report(fed: Federation, built: compose.Plan, observed: dict[str, Any], generation: Any) -> Report:
-    """Judge the observed resources of a Federation against what was planned."""
+    """Judge the observed resources of a Federation (or of a FederationCluster) against what was planned."""
     manifests = _manifests(built)
     judged = {name: readiness.observe(m, kept.live(observed, name)) for name, m in manifests.items()}
-    pools = _pools(fed, built, judged)
-    status = _status(fed, built, [entry for entry, _ in pools], generation)
-    warnings = [*fed.flower.warnings, *superlink.exposure_warnings(fed.spec), *_warnings(fed, built, manifests, pools)]
-    conditions = _conditions(fed, built, judged, pools)
+    pools = _pools(fed, built, judged, observed)
     # A key collection is ready once made: it gates nothing, the keys it finds come when they come.
     # So is what is only observed: the API server's endpoints are read when they are there.
     observed_only = [name for name, c in built.resources.items() if c.observe]
-    ready = {**{name: o.ready for name, o in judged.items()}, **dict.fromkeys([*built.direct, *observed_only], True)}
+    ready = {
+        **{name: o.ready for name, o in judged.items()},
+        **dict.fromkeys([*built.direct, *observed_only], True),
+        **{name: _part_ready(observed.get(name)) for name in built.parts},
+    }
+    if fed.part is not None:
+        entries = [entry for entry, _ in pools]
+        counts = f"{sum(p.ready for p in entries)}/{sum(p.desired for p in entries)} SuperNodes ready"
+        conditions = [_supernodes_condition(fed, pools, counts)]
+        return Report(_part_status(entries, generation), ready, conditions, _warnings(fed, built, manifests, pools))
+    status = _status(fed, built, [entry for entry, _ in pools], generation)
+    warnings = [*fed.flower.warnings, *superlink.exposure_warnings(fed.spec), *_warnings(fed, built, manifests, pools)]
+    conditions = _conditions(fed, built, judged, pools)
     return Report(status, ready, conditions, warnings)
 
 
+def _part_ready(obj: Any) -> bool:
+    """Whether an observed FederationCluster says it is Ready."""
+    conditions = ((obj or {}).get("status") or {}).get("conditions") if isinstance(obj, dict) else None
+    return any(isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True" for c in conditions or [])
+
+
+def _part_status(pools: list[PoolStatus], generation: Any) -> FederationClusterStatus:
+    ready_total, desired_total = sum(p.ready for p in pools), sum(p.desired for p in pools)
+    return FederationClusterStatus(
+        observedGeneration=generation if isinstance(generation, int) else None,
+        supernodes=f"{ready_total}/{desired_total}",
+        readySupernodes=ready_total,
+        desiredSupernodes=desired_total,
+        pools=pools,
+    )
+
+
 def _pools(
-    fed: Federation, built: compose.Plan, judged: dict[str, readiness.Observed]
+    fed: Federation, built: compose.Plan, judged: dict[str, readiness.Observed], observed: dict[str, Any]
 ) -> list[tuple[PoolStatus, readiness.Observed]]:
-    """Each pool's status entry, and how its workload was judged (waiting for what holds it, if unbuilt)."""
+    """Each pool's status entry, and how its workload was judged (waiting for what holds it, if unbuilt).
+
+    A pool its cluster's FederationCluster composes is judged by what that one reports.
+    """
     out = []
     for pool in fed.spec.supernodes.pools:
         hold = built.held.get(pool.name)
         waiting = readiness.Observed(ready=False, detail=f"waiting for {hold.value if hold else ''}")
-        o = judged.get(pool_resource(pool.name), waiting)
+        member = fed.member(pool.name)
+        if hold is None and fed.part is None and member is not None and member.cluster != fed.hub:
+            part = observed.get(read.cluster_resource(member.cluster, namespaced=fed.namespaced))
+            o = _reported(part, pool.name)
+        else:
+            o = judged.get(pool_resource(pool.name), waiting)
         out.append((_pool_entry(fed, pool, o), o))
     return out
+
+
+def _reported(part: Any, pool: str) -> readiness.Observed:
+    """A pool as its FederationCluster reports it in status.pools; not ready while it reports nothing."""
+    entries = ((part or {}).get("status") or {}).get("pools") if isinstance(part, dict) else None
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and entry.get("name") == pool:
+            desired, ready = entry.get("desired"), entry.get("ready")
+            if isinstance(desired, int) and isinstance(ready, int):
+                done = ready >= desired > 0
+                return readiness.Observed(ready=done, desired=desired, ready_count=ready)
+    return readiness.Observed(ready=False, detail="waiting for its FederationCluster to report it")
 
 
 def _warnings(
@@ -120,7 +167,7 @@ def _warnings(
         for entry, o in pools
         if fed.spec.mode == "DaemonSet" and o.settled and o.desired == 0
     ]
-    if built.remote and fed.spec.networkPolicy.enabled and not fed.spec.networkPolicy.fleetCIDRs:
+    if fed.part is None and built.remote and fed.spec.networkPolicy.enabled and not fed.spec.networkPolicy.fleetCIDRs:
         warnings.append(
             "The SuperLink's NetworkPolicy admits Fleet traffic from no other cluster: list the "
             "addresses remote SuperNodes come from in spec.networkPolicy.fleetCIDRs"

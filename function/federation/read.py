@@ -12,10 +12,13 @@ from typing import Any
 
 from function.api import refusals, versions
 from function.api import spec as api_spec
-from function.api.spec import FederationSpec
+from function.api.spec import FederationSpec, ProviderConfigRef
 from function.federation.value import ClusterPart, Federation
 from function.topology import clusters
 
+# The FederationCluster of a Federation's flavour: with claims (cluster-scoped), or namespaced.
+CLUSTER_KINDS = ("XFederationCluster", "FederationCluster")
+CLUSTER_API = "flower.crossplane.io/v1alpha1"
 CLAIM_NAME = "crossplane.io/claim-name"
 CLAIM_NAMESPACE = "crossplane.io/claim-namespace"
 
@@ -38,6 +41,17 @@ CROSSPLANE_SPEC_FIELDS = (
 def pool_resource(pool_name: str) -> str:
     """Composition resource name of a pool's workload."""
     return f"pool-{pool_name}"
+
+
+def cluster_resource(ref: ProviderConfigRef, *, namespaced: bool) -> str:
+    """Composition resource name of the FederationCluster of one remote cluster: its ProviderConfig's kind and name."""
+    kind = "cluster" if namespaced and ref.kind == "ClusterProviderConfig" else "config"
+    return f"cluster-{kind}-{ref.name}"
+
+
+def is_cluster(xr: dict[str, Any]) -> bool:
+    """Whether an XR is a FederationCluster (either flavour), not a Federation."""
+    return xr.get("kind") in CLUSTER_KINDS
 
 
 def federation(
@@ -112,7 +126,12 @@ def _checked(
     if found is None:
         return Federation(name, namespace, declared, releases, namespaced, bound=bound)
     context = clusters.Context(
-        name, namespaced, pool_resource, namespace if bound else None, api_spec.superlink_ref(spec)
+        name,
+        namespaced,
+        pool_resource,
+        namespace if bound else None,
+        api_spec.superlink_ref(spec),
+        lambda ref: cluster_resource(ref, namespaced=namespaced),
     )
     selection = clusters.expand(declared, found, observed or {}, context)
     # Each pool in a cluster runs its selector pool's release.

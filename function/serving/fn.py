@@ -55,7 +55,7 @@ def _compose(
     except SpecError as err:
         return fatal(rsp, f"invalid platform policy: {err}")
     try:
-        fed = read.federation(xr, required, observed)
+        fed = read.cluster(xr) if read.is_cluster(xr) else read.federation(xr, required, observed)
         remembered = ((xr.get("status") or {}).get("endpoints") or {}).get("external")
         tls_secret = request.get_required_resource(req, tls.REQUIREMENT)
         built = compose.plan(fed, observed, remembered, tls_secret, required.get(published_keys.REQUIREMENT))
@@ -99,6 +99,19 @@ def _answer(
         # Pools that wait are not desired resources, yet the Federation is not
         # ready; nor is one whose selectors stand for no cluster yet.
         rsp.desired.composite.ready = fnv1.READY_FALSE
+    if fed.part is None:
+        # A FederationCluster is given what these would tell it.
+        _require(rsp, fed, built)
+    response.set_conditions(rsp, *report.conditions)
+    for warning in report.warnings:
+        # Crossplane makes each an event; on the claim too, where a claim's user looks (`kubectl describe`).
+        rsp.results.append(
+            fnv1.Result(severity=fnv1.SEVERITY_WARNING, message=warning, target=fnv1.TARGET_COMPOSITE_AND_CLAIM)
+        )
+
+
+def _require(rsp: fnv1.RunFunctionResponse, fed: Federation, built: compose.Plan) -> None:
+    """Ask for what the next call needs: the selectors' ProviderConfigs, the CA to copy, the published keys."""
     for need in clusters.requirements(fed.written, fed.namespace, namespaced=fed.namespaced):
         # Asked for on every call: Crossplane answers only what the last response asked.
         response.require_resources(
@@ -123,12 +136,6 @@ def _answer(
             "Object",
             match_labels={published_keys.CARRIED_LABEL: published_keys.carried_label(fed.name, fed.namespace)},
             namespace=fed.namespace if fed.namespaced else None,
-        )
-    response.set_conditions(rsp, *report.conditions)
-    for warning in report.warnings:
-        # Crossplane makes each an event; on the claim too, where a claim's user looks (`kubectl describe`).
-        rsp.results.append(
-            fnv1.Result(severity=fnv1.SEVERITY_WARNING, message=warning, target=fnv1.TARGET_COMPOSITE_AND_CLAIM)
         )
 
 

@@ -194,6 +194,22 @@ def _remembered(observed: dict[str, Any], resource: str) -> int | None:
     return int(node) if isinstance(node, str) and node.isdigit() else None
 
 
+def _remembered_index(
+    observed: dict[str, Any], context: Context, selector: str, name: str, ref: ProviderConfigRef
+) -> int | None:
+    """A cluster's index as its workload carries it, else as its FederationCluster was given it."""
+    index = _remembered(observed, context.resource(name))
+    if index is not None or context.part is None:
+        return index
+    node: Any = observed.get(context.part(ref))
+    for key in ("spec", "selected"):
+        node = node.get(key) if isinstance(node, dict) else None
+    for entry in node if isinstance(node, list) else []:
+        if isinstance(entry, dict) and entry.get("selector") == selector and isinstance(entry.get("index"), int):
+            return int(entry["index"])
+    return None
+
+
 def _number(text: str | None, low: int, high: int) -> int | None:
     if text is None or not text.isdigit() or not low <= int(text) <= high:
         return None
@@ -227,6 +243,8 @@ class Context:
     # A claim or namespaced XR: the namespace its pools in the SuperLink's cluster must stay in.
     stay_in: str | None = None
     hub: ProviderConfigRef | None = None
+    # Cluster -> composition resource name of the FederationCluster that composes its pools, if any.
+    part: Callable[[ProviderConfigRef], str] | None = None
 
 
 def _indices(
@@ -359,7 +377,8 @@ def _members(
         c.key: pool_name(context.federation, pool.name, c.ref, mode=spec.mode, namespaced=context.namespaced)
         for c in chosen
     }
-    remembered = {key: _remembered(observed, context.resource(name)) for key, name in named.items()}
+    refs = {c.key: c.ref for c in chosen}
+    remembered = {key: _remembered_index(observed, context, pool.name, name, refs[key]) for key, name in named.items()}
     indices, problems = _indices(pool, chosen, remembered)
     members = []
     for cluster in chosen:

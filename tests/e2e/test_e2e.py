@@ -137,8 +137,15 @@ def generations(plane: ControlPlane, composite_name: str) -> dict[str, int]:
 def generations_of(plane: ControlPlane, composites: list[str]) -> dict[str, dict[str, int]]:
     """generations() of each composite, read with one list per cluster and kind instead of one get per object:
     the idle test asks for every Federation's objects eight times."""
-    objects = [o for o in plane.hub.get("objects.kubernetes.crossplane.io")
-               if o["metadata"].get("labels", {}).get("crossplane.io/composite") in composites]  # fmt: skip
+    # A remote cluster's Objects are its FederationCluster's, composed by the Federation: counted as its own.
+    parents = {c["metadata"]["name"]: c["metadata"].get("labels", {}).get("crossplane.io/composite")
+               for c in plane.hub.get("xfederationclusters.flower.crossplane.io")}  # fmt: skip
+
+    def owner(obj: dict[str, Any]) -> str:
+        composite = obj["metadata"].get("labels", {}).get("crossplane.io/composite", "")
+        return parents.get(composite) or composite
+
+    objects = [o for o in plane.hub.get("objects.kubernetes.crossplane.io") if owner(o) in composites]
     wanted: dict[str, tuple[Cluster, set[str]]] = {}
     for obj in objects:
         cluster = cluster_for(plane, obj["spec"]["providerConfigRef"]["name"])
@@ -150,7 +157,7 @@ def generations_of(plane: ControlPlane, composites: list[str]) -> dict[str, dict
             found[cluster.name, item["kind"], meta.get("namespace", ""), meta["name"]] = item
     out: dict[str, dict[str, int]] = {c: {} for c in composites}
     for obj in objects:
-        mine = out[obj["metadata"]["labels"]["crossplane.io/composite"]]
+        mine = out[owner(obj)]
         mine[f"Object/{obj['metadata']['name']}"] = obj["metadata"]["generation"]
         manifest = obj["spec"]["forProvider"]["manifest"]
         cluster = cluster_for(plane, obj["spec"]["providerConfigRef"]["name"])
@@ -227,6 +234,8 @@ def test_api_installed_from_the_configuration_package(plane):
     for kind, name, path in [
         ("compositeresourcedefinitions", "xfederations.flower.crossplane.io", "apis/definition.yaml"),
         ("compositions", "xfederations.flower.crossplane.io", "apis/composition.yaml"),
+        ("compositeresourcedefinitions", "xfederationclusters.flower.crossplane.io", "apis/cluster-definition.yaml"),
+        ("compositions", "xfederationclusters.flower.crossplane.io", "apis/cluster-composition.yaml"),
     ]:
         live_obj = hub.get(kind, name)
         owners = {(o["kind"], o["name"]) for o in live_obj["metadata"].get("ownerReferences", [])}
@@ -1008,7 +1017,8 @@ def configuration_release(plane: ControlPlane, tmp: pathlib.Path, tag: str) -> s
     and pushed as `make package` builds the committed one; its reference."""
     root = tmp / "apis"
     root.mkdir()
-    for name in ("crossplane.yaml", "definition.yaml", "composition.yaml"):
+    for name in ("crossplane.yaml", "definition.yaml", "composition.yaml", "cluster-definition.yaml",
+                 "cluster-composition.yaml"):  # fmt: skip
         (root / name).write_bytes((ROOT / "apis" / name).read_bytes())
     definition = yaml.safe_load((root / "definition.yaml").read_text())
     spec = definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
@@ -1033,7 +1043,10 @@ def revision_of(plane: ControlPlane, claim: dict[str, Any]) -> str:
 
 
 def composition_revision(plane: ControlPlane, release: str) -> dict[str, Any]:
-    revisions = plane.hub.get("compositionrevisions", selector=f"flower.crossplane.io/release={release}")
+    selector = (
+        f"flower.crossplane.io/release={release},crossplane.io/composition-name=xfederations.flower.crossplane.io"
+    )
+    revisions = plane.hub.get("compositionrevisions", selector=selector)
     assert len(revisions) == 1, revisions
     return revisions[0]
 

@@ -1,0 +1,251 @@
+"""Scale across clusters on the real control plane: one Federation, N clusters, node authentication and TLS.
+
+Starts the e2e control plane (newest supported Kubernetes), makes N labelled
+ProviderConfigs (names for the control plane's three spoke clusters, taken in
+turn: KWOK runs the pods), applies one Federation whose selector pool matches
+them with R SuperNodes each, TLS from cert-manager and node authentication on,
+and prints:
+
+- the time until every SuperNode is Ready (as the Federation's status counts
+  them), or the Federation's Synced message when the function refuses it;
+- the function's calls, from Crossplane's own metrics: how many, and their
+  p50 and p99 as the histogram's bucket bounds;
+- the largest response the function sends for it (every Object observed),
+  measured by rendering the same Federation in this process;
+- the CPU seconds the control plane's processes took (API servers, etcd,
+  Crossplane, provider-kubernetes, cert-manager, the function).
+
+Needs `make e2e-tools package` (and root).
+
+    .venv/bin/python benchmarks/e2e_clusters.py [--clusters 100] [--replicas 10]
+
+--smoke --dry-run needs no control plane: it sets the run up and prints what
+it would apply (2 clusters of 1 SuperNode), starting nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import sys
+import time
+import urllib.request
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "e2e"), str(ROOT / "tests")]
+
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1  # noqa: E402
+
+from controlplane import CA_ISSUER, CROSSPLANE_NS, SITES, ControlPlane, Tools, condition, running  # noqa: E402
+from function.serving import fn  # noqa: E402
+from function.topology import clusters  # noqa: E402
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+LABELS = {"flower.flwr.ai/federation": "scale"}
+NAMESPACE = "default"
+NAME = "scale"
+SMOKE_CLUSTERS, SMOKE_REPLICAS = 2, 1
+
+
+def claim(count: int, replicas: int) -> dict[str, Any]:
+    """The Federation: a selector pool over count clusters, R SuperNodes each, TLS and node authentication."""
+    return {
+        "apiVersion": "flower.crossplane.io/v1alpha1",
+        "kind": "Federation",
+        "metadata": {"name": NAME, "namespace": NAMESPACE},
+        "spec": {
+            "version": "1.41.0",
+            "mode": "StatefulSet",
+            "isolationMode": "subprocess",
+            "tls": {"certManager": {"issuerRef": {"name": CA_ISSUER, "kind": "ClusterIssuer"}}},
+            "nodeAuthentication": {"enabled": True},
+            # Remote pools dial this; nothing waits for a load balancer's address.
+            "superlink": {"externalAddress": "flower.example.org"},
+            "supernodes": {
+                "pools": [
+                    {
+                        "name": "site",
+                        "replicas": replicas,
+                        "clusterSelector": {"matchLabels": LABELS, "maxClusters": max(count, 1)},
+                        "nodeConfig": {"site": "{cluster}", "partition-id": "{globalIndex}"},
+                    }
+                ]
+            },
+        },
+    }
+
+
+def provider_configs(count: int) -> list[dict[str, Any]]:
+    """Count labelled ProviderConfigs, each a name for one of the spoke clusters, in turn."""
+    return [
+        {
+            "apiVersion": clusters.CLUSTER_API,
+            "kind": "ProviderConfig",
+            "metadata": {"name": f"scale-{i:04d}", "labels": dict(LABELS)},
+            "spec": {
+                "credentials": {
+                    "source": "Secret",
+                    "secretRef": {
+                        "namespace": CROSSPLANE_NS,
+                        "name": f"{SITES[i % len(SITES)]}-kubeconfig",
+                        "key": "kubeconfig",
+                    },
+                }
+            },
+        }
+        for i in range(count)
+    ]
+
+
+def largest_response(count: int, replicas: int, observed: dict[str, Any]) -> tuple[int, int, str]:
+    """The bytes and desired resources of the function's answer in this process, and any fatal message."""
+    xr = claim(count, replicas)
+    composite = {
+        "apiVersion": "flower.crossplane.io/v1alpha1",
+        "kind": "XFederation",
+        "metadata": {
+            "name": f"{NAME}-x1",
+            "labels": {"crossplane.io/claim-name": NAME, "crossplane.io/claim-namespace": NAMESPACE},
+        },
+        "spec": xr["spec"],
+    }
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.update(composite)
+    key = clusters.requirement_key("site", "ProviderConfig")
+    req.required_resources[key].SetInParent()
+    for item in provider_configs(count):
+        req.required_resources[key].items.add().resource.update(item)
+    for name, obj in observed.items():
+        req.observed.resources[name].resource.update(obj)
+    rsp = fn.run(req)
+    fatal = "; ".join(r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL)
+    return rsp.ByteSize(), len(rsp.desired.resources), fatal
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time a process and its waited-for children have used, user and system."""
+    try:
+        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / CLOCK_TICKS  # utime, stime, cutime, cstime
+
+
+def plane_processes(workdir: pathlib.Path) -> list[int]:
+    """The control plane's processes: every one whose command line names its folder."""
+    out = []
+    for proc in pathlib.Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(workdir).encode() in cmdline:
+                out.append(int(proc.name))
+    return out
+
+
+def function_calls(metrics_port: int) -> tuple[int, float | None, float | None]:
+    """From Crossplane's metrics: the function's calls, and the bucket bounds holding their p50 and p99."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as rsp:
+        text = rsp.read().decode()
+    buckets: dict[float, float] = {}
+    for line in text.splitlines():
+        match = re.match(r"^function_run_function_seconds_bucket\{(.*)\} (\S+)$", line)
+        if match and 'function_name="function-flower"' in match.group(1):
+            bound = re.search(r'le="([^"]+)"', match.group(1))
+            if bound:
+                le = float(bound.group(1))
+                buckets[le] = buckets.get(le, 0) + float(match.group(2))
+    total = int(buckets.get(float("inf"), 0))
+
+    def quantile(q: float) -> float | None:
+        return next((le for le, n in sorted(buckets.items()) if total and n >= q * total), None)
+
+    return total, quantile(0.5), quantile(0.99)
+
+
+def metrics_port(plane: ControlPlane) -> int:
+    """The port Crossplane serves its metrics on, from its command line."""
+    args = [str(a) for a in plane.processes["crossplane"].popen.args]  # type: ignore[union-attr]
+    return int(args[args.index("--metrics-port") + 1])
+
+
+def run(plane: ControlPlane, count: int, replicas: int, timeout: float) -> int:
+    """Apply the Federation at once and report; the exit status."""
+    plane.hub.apply(*provider_configs(count))
+    pids = plane_processes(plane.workdir)
+    cpu_before = {pid: cpu_seconds(pid) for pid in pids}
+    port = metrics_port(plane)
+    calls_before, _, _ = function_calls(port)
+    start = time.monotonic()
+    plane.hub.apply(claim(count, replicas))
+    want, ready_after, message = count * replicas, None, ""
+    while time.monotonic() - start < timeout:
+        got = plane.hub.get("federations.flower.crossplane.io", NAME, namespace=NAMESPACE) or {}
+        status = got.get("status") or {}
+        synced = condition(got, "Synced")
+        if synced.get("status") == "False":
+            message = synced.get("message", "")
+            break
+        if status.get("desiredSupernodes") == want and status.get("readySupernodes") == want:
+            ready_after = time.monotonic() - start
+            break
+        time.sleep(5)
+    calls, p50, p99 = function_calls(port)
+    cpu = sum(cpu_seconds(pid) - before for pid, before in cpu_before.items())
+    objects = plane.hub.get("objects.kubernetes.crossplane.io") or []
+    observed = {
+        (o["metadata"].get("annotations") or {}).get("crossplane.io/composition-resource-name", ""): o
+        for o in objects
+        if (o["metadata"].get("labels") or {}).get("crossplane.io/claim-name") == NAME
+    }
+    size, resources, fatal = largest_response(count, replicas, observed)
+    print(f"clusters {count}, SuperNodes {want} ({replicas} each), node authentication and TLS on")
+    if ready_after is not None:
+        print(f"every SuperNode Ready after {ready_after:.0f} s")
+    else:
+        print(f"not Ready after {time.monotonic() - start:.0f} s: {message or json.dumps(status)[:300]}")
+    print(f"function calls {calls - calls_before}, p50 <= {p50} s, p99 <= {p99} s (Crossplane's histogram)")
+    print(f"largest response {size / 2**20:.2f} MiB, {resources} resources{f' (fatal: {fatal})' if fatal else ''}")
+    print(f"control plane CPU {cpu:.0f} s over {len(pids)} processes")
+    return 0 if ready_after is not None else 1
+
+
+def main() -> int:
+    """Parse the arguments, set the control plane up and run."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clusters", type=int, default=100)
+    parser.add_argument("--replicas", type=int, default=10)
+    parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--smoke", action="store_true", help=f"{SMOKE_CLUSTERS} clusters of {SMOKE_REPLICAS}")
+    parser.add_argument("--dry-run", action="store_true", help="set the run up and say what it would apply; no cluster")
+    args = parser.parse_args()
+    if args.smoke:
+        args.clusters, args.replicas = SMOKE_CLUSTERS, SMOKE_REPLICAS
+    minor = sorted((p.name.removeprefix("kube-") for p in (ROOT / "tools").glob("kube-1.*")),
+                   key=lambda m: int(m.split(".")[1]))[-1]  # fmt: skip
+    plane = ControlPlane(
+        tools=Tools(ROOT / ".cache" / "e2e", minor, str(ROOT / ".cache" / "bin" / "crank")),
+        workdir=ROOT / ".cache" / "e2e-clusters" / minor,
+        package=ROOT / ".cache" / "package" / "function-flower.xpkg",
+        configuration=ROOT / ".cache" / "package" / "configuration-flower.xpkg",
+        function_manifest=ROOT / "examples" / "install" / "function.yaml",
+        configuration_manifest=ROOT / "examples" / "install" / "configuration.yaml",
+    )
+    if args.dry_run:
+        configs = provider_configs(args.clusters)
+        spokes = sorted({c["spec"]["credentials"]["secretRef"]["name"] for c in configs})
+        print(f"kubernetes {minor}: would apply {len(configs)} ProviderConfigs over {len(spokes)} spoke clusters")
+        print(f"and one Federation of {args.clusters * args.replicas} SuperNodes, node authentication and TLS on")
+        return 0
+    with running(plane):
+        return run(plane, args.clusters, args.replicas, args.timeout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
