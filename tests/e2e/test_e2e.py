@@ -996,6 +996,16 @@ def test_clusters_join_and_leave_by_label(plane):
     label_site(plane, "site-a", dict.fromkeys(labels))
     wait_for("site-a's pool deleted", lambda: fleet_workload(plane, "site-a") is None,
              timeout=READY_TIMEOUT, interval=3)  # fmt: skip
+
+    def site_a_gone() -> bool:
+        """site-a's FederationCluster and every Object it composed there, deleted (not only terminating)."""
+        parts = [c for c in plane.hub.get("xfederationclusters.flower.crossplane.io")
+                 if c["spec"]["providerConfigRef"]["name"] == "site-a"]  # fmt: skip
+        there = [o for o in plane.hub.get("objects.kubernetes.crossplane.io")
+                 if o["spec"]["providerConfigRef"]["name"] == "site-a"]  # fmt: skip
+        return not parts and not there
+
+    wait_for("site-a's FederationCluster and its Objects gone", site_a_gone, timeout=READY_TIMEOUT, interval=3)
     wait_for("two clusters in status", lambda: fleet_state(plane)[0]["status"].get("clusters") == 2,
              timeout=READY_TIMEOUT, interval=3)  # fmt: skip
     claim, left = fleet_state(plane)
