@@ -10,8 +10,9 @@ and prints:
   them), or the Federation's Synced message when the function refuses it;
 - the function's calls, from Crossplane's own metrics: how many, and their
   p50 and p99 as the histogram's bucket bounds;
-- the largest response the function sends for it (every Object observed),
-  measured by rendering the same Federation in this process;
+- the size of the Federation's call and of its largest FederationCluster's:
+  each request as Crossplane would send it now (every composed resource as
+  observed, requirements answered), run through the function in this process;
 - the CPU seconds the control plane's processes took (API servers, etcd,
   Crossplane, provider-kubernetes, cert-manager, the function).
 
@@ -41,7 +42,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "e2e"), str(ROOT / "tests")]
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1  # noqa: E402
 
 from controlplane import CA_ISSUER, CROSSPLANE_NS, SITES, ControlPlane, Tools, condition, running  # noqa: E402
-from function.serving import fn  # noqa: E402
+from function.serving import render  # noqa: E402
 from function.topology import clusters  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -49,6 +50,7 @@ LABELS = {"flower.flwr.ai/federation": "scale"}
 NAMESPACE = "default"
 NAME = "scale"
 SMOKE_CLUSTERS, SMOKE_REPLICAS = 2, 1
+PARTS = "xfederationclusters.flower.crossplane.io"
 
 
 def claim(count: int, replicas: int) -> dict[str, Any]:
@@ -101,29 +103,42 @@ def provider_configs(count: int) -> list[dict[str, Any]]:
     ]
 
 
-def largest_response(count: int, replicas: int, observed: dict[str, Any]) -> tuple[int, int, str]:
-    """The bytes and desired resources of the function's answer in this process, and any fatal message."""
-    xr = claim(count, replicas)
-    composite = {
-        "apiVersion": "flower.crossplane.io/v1alpha1",
-        "kind": "XFederation",
-        "metadata": {
-            "name": f"{NAME}-x1",
-            "labels": {"crossplane.io/claim-name": NAME, "crossplane.io/claim-namespace": NAMESPACE},
-        },
-        "spec": xr["spec"],
-    }
-    req = fnv1.RunFunctionRequest()
-    req.observed.composite.resource.update(composite)
-    key = clusters.requirement_key("site", "ProviderConfig")
-    req.required_resources[key].SetInParent()
-    for item in provider_configs(count):
-        req.required_resources[key].items.add().resource.update(item)
-    for name, obj in observed.items():
-        req.observed.resources[name].resource.update(obj)
-    rsp = fn.run(req)
+def per_spoke(count: int, replicas: int) -> int:
+    """The SuperNodes the most loaded spoke runs: the clusters take the spokes in turn."""
+    return -(-count // len(SITES)) * replicas
+
+
+def live_call(plane: ControlPlane, composite: dict[str, Any]) -> tuple[int, int, int, str]:
+    """One composite's function call as Crossplane makes it now, from the live objects.
+
+    Its request's bytes, its response's bytes and desired resources, and any
+    fatal message. The composite as observed, each resource it composed (FederationClusters and Objects) as
+    observed, the ProviderConfigs and the Federation namespace's Secrets to answer what it requires.
+    """
+    hub = plane.hub
+    selector = f"crossplane.io/composite={composite['metadata']['name']}"
+    observed = hub.get(f"{PARTS},objects.kubernetes.crossplane.io", selector=selector)
+    required = [*hub.get("providerconfigs.kubernetes.crossplane.io"), *hub.get("secrets", namespace=NAMESPACE)]
+    req, rsp = render.satisfied(composite, observed, required)
     fatal = "; ".join(r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL)
-    return rsp.ByteSize(), len(rsp.desired.resources), fatal
+    return req.ByteSize(), rsp.ByteSize(), len(rsp.desired.resources), fatal
+
+
+def call_sizes(plane: ControlPlane) -> list[str]:
+    """The Federation's call and its largest FederationCluster's, each as a line to print."""
+    federation = plane.hub.get("xfederations.flower.crossplane.io")
+    parts = plane.hub.get(PARTS)
+    largest = max(parts, key=lambda p: len(json.dumps(p)), default=None)
+    lines = []
+    for what, composite in [("the Federation's call", federation[0]), ("a FederationCluster's", largest)]:
+        if composite is None:
+            continue
+        request, response, resources, fatal = live_call(plane, composite)
+        lines.append(
+            f"{what}: request {request / 2**10:.0f} KiB, response {response / 2**10:.0f} KiB, "
+            f"{resources} resources{f' (fatal: {fatal})' if fatal else ''}"
+        )
+    return lines
 
 
 def cpu_seconds(pid: int) -> float:
@@ -198,20 +213,14 @@ def run(plane: ControlPlane, count: int, replicas: int, timeout: float) -> int:
         time.sleep(5)
     calls, p50, p99 = function_calls(port)
     cpu = sum(cpu_seconds(pid) - before for pid, before in cpu_before.items())
-    objects = plane.hub.get("objects.kubernetes.crossplane.io") or []
-    observed = {
-        (o["metadata"].get("annotations") or {}).get("crossplane.io/composition-resource-name", ""): o
-        for o in objects
-        if (o["metadata"].get("labels") or {}).get("crossplane.io/claim-name") == NAME
-    }
-    size, resources, fatal = largest_response(count, replicas, observed)
     print(f"clusters {count}, SuperNodes {want} ({replicas} each), node authentication and TLS on")
     if ready_after is not None:
         print(f"every SuperNode Ready after {ready_after:.0f} s")
     else:
         print(f"not Ready after {time.monotonic() - start:.0f} s: {message or json.dumps(status)[:300]}")
     print(f"function calls {calls - calls_before}, p50 <= {p50} s, p99 <= {p99} s (Crossplane's histogram)")
-    print(f"largest response {size / 2**20:.2f} MiB, {resources} resources{f' (fatal: {fatal})' if fatal else ''}")
+    for line in call_sizes(plane):
+        print(line)
     print(f"control plane CPU {cpu:.0f} s over {len(pids)} processes")
     return 0 if ready_after is not None else 1
 
@@ -236,12 +245,16 @@ def main() -> int:
         configuration=ROOT / ".cache" / "package" / "configuration-flower.xpkg",
         function_manifest=ROOT / "examples" / "install" / "function.yaml",
         configuration_manifest=ROOT / "examples" / "install" / "configuration.yaml",
+        # Room on each spoke's three nodes, and a volume for each SuperNode's identity claim.
+        node_pods=max(250, per_spoke(args.clusters, args.replicas)),
+        spoke_volumes=max(24, per_spoke(args.clusters, args.replicas) + 10),
     )
     if args.dry_run:
         configs = provider_configs(args.clusters)
         spokes = sorted({c["spec"]["credentials"]["secretRef"]["name"] for c in configs})
         print(f"kubernetes {minor}: would apply {len(configs)} ProviderConfigs over {len(spokes)} spoke clusters")
         print(f"and one Federation of {args.clusters * args.replicas} SuperNodes, node authentication and TLS on")
+        print(f"each spoke: 3 nodes of {plane.node_pods} pods, {plane.spoke_volumes} volumes")
         return 0
     with running(plane):
         return run(plane, args.clusters, args.replicas, args.timeout)

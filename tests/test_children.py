@@ -167,6 +167,7 @@ class BadPart:
     reason: str
     change: dict[str, Any]
     field: str
+    namespace: str | None = None  # a namespaced FederationCluster's own namespace
 
 
 BAD_PARTS = [
@@ -180,6 +181,18 @@ BAD_PARTS = [
         {"federationSpec": {"mode": "Sideways"}},
         "spec.federationSpec.mode",
     ),
+    BadPart(
+        "a namespaced part speaking for a Federation of another namespace (another tenant's objects' names)",
+        {"namespace": "team-b", "bound": True},
+        "spec.namespace",
+        namespace="team-a",
+    ),
+    BadPart(
+        "a namespaced part not bound to its namespace, as no namespaced Federation writes it",
+        {"namespace": "team-a", "bound": False},
+        "spec.bound",
+        namespace="team-a",
+    ),
 ]
 
 
@@ -190,6 +203,14 @@ def test_a_part_that_is_not_what_a_federation_writes_is_refused_naming_the_field
     given = {**eu, **case.change}
     if "federationSpec" in case.change:
         given["federationSpec"] = {**eu["federationSpec"], **case.change["federationSpec"]}
+    metadata = {"name": "x", "namespace": case.namespace} if case.namespace else {"name": "x"}
     with pytest.raises(SpecError) as err:
-        read.cluster({"metadata": {"name": "x"}, "spec": given})
+        read.cluster({"metadata": metadata, "spec": given})
     assert err.value.errors[0][0].startswith(case.field), err.value.errors
+
+
+def test_a_namespaced_part_of_its_own_namespaces_federation_is_read():
+    _, built = planned(CASES[0])
+    given = {**built.direct["cluster-config-eu"]["spec"], "namespace": "team-a", "bound": True}
+    part = read.cluster({"metadata": {"name": "x", "namespace": "team-a"}, "spec": given})
+    assert (part.namespace, part.bound, part.namespaced) == ("team-a", True, True)

@@ -17,7 +17,8 @@ it, an older XRD, an operator manifest). In the order the front door
 - `cluster_counts`: no selector matches more clusters than its maxClusters.
 
 A FederationCluster (function/api/cluster_spec.py) is read by `cluster_spec`,
-which checks the Federation's spec it carries with `parse` as above.
+which checks the Federation's spec it carries with `parse` as above, and
+`cluster_namespace`: a namespaced one speaks only for its namespace's Federation.
 
 What the platform's policy refuses of the composed objects is judged on the
 objects themselves, after composing: function/composition/admission.py.
@@ -87,6 +88,21 @@ def cluster_spec(raw: Any) -> tuple[FederationClusterSpec, FederationSpec]:
         message = f"must name each selector pool of spec.federationSpec once ({', '.join(selectors) or 'none'})"
         raise SpecError([("spec.selected", message)])
     return given, spec
+
+
+def cluster_namespace(namespace: str, part: FederationClusterSpec) -> None:
+    """A namespaced FederationCluster is the part of a Federation of its own namespace, bound to it as that is.
+
+    Written by hand in one tenant's namespace, it must not name another's
+    Federation: its objects would carry that Federation's names in the cluster.
+    """
+    errors = []
+    if part.namespace != namespace:
+        errors.append(("spec.namespace", f"must be {namespace!r}: the FederationCluster's own namespace"))
+    if not part.bound:
+        errors.append(("spec.bound", "must be true: a namespaced Federation is bound to its namespace"))
+    if errors:
+        raise SpecError(errors)
 
 
 def check(spec: FederationSpec) -> list[tuple[str, str]]:

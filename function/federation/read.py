@@ -87,7 +87,10 @@ def cluster(xr: dict[str, Any]) -> Federation:
     given = xr.get("spec") or {}
     ours = {k: v for k, v in given.items() if k not in CROSSPLANE_SPEC_FIELDS} if isinstance(given, dict) else given
     part, spec = refusals.cluster_spec(ours)
-    namespaced = bool((xr.get("metadata") or {}).get("namespace"))
+    own_namespace = (xr.get("metadata") or {}).get("namespace")
+    if own_namespace:
+        refusals.cluster_namespace(own_namespace, part)
+    namespaced = bool(own_namespace)
     found: dict[str, list[clusters.Cluster] | None] = {
         s.selector: [
             clusters.Cluster(part.providerConfigRef, {**part.annotations, clusters.INDEX_ANNOTATION: str(s.index)})

@@ -115,24 +115,25 @@ def request(
     return req
 
 
-def _satisfy(
+def satisfied(
     xr: dict[str, Any],
     observed: list[dict[str, Any]],
     required: list[dict[str, Any]],
     policy: dict[str, Any] | None = None,
-) -> fnv1.RunFunctionResponse:
-    """Run as Crossplane does, requirements included.
+) -> tuple[fnv1.RunFunctionRequest, fnv1.RunFunctionResponse]:
+    """Run as Crossplane does, requirements included: its last request and the function's answer.
 
     The function's resource requirements are answered from the given
     resources (by kind, name and namespace), then it runs again.
     """
-    rsp = fn.run(request(xr, observed, policy=policy))
+    req = request(xr, observed, policy=policy)
+    rsp = fn.run(req)
     asked: fnv1.Requirements | None = None
     for _ in range(5):
         wanted = rsp.requirements.resources
         # As Crossplane: done once the function asks for nothing new.
         if not wanted or rsp.requirements == asked:
-            return rsp
+            return req, rsp
         asked = fnv1.Requirements()
         asked.CopyFrom(rsp.requirements)
         matches = {key: [r for r in required if _selects(selector, r)] for key, selector in wanted.items()}
@@ -142,7 +143,7 @@ def _satisfy(
             for item in items:
                 req.required_resources[key].items.add().resource.update(item)
         rsp = fn.run(req)
-    return rsp
+    return req, rsp
 
 
 def _selects(selector: fnv1.ResourceSelector, obj: dict[str, Any]) -> bool:
@@ -168,7 +169,7 @@ def render(
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The rendered documents and any warnings; RenderError for a fatal result."""
     xr = composite(manifest, namespaced=namespaced)
-    rsp = _satisfy(xr, observed, required or [], policy)
+    _, rsp = satisfied(xr, observed, required or [], policy)
     fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     if fatal:
         msg = "; ".join(fatal)

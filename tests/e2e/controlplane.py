@@ -438,6 +438,10 @@ class ControlPlane:
     processes: dict[str, Process] = field(default_factory=dict)
     registry: str = ""
     function_image: str = ""
+    # Pods each fake node holds: a scale benchmark puts thousands on each spoke.
+    node_pods: int = int(NODE_CAPACITY["pods"])
+    # Volumes of the default class on each spoke: a SuperNode with node authentication claims one.
+    spoke_volumes: int = 24
     function_rootfs: pathlib.Path = field(init=False)
     hosts: pathlib.Path = field(init=False)
 
@@ -478,10 +482,10 @@ class ControlPlane:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._cleanup_leftovers()
         self.hub = self._cluster(f"e2e-{self.tag}-hub")
-        self.spoke = self._cluster(f"e2e-{self.tag}-spoke")
+        self.spoke = self._cluster(f"e2e-{self.tag}-spoke", self.spoke_volumes)
         self.sites = {"site-a": self.spoke}
         for site in SITES[1:]:
-            self.sites[site] = self._cluster(f"e2e-{self.tag}-{site}")
+            self.sites[site] = self._cluster(f"e2e-{self.tag}-{site}", self.spoke_volumes)
         self._stopping = threading.Event()
         threading.Thread(target=self._load_balancer_loop, daemon=True).start()
         self._registry()
@@ -570,7 +574,7 @@ class ControlPlane:
             raise RuntimeError(msg)
         return proc.stdout
 
-    def _cluster(self, name: str) -> Cluster:
+    def _cluster(self, name: str, volumes: int = 24) -> Cluster:
         with _creating_clusters():
             self._kwokctl(
                 "create", "cluster", "--name", name, "--runtime", "binary",
@@ -590,6 +594,7 @@ class ControlPlane:
         kubeconfig.write_text(self._kwokctl("get", "kubeconfig", "--name", name))
         cluster = Cluster(name, kubeconfig, self.tools.kubectl)
         wait_for(f"{name} API", lambda: cluster.kubectl("get", "--raw", "/readyz") == "ok", timeout=120)
+        capacity = {**NODE_CAPACITY, "pods": str(self.node_pods)}
         nodes = [
             {
                 "apiVersion": "v1",
@@ -600,14 +605,14 @@ class ControlPlane:
                     "labels": {"kubernetes.io/hostname": f"node-{i}", "kubernetes.io/os": "linux",
                                "kubernetes.io/arch": "amd64", "type": "kwok"},
                 },
-                "status": {"allocatable": NODE_CAPACITY, "capacity": NODE_CAPACITY},
+                "status": {"allocatable": capacity, "capacity": capacity},
             }
             for i in range(1, 4)
         ]  # fmt: skip
         # GPU pools with mountAll ask for the nvidia RuntimeClass; admission needs it to exist.
         runtime_class = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
                          "metadata": {"name": "nvidia"}, "handler": "nvidia"}  # fmt: skip
-        cluster.apply(*nodes, runtime_class, *_volumes())
+        cluster.apply(*nodes, runtime_class, *_volumes(volumes))
         wait_for(
             f"{name} nodes Ready",
             lambda: (
@@ -989,15 +994,15 @@ class ControlPlane:
         return "\n\n".join(f"== {p.name}\n{p.tail()}" for p in self.processes.values())
 
 
-def _volumes() -> list[dict[str, Any]]:
+def _volumes(default_class: int) -> list[dict[str, Any]]:
     """Static volumes, as a storage admin provides them: claims of the default
     class and of class `standard` (the examples use both) bind to these."""
     volumes: list[dict[str, Any]] = [{
         "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "standard"},
         "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "Immediate",
     }]  # fmt: skip
-    for storage_class in ["standard", ""]:
-        for i in range(24):
+    for storage_class, count in [("standard", 24), ("", default_class)]:
+        for i in range(count):
             volumes.append({
                 "apiVersion": "v1", "kind": "PersistentVolume",
                 "metadata": {"name": f"pv-{storage_class or 'default'}-{i}"},

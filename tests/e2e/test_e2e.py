@@ -29,6 +29,7 @@ from controlplane import (
     SITES,
     Cluster,
     ControlPlane,
+    KubectlError,
     condition,
     platform_policy,
     wait_for,
@@ -53,6 +54,9 @@ CONFIGURATION_V2 = pathlib.Path(
 )
 V2_EXAMPLE = CLAIMS[0].parent.parent / "v2" / "federation.yaml"
 V2_PROVIDER_CONFIGS = V2_EXAMPLE.parent / "providerconfigs.yaml"
+V2_TENANT = V2_EXAMPLE.parent / "tenant.yaml"
+# A member of the group examples/v2/tenant.yaml binds, as the API server is told who asks.
+AS_TENANT = ("--as=alice", "--as-group=team-a")
 # The v2 tenant's platform lets podTemplates set one field of its own, which the tenant's
 # Federation sets (to what the function sets anyway): a policy to tighten under it.
 V2_POLICY = {"podFields": ["automountServiceAccountToken"]}
@@ -1170,6 +1174,15 @@ def test_v2_namespaced_federation(plane):
     assert partner["spec"]["replicas"] == 2 and partner["spec"]["ordinals"]["start"] == 2
     home = hub.get("statefulsets.apps", f"{name}-supernode-default", namespace)
     assert home["status"]["readyReplicas"] == 2
+    # The selector pool's one cluster (partner-cluster carries its label) is composed by a FederationCluster.
+    parts = hub.get("federationclusters.flower.crossplane.io", namespace=namespace)
+    assert [p["spec"]["providerConfigRef"] for p in parts] == [{"kind": "ClusterProviderConfig",
+                                                               "name": "partner-cluster"}]  # fmt: skip
+    assert ready(parts[0]), parts[0].get("status")
+    sites = [s for s in plane.spoke.get("statefulsets.apps", namespace=namespace)
+             if s["metadata"].get("annotations", {}).get("flower.flwr.ai/selected-by") == "sites"]  # fmt: skip
+    assert [s["status"].get("readyReplicas") for s in sites] == [1]
+    check_a_tenant_writes_federations_not_their_parts(plane, federation, parts[0])
     check_tightening_the_policy_deletes_nothing(plane, federation)
     hub.kubectl("delete", "federations.flower.crossplane.io", name, "-n", namespace, "--wait=true", timeout=300)
     wait_for("the v2 Objects gone", lambda: hub.get("objects.kubernetes.m.crossplane.io") == [], timeout=300)
@@ -1211,6 +1224,68 @@ def check_a_greedy_federation_is_refused(plane: ControlPlane, federation: dict[s
         == []
     )
     hub.kubectl("delete", "federations.flower.crossplane.io", "greedy", "-n", namespace, "--wait=true", timeout=120)
+
+
+def as_tenant(plane: ControlPlane, doc: dict[str, Any], *flags: str) -> str:
+    """kubectl create -f doc as a member of team-a: the API server's answer, or its refusal's words."""
+    try:
+        return plane.hub.kubectl(*AS_TENANT, "create", *flags, "-f", "-", stdin=yaml.safe_dump(doc))
+    except KubectlError as err:
+        return f"refused: {err.stderr}"
+
+
+def check_a_tenant_writes_federations_not_their_parts(
+    plane: ControlPlane, federation: dict[str, Any], part: dict[str, Any]
+) -> None:
+    """From a tenant's seat, bound as examples/v2/tenant.yaml binds team-a: Federations are theirs to
+    write, FederationClusters are not. And should a platform grant those too (Crossplane's aggregated
+    edit role does), a FederationCluster written by hand gets nothing a Federation of theirs would not:
+    one speaking for another namespace's Federation, or asking for the host's process namespace, is
+    refused in its Synced and composes nothing."""
+    hub, namespace = plane.hub, federation["metadata"]["namespace"]
+    hub.apply(*load_all(V2_TENANT))
+    theirs = {**federation, "metadata": {"name": "theirs", "namespace": namespace}}
+    answer = as_tenant(plane, theirs, "--dry-run=server")
+    assert answer.startswith("federation.flower.crossplane.io/theirs created"), answer
+    forged = {"apiVersion": part["apiVersion"], "kind": part["kind"],
+              "metadata": {"name": "forged", "namespace": namespace},
+              "spec": {k: v for k, v in part["spec"].items() if k != "crossplane"}}  # fmt: skip
+    answer = as_tenant(plane, forged)
+    assert answer.startswith("refused") and "forbidden" in answer, answer
+    # The platform's mistake: the tenant may write FederationClusters in their namespace.
+    mistake = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "parts-by-mistake", "namespace": namespace},
+        "rules": [{"apiGroups": ["flower.crossplane.io"], "resources": ["federationclusters"], "verbs": ["*"]}],
+    }
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "parts-by-mistake", "namespace": namespace},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "parts-by-mistake"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "team-a"}]}  # fmt: skip
+    hub.apply(mistake, binding)
+    elsewhere = json.loads(json.dumps(forged))
+    elsewhere["metadata"]["name"] = "forged-elsewhere"
+    elsewhere["spec"]["namespace"] = "team-b"
+    greedy = json.loads(json.dumps(forged))
+    greedy["metadata"]["name"] = "forged-greedy"
+    greedy["spec"]["federationSpec"]["supernodes"]["pools"][0]["podTemplate"] = {"spec": {"hostPID": True}}
+    for doc, words in [
+        (elsewhere, ("spec.namespace", namespace)),
+        (greedy, ("hostPID", "refused by the platform's policy")),
+    ]:
+        answer = as_tenant(plane, doc)
+        assert not answer.startswith("refused"), answer
+        wait_for(f"{doc['metadata']['name']} refused, saying why", lambda doc=doc, words=words: _if(
+            lambda c: c.get("status") == "False" and all(w in c.get("message", "") for w in words),
+            condition(hub.get("federationclusters.flower.crossplane.io", doc["metadata"]["name"], namespace), "Synced"),
+        ), timeout=180, interval=2)  # fmt: skip
+        composed = hub.get("objects.kubernetes.m.crossplane.io", namespace=namespace,
+                           selector=f"crossplane.io/composite={doc['metadata']['name']}")  # fmt: skip
+        assert composed == [], [o["metadata"]["name"] for o in composed]
+        hub.kubectl("delete", "federationclusters.flower.crossplane.io", doc["metadata"]["name"], "-n", namespace,
+                    "--wait=true", timeout=120)  # fmt: skip
+    hub.kubectl("delete", "rolebinding,role", "parts-by-mistake", "-n", namespace)
 
 
 def check_tightening_the_policy_deletes_nothing(plane: ControlPlane, federation: dict[str, Any]) -> None:
