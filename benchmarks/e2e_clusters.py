@@ -116,8 +116,13 @@ def live_call(plane: ControlPlane, composite: dict[str, Any]) -> tuple[int, int,
     observed, the ProviderConfigs and the Federation namespace's Secrets to answer what it requires.
     """
     hub = plane.hub
-    selector = f"crossplane.io/composite={composite['metadata']['name']}"
-    observed = hub.get(f"{PARTS},objects.kubernetes.crossplane.io", selector=selector)
+    # What it composed itself: every resource of the tree carries the root's composite label.
+    uid = composite["metadata"]["uid"]
+    observed = [
+        o
+        for o in hub.get(f"{PARTS},objects.kubernetes.crossplane.io")
+        if any(ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences") or [])
+    ]
     required = [*hub.get("providerconfigs.kubernetes.crossplane.io"), *hub.get("secrets", namespace=NAMESPACE)]
     req, rsp = render.satisfied(composite, observed, required)
     fatal = "; ".join(r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL)
@@ -248,6 +253,10 @@ def main() -> int:
         # Room on each spoke's three nodes, and a volume for each SuperNode's identity claim.
         node_pods=max(250, per_spoke(args.clusters, args.replicas)),
         spoke_volumes=max(24, per_spoke(args.clusters, args.replicas) + 10),
+        # Crossplane and provider-kubernetes as they ship, not the e2e's short intervals: at a thousand
+        # composites, composing each every 15 s with no event to prompt it is ~600 applies a second.
+        crossplane_intervals=("1m", "1h"),
+        provider_poll="10m",
     )
     if args.dry_run:
         configs = provider_configs(args.clusters)

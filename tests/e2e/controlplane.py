@@ -442,6 +442,10 @@ class ControlPlane:
     node_pods: int = int(NODE_CAPACITY["pods"])
     # Volumes of the default class on each spoke: a SuperNode with node authentication claims one.
     spoke_volumes: int = 24
+    # How often Crossplane composes each XR again, and re-lists everything, with no event to prompt
+    # it: short here so the e2e sees drift mended within its waits (Crossplane's defaults: 1m, 1h).
+    crossplane_intervals: tuple[str, str] = ("15s", "1m")
+    provider_poll: str = PROVIDER_POLL
     function_rootfs: pathlib.Path = field(init=False)
     hosts: pathlib.Path = field(init=False)
 
@@ -704,7 +708,7 @@ class ControlPlane:
              self.tools.crossplane, "core", "start", "--enable-webhooks=false",
              "--cache-dir", str(self.workdir / "xpkg-cache"), "--xfn-cache-dir", str(self.workdir / "xfn-cache"),
              "--metrics-port", str(free_port()), "--health-probe-port", str(free_port()),
-             "--poll-interval=15s", "--sync-interval=1m"],
+             f"--poll-interval={self.crossplane_intervals[0]}", f"--sync-interval={self.crossplane_intervals[1]}"],
             env={**env, "TLS_CLIENT_CERTS_DIR": str(client)},
         )  # fmt: skip
         wait_for("Crossplane's CRDs", lambda: hub.get("crd", "functions.pkg.crossplane.io"), timeout=120)
@@ -756,7 +760,7 @@ class ControlPlane:
             "provider-kubernetes",
             [shutil.which("ip") or "ip", "netns", "exec", self.provider_net.name, "sh", "-c", mounts,
              str(hosts), str(identity),
-             self.tools.provider_kubernetes, f"--poll={PROVIDER_POLL}", "--enable-management-policies",
+             self.tools.provider_kubernetes, f"--poll={self.provider_poll}", "--enable-management-policies",
              "--enable-watches"],
             env={"KUBECONFIG": str(kubeconfig), "POD_NAMESPACE": CROSSPLANE_NS,
                  "TLS_SERVER_CERTS_DIR": str(webhook),
