@@ -41,7 +41,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "e2e"), str(ROOT / "tests")]
 
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1  # noqa: E402
 
-from controlplane import CA_ISSUER, CROSSPLANE_NS, SITES, ControlPlane, Tools, condition, running  # noqa: E402
+from controlplane import CA_ISSUER, CROSSPLANE_NS, GO_ENV, SITES, ControlPlane, Tools, condition, running  # noqa: E402
 from function.serving import render  # noqa: E402
 from function.topology import clusters  # noqa: E402
 
@@ -51,6 +51,7 @@ NAMESPACE = "default"
 NAME = "scale"
 SMOKE_CLUSTERS, SMOKE_REPLICAS = 2, 1
 PARTS = "xfederationclusters.flower.crossplane.io"
+POLL = "10m"  # Crossplane's --poll-interval for the run (docs/operations.md, Large federations)
 
 
 def claim(count: int, replicas: int) -> dict[str, Any]:
@@ -218,7 +219,8 @@ def run(plane: ControlPlane, count: int, replicas: int, timeout: float) -> int:
         time.sleep(5)
     calls, p50, p99 = function_calls(port)
     cpu = sum(cpu_seconds(pid) - before for pid, before in cpu_before.items())
-    print(f"clusters {count}, SuperNodes {want} ({replicas} each), node authentication and TLS on")
+    print(f"clusters {count}, SuperNodes {want} ({replicas} each), node authentication and TLS on, "
+          f"Crossplane --poll-interval={POLL}")  # fmt: skip
     if ready_after is not None:
         print(f"every SuperNode Ready after {ready_after:.0f} s")
     else:
@@ -253,10 +255,15 @@ def main() -> int:
         # Room on each spoke's three nodes, and a volume for each SuperNode's identity claim.
         node_pods=max(250, per_spoke(args.clusters, args.replicas)),
         spoke_volumes=max(24, per_spoke(args.clusters, args.replicas) + 10),
-        # Crossplane and provider-kubernetes as they ship, not the e2e's short intervals: at a thousand
-        # composites, composing each every 15 s with no event to prompt it is ~600 applies a second.
-        crossplane_intervals=("1m", "1h"),
+        # Not the e2e's short intervals: every composite's reconcile applies each of its resources
+        # again, so at a thousand FederationClusters (9 resources each) a 1-minute poll alone is 150
+        # applies a second on the hub, about what its API server manages on this machine. Composed
+        # resources' changes reach Crossplane by watch; the poll only looks for what a watch missed.
+        crossplane_intervals=(POLL, "1h"),
         provider_poll="10m",
+        # The hub's API server holds every Object (each with its live manifest twice): at a thousand
+        # clusters its heap, collected at a quarter of Go's default rate, outgrew this machine's memory.
+        go_env={**GO_ENV, "GOMEMLIMIT": "6GiB"},
     )
     if args.dry_run:
         configs = provider_configs(args.clusters)

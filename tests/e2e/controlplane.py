@@ -446,6 +446,8 @@ class ControlPlane:
     # it: short here so the e2e sees drift mended within its waits (Crossplane's defaults: 1m, 1h).
     crossplane_intervals: tuple[str, str] = ("15s", "1m")
     provider_poll: str = PROVIDER_POLL
+    # The Go processes' environment (GO_ENV): a scale run bounds their heaps as well.
+    go_env: dict[str, str] = field(default_factory=lambda: dict(GO_ENV))
     function_rootfs: pathlib.Path = field(init=False)
     hosts: pathlib.Path = field(init=False)
 
@@ -550,7 +552,7 @@ class ControlPlane:
             args,
             stdout=log.open("ab"),
             stderr=subprocess.STDOUT,
-            env={**({**os.environ, **GO_ENV} if inherit else {}), **(env or {})},
+            env={**({**os.environ, **self.go_env} if inherit else {}), **(env or {})},
             start_new_session=True,
         )
         pids = self.workdir / "pids"
@@ -565,7 +567,7 @@ class ControlPlane:
     def _kwokctl(self, *args: str, check: bool = True) -> str:
         env = {
             **os.environ,
-            **GO_ENV,
+            **self.go_env,
             "KWOK_WORKDIR": str(self.workdir / "kwok"),
             "KWOK_KUBE_VERSION": self.tools.kube_version,
             "PATH": f"{self.tools.root}:{os.environ.get('PATH', '')}",
