@@ -109,42 +109,35 @@ def per_spoke(count: int, replicas: int) -> int:
     return -(-count // len(SITES)) * replicas
 
 
-def live_call(plane: ControlPlane, composite: dict[str, Any]) -> tuple[int, int, int, str]:
-    """One composite's function call as Crossplane makes it now, from the live objects.
+def live_call(composite: dict[str, Any], composed: list[dict[str, Any]], required: list[dict[str, Any]]) -> str:
+    """One composite's function call as Crossplane makes it now, from the live objects, as a line to print.
 
-    Its request's bytes, its response's bytes and desired resources, and any
-    fatal message. The composite as observed, each resource it composed (FederationClusters and Objects) as
-    observed, the ProviderConfigs and the Federation namespace's Secrets to answer what it requires.
+    The composite as observed, each resource it composed itself (by owner: every
+    resource of the tree carries the root's composite label) as observed, and
+    what it requires answered from required.
     """
-    hub = plane.hub
-    # What it composed itself: every resource of the tree carries the root's composite label.
     uid = composite["metadata"]["uid"]
-    observed = [
-        o
-        for o in hub.get(f"{PARTS},objects.kubernetes.crossplane.io")
-        if any(ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences") or [])
-    ]
-    required = [*hub.get("providerconfigs.kubernetes.crossplane.io"), *hub.get("secrets", namespace=NAMESPACE)]
+    observed = [o for o in composed if any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or [])]
     req, rsp = render.satisfied(composite, observed, required)
     fatal = "; ".join(r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL)
-    return req.ByteSize(), rsp.ByteSize(), len(rsp.desired.resources), fatal
+    return (
+        f"request {req.ByteSize() / 2**10:.0f} KiB, response {rsp.ByteSize() / 2**10:.0f} KiB, "
+        f"{len(rsp.desired.resources)} resources{f' (fatal: {fatal})' if fatal else ''}"
+    )
 
 
 def call_sizes(plane: ControlPlane) -> list[str]:
     """The Federation's call and its largest FederationCluster's, each as a line to print."""
-    federation = plane.hub.get("xfederations.flower.crossplane.io")
-    parts = plane.hub.get(PARTS)
+    hub = plane.hub
+    composed = hub.get(f"{PARTS},objects.kubernetes.crossplane.io")  # listed once: thousands of Objects
+    required = [*hub.get("providerconfigs.kubernetes.crossplane.io"), *hub.get("secrets", namespace=NAMESPACE)]
+    parts = [o for o in composed if o["kind"] == "XFederationCluster"]
     largest = max(parts, key=lambda p: len(json.dumps(p)), default=None)
-    lines = []
-    for what, composite in [("the Federation's call", federation[0]), ("a FederationCluster's", largest)]:
-        if composite is None:
-            continue
-        request, response, resources, fatal = live_call(plane, composite)
-        lines.append(
-            f"{what}: request {request / 2**10:.0f} KiB, response {response / 2**10:.0f} KiB, "
-            f"{resources} resources{f' (fatal: {fatal})' if fatal else ''}"
-        )
-    return lines
+    calls = [
+        ("the Federation's call", hub.get("xfederations.flower.crossplane.io")[0]),
+        ("a FederationCluster's", largest),
+    ]
+    return [f"{what}: {live_call(c, composed, required)}" for what, c in calls if c is not None]
 
 
 def cpu_seconds(pid: int) -> float:
