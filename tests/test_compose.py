@@ -223,12 +223,12 @@ WORKLOAD_CASES = [
 
 @pytest.mark.parametrize("case", WORKLOAD_CASES, ids=lambda c: c.reason)
 def test_workloads(case):
-    assert composed(compose.workloads(federation(case.spec), placed(case.spec))) == case.want
+    assert composed(compose.workloads(federation(case.spec), placed(case.spec), {})) == case.want
 
 
 def test_workloads_dial_their_pools_fleet_address():
     s = pools_spec(LOCAL, EU)
-    out = compose.workloads(federation(s), placed(s))
+    out = compose.workloads(federation(s), placed(s), {})
     args = {name: c.manifest["spec"]["template"]["spec"]["containers"][0]["args"] for name, c in out.items()}
     assert f"--superlink={LOCAL_FLEET}" in args["pool-local"]
     assert "--superlink=203.0.113.7:9092" in args["pool-eu"]
@@ -392,3 +392,67 @@ def test_plan(case):
     assert built.needs_ca is bool(case.want[2])
     for name in built.held:
         assert read.pool_resource(name) not in built.resources
+
+
+@dataclasses.dataclass(frozen=True)
+class PodManagementCase:
+    reason: str
+    spec: dict[str, Any]
+    # The pool's Object as observed (spec.forProvider.manifest is what was composed last), or None.
+    previous: dict[str, Any] | None
+    want: str | None
+
+
+def object_of(manifest: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object",
+            "spec": {"forProvider": {"manifest": manifest}}}  # fmt: skip
+
+
+MADE_BEFORE = {"kind": "StatefulSet", "spec": {"replicas": 1}}
+POD_MANAGEMENT_CASES = [
+    PodManagementCase("a new StatefulSet starts its SuperNodes in parallel", pools_spec(LOCAL), None, "Parallel"),
+    PodManagementCase(
+        "one made before this policy keeps Kubernetes' default: the field is immutable",
+        pools_spec(LOCAL),
+        object_of(MADE_BEFORE),
+        None,
+    ),
+    PodManagementCase(
+        "one made in order by choice stays so",
+        pools_spec(LOCAL),
+        object_of({"kind": "StatefulSet", "spec": {"podManagementPolicy": "OrderedReady"}}),
+        "OrderedReady",
+    ),
+    PodManagementCase(
+        "one made in parallel stays so",
+        pools_spec(LOCAL),
+        object_of({"kind": "StatefulSet", "spec": {"podManagementPolicy": "Parallel"}}),
+        "Parallel",
+    ),
+    PodManagementCase(
+        "a DaemonSet that becomes a StatefulSet is a new workload",
+        pools_spec(LOCAL),
+        object_of({"kind": "DaemonSet", "spec": {}}),
+        "Parallel",
+    ),
+    PodManagementCase(
+        "an Object observed with no manifest yet is no StatefulSet made before",
+        pools_spec(LOCAL),
+        {"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object"},
+        "Parallel",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", POD_MANAGEMENT_CASES, ids=lambda c: c.reason)
+def test_statefulset_pod_management(case):
+    observed = {} if case.previous is None else {read.pool_resource("local"): case.previous}
+    built = compose.plan(federation(case.spec), observed, None, None)
+    workload = built.resources[read.pool_resource("local")].manifest
+    assert workload["spec"].get("podManagementPolicy") == case.want
+
+
+def test_daemonsets_have_no_pod_management():
+    s = spec(BASE, mode="DaemonSet", supernodes__pools=[{"name": "edge"}])
+    built = compose.plan(federation(s), {}, None, None)
+    assert "podManagementPolicy" not in built.resources[read.pool_resource("edge")].manifest["spec"]

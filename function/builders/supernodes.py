@@ -20,6 +20,13 @@ AUTH_KEY_FILE = posixpath.basename(AUTH_KEY_PATH)
 # reconnect back-off delays that by up to two minutes on a busy machine) and than a restarted
 # SuperLink takes to come back.
 GIVE_UP_AFTER_SECONDS = 300
+# A new StatefulSet pool starts and stops its SuperNodes all at once. SuperNodes do not depend on one
+# another, and with node authentication a SuperNode is Ready only once its key was published, carried
+# and registered: in order (OrderedReady, Kubernetes' default), a pool of 10 would wait for ten of those
+# round trips one after another, and its StatefulSet's status (so its Object and its composite) would
+# change at every step. The field is immutable: a StatefulSet made before keeps what it has
+# (pod_management_of).
+PARALLEL = "Parallel"
 
 
 def _supernode_args(
@@ -176,12 +183,21 @@ def _init_and_volumes(
     return init, volumes
 
 
-def workload(fed: Federation, placed: PlacedPool, *, context: nodeconfig.Context, offset: int = 0) -> dict[str, Any]:
+def workload(
+    fed: Federation,
+    placed: PlacedPool,
+    *,
+    context: nodeconfig.Context,
+    offset: int = 0,
+    pod_management: str | None = PARALLEL,
+) -> dict[str, Any]:
     """A placed pool's workload in its namespace, its SuperNodes dialling the Fleet API at its address.
 
     offset is the number of SuperNodes in the StatefulSet pools before this one.
     With TLS they mount the CA the pool trusts; with node authentication, when
     the pool makes its identities, each SuperNode makes and publishes its own key.
+    pod_management is a StatefulSet's podManagementPolicy (None: left out, which
+    Kubernetes takes as OrderedReady); see PARALLEL.
     """
     if placed.fleet is None:
         msg = f"pool {placed.name} has no Fleet address: it must be held back"
@@ -214,9 +230,24 @@ def workload(fed: Federation, placed: PlacedPool, *, context: nodeconfig.Context
     if spec.mode == "StatefulSet":
         workload_spec = {"replicas": pool.replicas, **workload_spec, "serviceName": name}
         workload_spec.update(_statefulset_fields(spec, pool, offset, registers=registers))
+        if pod_management is not None:
+            workload_spec["podManagementPolicy"] = pod_management
     return {
         "apiVersion": "apps/v1",
         "kind": spec.mode,
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "spec": workload_spec,
     }
+
+
+def pod_management_of(previous: dict[str, Any] | None) -> str | None:
+    """The podManagementPolicy a pool's workload keeps, from the manifest last composed for it (None: none yet).
+
+    A StatefulSet made before keeps the policy it was made with (None: left out, as
+    this function did before PARALLEL), since Kubernetes refuses to change it;
+    anything else (nothing yet, or a DaemonSet becoming a StatefulSet) starts in parallel.
+    """
+    if not isinstance(previous, dict) or previous.get("kind") != "StatefulSet":
+        return PARALLEL
+    kept = (previous.get("spec") or {}).get("podManagementPolicy")
+    return kept if isinstance(kept, str) else None

@@ -20,7 +20,7 @@ from function.builders import (
     tls,
 )
 from function.composition import children
-from function.composition.kept import kept_clusters, kept_objects, live
+from function.composition.kept import composed_manifest, kept_clusters, kept_objects, live
 from function.composition.objects import Composed, wrap
 from function.composition.placing import global_offsets, place_pool
 from function.composition.resource_names import (
@@ -152,7 +152,7 @@ def pool_resources(
     return {
         **service_accounts(fed, pools),
         **identity_programs(fed, pools),
-        **workloads(fed, pools),
+        **workloads(fed, pools, observed),
         **ca_secrets(fed, pools, ca),
         **namespaces(pools),
         **network_policies(fed, pools, external, observed),
@@ -321,8 +321,8 @@ def retired_keys(fed: Federation, pools: list[PlacedPool], observed: Mapping[str
     return out
 
 
-def workloads(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
-    """Each pool's StatefulSet or DaemonSet of SuperNodes."""
+def workloads(fed: Federation, pools: list[PlacedPool], observed: Mapping[str, Any]) -> dict[str, Composed]:
+    """Each pool's StatefulSet or DaemonSet of SuperNodes (a StatefulSet keeping its observed pod management)."""
     offsets, total = global_offsets(fed)
     out = {}
     for p in pools:
@@ -334,13 +334,20 @@ def workloads(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
             total,
             member.index if member else None,
         )
-        workload = supernodes.workload(fed, p, context=context, offset=offsets.get(p.name, 0))
+        name = pool_resource(p.name)
+        workload = supernodes.workload(
+            fed,
+            p,
+            context=context,
+            offset=offsets.get(p.name, 0),
+            pod_management=supernodes.pod_management_of(composed_manifest(observed, name)),
+        )
         if member is not None:
             # Which selector pool the workload stands for, and its cluster's index, remembered here.
             workload["metadata"].setdefault("annotations", {}).update(
                 {clusters.SELECTED_BY_ANNOTATION: member.selector, clusters.INDEX_ANNOTATION: str(member.index)}
             )
-        out[pool_resource(p.name)] = Composed(workload, p.provider_config)
+        out[name] = Composed(workload, p.provider_config)
     return out
 
 

@@ -29,6 +29,14 @@ def live(observed: Mapping[str, Any], name: str) -> Any:
     return node
 
 
+def composed_manifest(observed: Mapping[str, Any], name: str) -> Any:
+    """spec.forProvider.manifest of an observed Object: what was last composed for it, as it was sent."""
+    node: Any = observed.get(name)
+    for key in ("spec", "forProvider", "manifest"):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
 def kept_objects(pools: list[PlacedPool], observed: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The observed Objects of held-back pools, to return unchanged: one that exists is kept as it is."""
     out = {}
