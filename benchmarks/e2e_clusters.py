@@ -163,14 +163,18 @@ def plane_processes(workdir: pathlib.Path) -> list[int]:
     return out
 
 
-def function_calls(metrics_port: int) -> tuple[int, float | None, float | None]:
-    """From Crossplane's metrics: the function's calls, and the bucket bounds holding their p50 and p99."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as rsp:
-        text = rsp.read().decode()
+def metrics(port: int) -> str:
+    """Crossplane's metrics, as it serves them."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as rsp:
+        return str(rsp.read().decode())
+
+
+def histogram(text: str, name: str, label: str) -> tuple[int, float | None, float | None]:
+    """A histogram's count over the series whose labels hold label, and the bucket bounds of its p50 and p99."""
     buckets: dict[float, float] = {}
     for line in text.splitlines():
-        match = re.match(r"^function_run_function_seconds_bucket\{(.*)\} (\S+)$", line)
-        if match and 'function_name="function-flower"' in match.group(1):
+        match = re.match(rf"^{name}_bucket{{(.*)}} (\S+)$", line)
+        if match and label in match.group(1):
             bound = re.search(r'le="([^"]+)"', match.group(1))
             if bound:
                 le = float(bound.group(1))
@@ -181,6 +185,30 @@ def function_calls(metrics_port: int) -> tuple[int, float | None, float | None]:
         return next((le for le, n in sorted(buckets.items()) if total and n >= q * total), None)
 
     return total, quantile(0.5), quantile(0.99)
+
+
+def function_calls(text: str) -> tuple[int, float | None, float | None]:
+    """The function's calls, and the bucket bounds holding their p50 and p99."""
+    return histogram(text, "function_run_function_seconds", 'function_name="function-flower"')
+
+
+def reconciles(text: str) -> list[str]:
+    """Each composite kind's reconciles: how many, how many failed, and their p50 and p99, as lines to print.
+
+    A composite's reconcile reads and applies every resource it composes, one after another, within
+    Crossplane's timeout: what limits how many one composite can compose.
+    """
+    out = []
+    for kind in ("xfederations", "xfederationclusters"):
+        label = f'controller="composite/{kind}.flower.crossplane.io"'
+        count, p50, p99 = histogram(text, "controller_runtime_reconcile_time_seconds", label)
+        errors = sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("controller_runtime_reconcile_total{") and label in line and 'result="error"' in line
+        )
+        out.append(f"{kind} reconciles {count} ({errors:.0f} failed), p50 <= {p50} s, p99 <= {p99} s")
+    return out
 
 
 def metrics_port(plane: ControlPlane) -> int:
@@ -195,7 +223,7 @@ def run(plane: ControlPlane, count: int, replicas: int, timeout: float) -> int:
     pids = plane_processes(plane.workdir)
     cpu_before = {pid: cpu_seconds(pid) for pid in pids}
     port = metrics_port(plane)
-    calls_before, _, _ = function_calls(port)
+    calls_before, _, _ = function_calls(metrics(port))
     start = time.monotonic()
     plane.hub.apply(claim(count, replicas))
     want, ready_after, message = count * replicas, None, ""
@@ -210,7 +238,8 @@ def run(plane: ControlPlane, count: int, replicas: int, timeout: float) -> int:
             ready_after = time.monotonic() - start
             break
         time.sleep(5)
-    calls, p50, p99 = function_calls(port)
+    served = metrics(port)
+    calls, p50, p99 = function_calls(served)
     cpu = sum(cpu_seconds(pid) - before for pid, before in cpu_before.items())
     print(f"clusters {count}, SuperNodes {want} ({replicas} each), node authentication and TLS on, "
           f"Crossplane --poll-interval={POLL}")  # fmt: skip
@@ -219,6 +248,8 @@ def run(plane: ControlPlane, count: int, replicas: int, timeout: float) -> int:
     else:
         print(f"not Ready after {time.monotonic() - start:.0f} s: {message or json.dumps(status)[:300]}")
     print(f"function calls {calls - calls_before}, p50 <= {p50} s, p99 <= {p99} s (Crossplane's histogram)")
+    for line in reconciles(served):
+        print(line)
     for line in call_sizes(plane):
         print(line)
     print(f"control plane CPU {cpu:.0f} s over {len(pids)} processes")

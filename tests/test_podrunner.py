@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from support.peers import need
-from support.podrunner import NO_API_TOKEN, PodRunner, expand, repository, venv_image
+from support.podrunner import NO_API_TOKEN, CrashLoopBackOff, PodRunner, expand, repository, venv_image
 
 TOOLS = "example.test/tools:1"
 HELD = "example.test/held:1"  # a venv kept under /tmp, in a folder with spaces, as a clone there would keep it
@@ -81,6 +81,19 @@ def test_expand_follows_kubernetes(text, expected):
 )
 def test_repository_drops_tag_and_digest(image, expected):
     assert repository(image) == expected
+
+
+def test_crash_loop_back_off_doubles_up_to_its_cap(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr("support.podrunner.time.monotonic", lambda: now[0])
+    backoff, a, b = CrashLoopBackOff(first=10, cap=25), ("ns", "pod", "a"), ("ns", "pod", "b")
+    starts = []
+    for _ in range(90):  # one look a second; each container exits at once, seen so at the next look
+        starts += [(now[0], c[2]) for c in (a, b) if backoff.due(c)]
+        now[0] += 1
+    # Each waits 10 s after the look that saw it exit, then 20, then the cap: each container on its own count.
+    assert [t for t, c in starts if c == "a"] == [110, 131, 157, 183]
+    assert [t for t, c in starts if c == "b"] == [110, 131, 157, 183]
 
 
 def probe_pod() -> dict[str, Any]:

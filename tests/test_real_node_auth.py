@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from function.builders import identity, identity_program, published_keys
-from support.podrunner import PodRunner, unwrap
+from support.podrunner import CrashLoopBackOff, PodRunner, unwrap
 from test_real_flower import (
     CLI_CONTAINER,
     CLI_POLL_SECONDS,
@@ -60,8 +60,14 @@ REGISTER_EVERY = 10
 UNREGISTER_AFTER = 15
 # From the keys' carriage to SuperNodes online: the registrar's turn, then a `flwr` call per key, one
 # after another (each tens of seconds while the e2e's control planes load both cores), then the kubelet's
-# restart of the refused SuperNode.
-ONLINE_TIMEOUT = 240
+# restart of the refused SuperNode. Once 240 s was not enough (Flower 1.25 in CI, beside both control
+# planes and the other real-Flower lane): one key of three was registered.
+ONLINE_TIMEOUT = 360
+# The kubelet's back-off before it restarts a SuperNode that exited (refused, its key not registered yet):
+# its 10 s, doubling, capped lower than its 5 minutes so a test waits less once the key is registered.
+# Restarted at every look instead, three refused SuperNodes of Flower 1.25 start over and over (half a CPU
+# second each), on the cores the registrar's `flwr` calls need to register their keys.
+RESTART_BACKOFF = (10.0, 40.0)
 # Every this many polls the liveness probes run, and a container
 # failing them LIVENESS_FAILURES times in a row is restarted: a restart before the key is registered is wasted.
 PROBE_EVERY = 2
@@ -120,21 +126,34 @@ def wait_for(
 ) -> list[dict[str, Any]]:
     """Poll nodes() until test(nodes) holds with every container running; fail with the last listing and the logs.
 
-    With restarts, containers that exited are started again, as the kubelet does, and listed there;
+    With restarts, containers that exited are started again, as the kubelet does (after its back-off), and
+    listed there;
     with liveness too, those its gRPC liveness probe finds unhealthy (live_or_restart: for releases
     whose refused SuperNode stays up).
     """
     deadline, listing, turns, failures = time.monotonic() + timeout, [], itertools.count(), {}
+    backoff = CrashLoopBackOff(*RESTART_BACKOFF)
     while time.monotonic() < deadline:
         if restarts is not None:
-            restarts += runner.restart_exited()
+            restarts += runner.restart_exited(backoff)
             if liveness and next(turns) % PROBE_EVERY == PROBE_EVERY - 1:
                 restarts += live_or_restart(runner, failures)
         listing = nodes(runner)
         if test(listing) and not runner.exited():
             return listing
         time.sleep(CLI_POLL_SECONDS)
-    pytest.fail(f"{what} within {timeout} s; last listing: {listing}; exited: {runner.exited()}\n{runner.logs()}")
+    # The registrar's last words first: CI's summary line shows only the message's beginning.
+    pytest.fail(f"{what} within {timeout} s; the registrar said: {registrar_said(runner)}; last listing: {listing}; "
+                f"exited: {runner.exited()}\n{runner.logs()}")  # fmt: skip
+
+
+def registrar_said(runner: PodRunner, lines: int = 4) -> str:
+    """The registrar container's last lines, on one line."""
+    pod = next((p for p in runner.pods if identity.REGISTRAR in p.containers), None)
+    if pod is None:
+        return "(no registrar)"
+    said = pod.containers[identity.REGISTRAR].log.read_text(errors="replace").splitlines()[-lines:]
+    return " | ".join(line.strip() for line in said)
 
 
 def live_or_restart(runner: PodRunner, failures: dict[tuple[str, str], int]) -> list[str]:

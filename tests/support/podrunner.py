@@ -64,7 +64,7 @@ for another pod. `update()` rewrites a changed ConfigMap or Secret in the volume
 the kubelet syncs them. `restart()` stops a container (SIGTERM, or SIGKILL) and starts
 it again; `delete()` stops a pod and takes it out of its Services, as a
 scale-down does; `restart_exited()` restarts what exited, when a test asks, as a
-kubelet would.
+kubelet would (after a CrashLoopBackOff's delay, if the test gives one).
 
 What it does not do: pull images (an image is a local entrypoint and
 config), probes (a running container counts as ready), restarts on its own, resource limits,
@@ -221,6 +221,33 @@ def unwrap(resource: Manifest) -> Manifest:
 
 def _ns(manifest: Manifest) -> str:
     return manifest.get("metadata", {}).get("namespace") or "default"
+
+
+@dataclass
+class CrashLoopBackOff:
+    """The kubelet's delay before it starts an exited container again: first, doubling at each exit, up to cap.
+
+    The kubelet's is 10 s to 5 minutes (reset once a container ran 10 minutes); a
+    test may cap it lower to wait less. Without it, a container that exits at once
+    (a SuperNode whose key is not registered yet) restarts at every look, and its
+    starts take the CPU the processes it waits for need.
+    """
+
+    first: float = 10.0
+    cap: float = 300.0
+    delays: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    waiting: dict[tuple[str, str, str], float] = field(default_factory=dict)
+
+    def due(self, container: tuple[str, str, str]) -> bool:
+        """Whether an exited container (namespace, pod, name) starts again now; the first look starts its delay."""
+        now = time.monotonic()
+        if container not in self.waiting:
+            self.waiting[container] = now + self.delays.get(container, self.first)
+        if now < self.waiting[container]:
+            return False
+        del self.waiting[container]
+        self.delays[container] = min(2 * self.delays.get(container, self.first), self.cap)
+        return True
 
 
 @dataclass
@@ -751,13 +778,18 @@ class PodRunner:
         )
         self._start_container(target, spec)
 
-    def restart_exited(self) -> list[str]:
-        """Start again every container that exited, as a kubelet does for workload pods (restartPolicy Always)."""
+    def restart_exited(self, backoff: CrashLoopBackOff | None = None) -> list[str]:
+        """Start again every container that exited, as a kubelet does for workload pods (restartPolicy Always).
+
+        With backoff, a container that keeps exiting waits longer each time before it starts again.
+        """
         restarted = []
         for pod in list(self.pods):
             for c in pod.spec["containers"]:
                 container = pod.containers.get(c["name"])
-                if container is not None and not container.running():
+                if container is None or container.running():
+                    continue
+                if backoff is None or backoff.due((pod.namespace, pod.name, c["name"])):
                     restarted.append(f"{pod.namespace}/{pod.name}/{c['name']}: exit {container.popen.returncode}")
                     self._start_container(pod, c)
         return restarted
