@@ -211,6 +211,32 @@ def reconciles(text: str) -> list[str]:
     return out
 
 
+def api_requests(text: str, top: int = 6) -> list[str]:
+    """The hub API server's busiest request kinds (verb and resource): how many, and their p50 and p99.
+
+    From its own histogram (apiserver_request_duration_seconds: from the request's arrival to its
+    answer, a priority level's queue included), read from /metrics at the end of the run.
+    """
+    kinds: dict[tuple[str, str], int] = {}
+    for line in text.splitlines():
+        if line.startswith("apiserver_request_duration_seconds_count{"):
+            verb = re.search(r'verb="([^"]*)"', line)
+            resource = re.search(r'resource="([^"]*)"', line)
+            if verb and resource:
+                key = (verb.group(1), resource.group(1))
+                kinds[key] = kinds.get(key, 0) + int(float(line.rsplit(" ", 1)[1]))
+    out = []
+    for (verb, resource), _ in sorted(kinds.items(), key=lambda kv: -kv[1])[:top]:
+        label = f'verb="{verb}"'
+        count, p50, p99 = histogram(
+            "\n".join(line for line in text.splitlines() if f'resource="{resource}"' in line),
+            "apiserver_request_duration_seconds",
+            label,
+        )
+        out.append(f"hub API {verb} {resource}: {count}, p50 <= {p50} s, p99 <= {p99} s")
+    return out
+
+
 def metrics_port(plane: ControlPlane) -> int:
     """The port Crossplane serves its metrics on, from its command line."""
     args = [str(a) for a in plane.processes["crossplane"].popen.args]  # type: ignore[union-attr]
@@ -248,7 +274,7 @@ def run(plane: ControlPlane, count: int, replicas: int, timeout: float) -> int:
     else:
         print(f"not Ready after {time.monotonic() - start:.0f} s: {message or json.dumps(status)[:300]}")
     print(f"function calls {calls - calls_before}, p50 <= {p50} s, p99 <= {p99} s (Crossplane's histogram)")
-    for line in reconciles(served):
+    for line in [*reconciles(served), *api_requests(plane.hub.kubectl("get", "--raw", "/metrics", timeout=120))]:
         print(line)
     for line in call_sizes(plane):
         print(line)

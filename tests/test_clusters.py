@@ -6,6 +6,7 @@ Their names, indices, settings, composition and status.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import subprocess
 from typing import Any
 
@@ -591,3 +592,20 @@ def test_a_selector_pool_with_node_authentication_needs_no_control_api_on_any_re
     s = spec(SELECTED, tls={"secretName": "superlink-tls"}, nodeAuthentication={"enabled": True})
     fed = read.federation(xr(s))
     assert str(fed.flower.superlink) == "1.25.0", "the case needs a release before 1.40"
+
+
+def test_a_federation_is_composed_again_each_minute_and_its_clusters_every_five():
+    """Crossplane requeues a composite after its response's TTL: a FederationCluster, told of every change by
+    watches, waits longer (fn.FEDERATION_CLUSTER_TTL); its Federation reads the ProviderConfigs unwatched."""
+    rsp = answer(SELECTED, {KEY: [config("eu")]}, SERVICE)
+    assert rsp.meta.ttl.ToTimedelta() == dt.timedelta(minutes=1)
+    parts = [(n, wire.to_dict(r.resource)) for n, r in rsp.desired.resources.items()]
+    parts = [(n, p) for n, p in parts if p.get("kind") in read.CLUSTER_KINDS]
+    assert parts, "no FederationCluster composed"
+    for name, part in parts:
+        req = fnv1.RunFunctionRequest()
+        req.observed.composite.resource.update({**part, "metadata": {"name": name}})
+        req.input.update(ANY_NAMESPACE_POLICY)
+        cluster = fn.run(req)
+        assert not [r.message for r in cluster.results if r.severity == fnv1.SEVERITY_FATAL], name
+        assert cluster.meta.ttl.ToTimedelta() == dt.timedelta(minutes=5), name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import TYPE_CHECKING, Any, cast
 
 from crossplane.function import logging, request, resource, response
@@ -24,6 +25,16 @@ if TYPE_CHECKING:
 # Crossplane reads a function's response with gRPC's default limit, 4 MiB;
 # what is left is room for the results and framing.
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024 - 64 * 1024
+# How soon Crossplane composes a composite again when nothing it watches changed: it requeues after the
+# response's TTL (with realtime compositions, its default, that and watch events alone; its
+# --poll-interval does not apply to composites). A Federation reads what no watch tells it of (the
+# ProviderConfigs its selectors match, the CA to copy, the keys its pools published) and keeps the SDK's
+# minute, the time a cluster joining or a new SuperNode's key waits at most. A FederationCluster is told
+# everything by watches (its spec by its Federation, its Objects by their status) but the platform's
+# EnvironmentConfig, which rarely changes: again every few minutes is enough. Each minute, a thousand
+# FederationClusters would apply their nine Objects again 17 times a second, changing nothing.
+FEDERATION_TTL = response.DEFAULT_TTL
+FEDERATION_CLUSTER_TTL = dt.timedelta(minutes=5)
 
 
 def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
@@ -70,6 +81,7 @@ def _compose(
         return fatal(rsp, f"cannot compose Federation: {type(err).__name__}: {err}")
     _answer(rsp, fed, built, desired, report)
     _require_policy(rsp, given)
+    rsp.meta.ttl.FromTimedelta(FEDERATION_TTL if fed.part is None else FEDERATION_CLUSTER_TTL)
     if rsp.ByteSize() > MAX_RESPONSE_BYTES:
         # Crossplane would fail to read it, with a gRPC error that names nothing.
         return fatal(
