@@ -51,7 +51,10 @@ NAMESPACE = "default"
 NAME = "scale"
 SMOKE_CLUSTERS, SMOKE_REPLICAS = 2, 1
 PARTS = "xfederationclusters.flower.crossplane.io"
-POLL = "10m"  # Crossplane's --poll-interval for the run (docs/operations.md, Large federations)
+# Crossplane's cache resync for the run: each resync composes every composite again (the e2e's is a
+# minute). Its --poll-interval does not apply to composites (docs/operations.md, Large federations).
+SYNC = "1h"
+PROVIDER_POLL = "10m"  # provider-kubernetes' default
 
 
 def claim(count: int, replicas: int) -> dict[str, Any]:
@@ -268,7 +271,7 @@ def run(plane: ControlPlane, count: int, replicas: int, timeout: float) -> int:
     calls, p50, p99 = function_calls(served)
     cpu = sum(cpu_seconds(pid) - before for pid, before in cpu_before.items())
     print(f"clusters {count}, SuperNodes {want} ({replicas} each), node authentication and TLS on, "
-          f"Crossplane --poll-interval={POLL}")  # fmt: skip
+          f"Crossplane --sync-interval={SYNC}, provider-kubernetes --poll={PROVIDER_POLL}")  # fmt: skip
     if ready_after is not None:
         print(f"every SuperNode Ready after {ready_after:.0f} s")
     else:
@@ -306,11 +309,10 @@ def main() -> int:
         node_pods=max(250, per_spoke(args.clusters, args.replicas)),
         spoke_volumes=max(24, per_spoke(args.clusters, args.replicas) + 10),
         # Not the e2e's short intervals: every composite's reconcile applies each of its resources
-        # again, so at a thousand FederationClusters (9 resources each) a 1-minute poll alone is 150
-        # applies a second on the hub, about what its API server manages on this machine. Composed
-        # resources' changes reach Crossplane by watch; the poll only looks for what a watch missed.
-        crossplane_intervals=(POLL, "1h"),
-        provider_poll="10m",
+        # again, and every provider poll of an Object may write its status (so compose its composite
+        # again); changes reach both by watch, the polls only look for what a watch missed.
+        crossplane_intervals=("1m", SYNC),
+        provider_poll=PROVIDER_POLL,
         # The hub's API server holds every Object (each with its live manifest twice): at a thousand
         # clusters its heap, collected at a quarter of Go's default rate, outgrew this machine's memory.
         go_env={**GO_ENV, "GOMEMLIMIT": "6GiB"},
