@@ -183,6 +183,29 @@ def _init_and_volumes(
     return init, volumes
 
 
+def _pod_spec(
+    containers: list[dict[str, Any]],
+    spec: FederationSpec,
+    pool: PoolSpec,
+    dialect: Dialect,
+    trust: dict[str, Any] | None,
+    federation: str,
+    *,
+    makes_identity: bool,
+) -> dict[str, Any]:
+    """A pool pod's spec before hardening: its containers, init containers, volumes and runtime class."""
+    pod_spec: dict[str, Any] = {"containers": containers}
+    init, volumes = _init_and_volumes(spec, pool, dialect, trust, federation, makes_identity=makes_identity)
+    if init:
+        pod_spec["initContainers"] = init
+    if volumes:
+        pod_spec["volumes"] = volumes
+    runtime_class = gpu.runtime_class(pool.gpu)
+    if runtime_class:
+        pod_spec["runtimeClassName"] = runtime_class
+    return pod_spec
+
+
 def workload(
     fed: Federation,
     placed: PlacedPool,
@@ -196,8 +219,7 @@ def workload(
     offset is the number of SuperNodes in the StatefulSet pools before this one.
     With TLS they mount the CA the pool trusts; with node authentication, when
     the pool makes its identities, each SuperNode makes and publishes its own key.
-    pod_management is a StatefulSet's podManagementPolicy (None: left out, which
-    Kubernetes takes as OrderedReady); see PARALLEL.
+    pod_management is a StatefulSet's podManagementPolicy, None to leave it out (see PARALLEL).
     """
     if placed.fleet is None:
         msg = f"pool {placed.name} has no Fleet address: it must be held back"
@@ -208,19 +230,10 @@ def workload(
     makes_identity = placed.makes_identity
     name = names.pool(federation, pool.name)
     labels = names.pool_labels(federation, pool.name)
-    registers = makes_identity
-    containers = [_supernode(spec, pool, dialect, fleet, context, trust, registers=registers)]
+    containers = [_supernode(spec, pool, dialect, fleet, context, trust, registers=makes_identity)]
     if spec.isolationMode == "process":
         containers.append(_superexec(spec, pool, dialect))
-    pod_spec: dict[str, Any] = {"containers": containers}
-    init, volumes = _init_and_volumes(spec, pool, dialect, trust, federation, makes_identity=makes_identity)
-    if init:
-        pod_spec["initContainers"] = init
-    if volumes:
-        pod_spec["volumes"] = volumes
-    runtime_class = gpu.runtime_class(pool.gpu)
-    if runtime_class:
-        pod_spec["runtimeClassName"] = runtime_class
+    pod_spec = _pod_spec(containers, spec, pool, dialect, trust, federation, makes_identity=makes_identity)
     workload_spec: dict[str, Any] = {
         "selector": {"matchLabels": labels},
         "template": merge.pod_template(
@@ -229,7 +242,7 @@ def workload(
     }
     if spec.mode == "StatefulSet":
         workload_spec = {"replicas": pool.replicas, **workload_spec, "serviceName": name}
-        workload_spec.update(_statefulset_fields(spec, pool, offset, registers=registers))
+        workload_spec.update(_statefulset_fields(spec, pool, offset, registers=makes_identity))
         if pod_management is not None:
             workload_spec["podManagementPolicy"] = pod_management
     return {
