@@ -61,6 +61,9 @@ def serve(
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     server = grpc.aio.server(options=options)
+    # Before the port is bound: gRPC listens from then on, so a client (the kubelet's probe, a test) may
+    # connect, and a SIGTERM sent then must stop the server as any other, not kill the process.
+    loop.add_signal_handler(signal.SIGTERM, lambda: asyncio.ensure_future(server.stop(grace=GRACE_SECONDS)))
     if insecure:
         server.add_insecure_port(address)
     elif creds is not None:
@@ -68,7 +71,6 @@ def serve(
     else:
         msg = "no TLS credentials: give --tls-certs-dir, or --insecure"
         raise ValueError(msg)
-    loop.add_signal_handler(signal.SIGTERM, lambda: asyncio.ensure_future(server.stop(grace=GRACE_SECONDS)))
     # No request deserializer or response serializer: bytes in, bytes out.
     handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_unary_rpc_method_handler(runner.RunFunction)
     server.add_generic_rpc_handlers(
