@@ -152,7 +152,7 @@ def _statefulset_fields(spec: FederationSpec, pool: PoolSpec, offset: int, *, re
     return fields
 
 
-def _init_and_volumes(
+def _pod_fields(
     spec: FederationSpec,
     pool: PoolSpec,
     dialect: Dialect,
@@ -160,8 +160,11 @@ def _init_and_volumes(
     federation: str,
     *,
     makes_identity: bool,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A pool pod's init containers (secret maker, identity) and volumes: the user's, then ours."""
+) -> dict[str, Any]:
+    """A pool pod's fields besides its containers, each only when it has any.
+
+    Init containers (secret maker, identity), volumes (the user's, then ours), runtime class.
+    """
     volumes = merge.add_missing(merge.by_name(pool.volumes), gpu.volumes(pool.gpu))
     if trust is not None:
         volumes = merge.add_missing(volumes, [trust])
@@ -180,30 +183,8 @@ def _init_and_volumes(
         ref = pool.authKeySecretRef
         secret = {"secretName": ref.name, "items": [{"key": ref.key, "path": AUTH_KEY_FILE}], "defaultMode": 0o440}
         volumes = merge.add_missing(volumes, [{"name": AUTH_KEY_VOLUME, "secret": secret}])
-    return init, volumes
-
-
-def _pod_spec(
-    containers: list[dict[str, Any]],
-    spec: FederationSpec,
-    pool: PoolSpec,
-    dialect: Dialect,
-    trust: dict[str, Any] | None,
-    federation: str,
-    *,
-    makes_identity: bool,
-) -> dict[str, Any]:
-    """A pool pod's spec before hardening: its containers, init containers, volumes and runtime class."""
-    pod_spec: dict[str, Any] = {"containers": containers}
-    init, volumes = _init_and_volumes(spec, pool, dialect, trust, federation, makes_identity=makes_identity)
-    if init:
-        pod_spec["initContainers"] = init
-    if volumes:
-        pod_spec["volumes"] = volumes
-    runtime_class = gpu.runtime_class(pool.gpu)
-    if runtime_class:
-        pod_spec["runtimeClassName"] = runtime_class
-    return pod_spec
+    fields = {"initContainers": init, "volumes": volumes, "runtimeClassName": gpu.runtime_class(pool.gpu)}
+    return {k: v for k, v in fields.items() if v}
 
 
 def workload(
@@ -233,7 +214,8 @@ def workload(
     containers = [_supernode(spec, pool, dialect, fleet, context, trust, registers=makes_identity)]
     if spec.isolationMode == "process":
         containers.append(_superexec(spec, pool, dialect))
-    pod_spec = _pod_spec(containers, spec, pool, dialect, trust, federation, makes_identity=makes_identity)
+    fields = _pod_fields(spec, pool, dialect, trust, federation, makes_identity=makes_identity)
+    pod_spec = {"containers": containers, **fields}
     workload_spec: dict[str, Any] = {
         "selector": {"matchLabels": labels},
         "template": merge.pod_template(

@@ -23,16 +23,17 @@ from function.federation.value import Federation, PlacedPool
 
 def live(observed: Mapping[str, Any], name: str) -> Any:
     """status.atProvider.manifest of an observed Object: the live object."""
-    node: Any = observed.get(name)
-    for key in ("status", "atProvider", "manifest"):
-        node = node.get(key) if isinstance(node, dict) else None
-    return node
+    return _at(observed.get(name), ("status", "atProvider", "manifest"))
 
 
 def composed_manifest(observed: Mapping[str, Any], name: str) -> Any:
     """spec.forProvider.manifest of an observed Object: what was last composed for it, as it was sent."""
-    node: Any = observed.get(name)
-    for key in ("spec", "forProvider", "manifest"):
+    return _at(observed.get(name), ("spec", "forProvider", "manifest"))
+
+
+def _at(node: Any, path: tuple[str, ...]) -> Any:
+    """The value at path in nested dicts, None where one is missing."""
+    for key in path:
         node = node.get(key) if isinstance(node, dict) else None
     return node
 
