@@ -2,10 +2,11 @@
 
 Prints, per cluster count, the median, p95 and p99 milliseconds of one call in
 process and over gRPC, the number of desired resources and the size of the
-serialized response. Three calls: "first", the Federation's first call with
-nothing observed (one FederationCluster per cluster); "steady", a later call
-where everything is observed (so each cluster's index is read back from its
-FederationCluster); "part", the call that composes one FederationCluster:
+serialized response. Four calls: "first", the Federation's first call with
+nothing observed (its FederationClusterGroups, 32 at most); "steady", a later
+call where every group is observed (so each cluster's index is read back from
+its group); "group", the call that composes the largest group's
+FederationClusters; "part", the call that composes one FederationCluster:
 one cluster's objects.
 
 The gRPC path calls the function served as `function serve --insecure` runs
@@ -102,7 +103,7 @@ def request(count: int, observed: dict[str, Any] | None = None) -> fnv1.RunFunct
 
 
 def part_request(rsp: fnv1.RunFunctionResponse, name: str) -> fnv1.RunFunctionRequest:
-    """The request Crossplane sends for one FederationCluster the Federation composed: one cluster's call."""
+    """The request Crossplane sends for a composite composed in rsp: a group's call, or one cluster's."""
     req = fnv1.RunFunctionRequest()
     req.observed.composite.resource.CopyFrom(rsp.desired.resources[name].resource)
     req.observed.composite.resource.update({"metadata": {"name": name}})
@@ -130,12 +131,23 @@ def main() -> int:
             if fatal_messages(rsp):
                 print(f"fatal result for {count} clusters: {fatal_messages(rsp)}", file=sys.stderr)
                 return 1
-            parts = [n for n in rsp.desired.resources if n.startswith("cluster-")]
-            if len(parts) != count:
-                print(f"{count} clusters made {len(parts)} FederationClusters", file=sys.stderr)
+            groups = [n for n in rsp.desired.resources if n.startswith("cluster-group-")]
+            group = max(groups, key=lambda n: len(rsp.desired.resources[n].resource["spec"]["clusters"]))
+            group_req = part_request(rsp, group)
+            grouped = fn.run(group_req)
+            parts = [n for n in grouped.desired.resources if n.startswith("cluster-config-")]
+            listed = sum(len(rsp.desired.resources[n].resource["spec"]["clusters"]) for n in groups)
+            if listed != count or not parts or fatal_messages(grouped):
+                print(f"{count} clusters made {listed} FederationClusters in {len(groups)} groups", file=sys.stderr)
                 return 1
             steady = request(count, {n: r.resource for n, r in rsp.desired.resources.items()})
-            for state, req in (("first", first), ("steady", steady), ("part", part_request(rsp, parts[-1]))):
+            calls = (
+                ("first", first),
+                ("steady", steady),
+                ("group", group_req),
+                ("part", part_request(grouped, parts[-1])),
+            )
+            for state, req in calls:
                 answer = fn.run(req)
                 served = server.stub.RunFunction(req, timeout=120)
                 if served != answer:

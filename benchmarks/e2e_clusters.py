@@ -10,7 +10,7 @@ and prints:
   them), or the Federation's Synced message when the function refuses it;
 - the function's calls, from Crossplane's own metrics: how many, and their
   p50 and p99 as the histogram's bucket bounds;
-- the size of the Federation's call and of its largest FederationCluster's:
+- the size of the Federation's call and of its largest group's and FederationCluster's:
   each request as Crossplane would send it now (every composed resource as
   observed, requirements answered), run through the function in this process;
 - the CPU seconds the control plane's processes took (API servers, etcd,
@@ -50,7 +50,7 @@ LABELS = {"flower.flwr.ai/federation": "scale"}
 NAMESPACE = "default"
 NAME = "scale"
 SMOKE_CLUSTERS, SMOKE_REPLICAS = 2, 1
-PARTS = "xfederationclusters.flower.crossplane.io"
+PARTS = "xfederationclusters.flower.crossplane.io,xfederationclustergroups.flower.crossplane.io"
 # Crossplane's cache resync for the run: each resync composes every composite again (the e2e's is a
 # minute). Its --poll-interval does not apply to composites (docs/operations.md, Large federations).
 SYNC = "1h"
@@ -130,15 +130,16 @@ def live_call(composite: dict[str, Any], composed: list[dict[str, Any]], require
 
 
 def call_sizes(plane: ControlPlane) -> list[str]:
-    """The Federation's call and its largest FederationCluster's, each as a line to print."""
+    """The Federation's call and its largest group's and FederationCluster's, each as a line to print."""
     hub = plane.hub
     composed = hub.get(f"{PARTS},objects.kubernetes.crossplane.io")  # listed once: thousands of Objects
     required = [*hub.get("providerconfigs.kubernetes.crossplane.io"), *hub.get("secrets", namespace=NAMESPACE)]
     parts = [o for o in composed if o["kind"] == "XFederationCluster"]
-    largest = max(parts, key=lambda p: len(json.dumps(p)), default=None)
+    groups = [o for o in composed if o["kind"] == "XFederationClusterGroup"]
     calls = [
         ("the Federation's call", hub.get("xfederations.flower.crossplane.io")[0]),
-        ("a FederationCluster's", largest),
+        ("its largest group's", max(groups, key=lambda p: len(json.dumps(p)), default=None)),
+        ("its largest FederationCluster's", max(parts, key=lambda p: len(json.dumps(p)), default=None)),
     ]
     return [f"{what}: {live_call(c, composed, required)}" for what, c in calls if c is not None]
 
@@ -202,7 +203,7 @@ def reconciles(text: str) -> list[str]:
     Crossplane's timeout: what limits how many one composite can compose.
     """
     out = []
-    for kind in ("xfederations", "xfederationclusters"):
+    for kind in ("xfederations", "xfederationclustergroups", "xfederationclusters"):
         label = f'controller="composite/{kind}.flower.crossplane.io"'
         count, p50, p99 = histogram(text, "controller_runtime_reconcile_time_seconds", label)
         errors = sum(

@@ -97,6 +97,8 @@ FLAVORS: dict[str, dict[str, Any]] = {
         "kind": "XFederation",
         "cluster_composition": f"xfederationclusters.{GROUP}",
         "cluster_kind": "XFederationCluster",
+        "group_composition": f"xfederationclustergroups.{GROUP}",
+        "group_kind": "XFederationClusterGroup",
         "summary": "the cluster-scoped XFederation with the namespaced claim Federation",
     },
     "v2": {
@@ -106,18 +108,32 @@ FLAVORS: dict[str, dict[str, Any]] = {
         "kind": "Federation",
         "cluster_composition": f"federationclusters.{GROUP}",
         "cluster_kind": "FederationCluster",
+        "group_composition": f"federationclustergroups.{GROUP}",
+        "group_kind": "FederationClusterGroup",
         "summary": "the namespaced Federation of Crossplane v2 (no claim)",
     },
 }
 
 
-def composition(flavor: str, *, cluster: bool = False) -> dict[str, Any]:
-    """The flavor's Composition: one step, this function; of its FederationCluster with cluster.
+def composition(flavor: str, part: str = "") -> dict[str, Any]:
+    """The flavor's Composition: one step, this function; of its FederationCluster or group with part.
 
-    The same step and policy for both: a remote cluster's pools are judged where they are composed.
+    The same step and policy for a Federation and a FederationCluster: a remote
+    cluster's pools are judged where they are composed. A group only fans out
+    FederationClusters and reads no policy.
     """
     spec = FLAVORS[flavor]
-    name, kind = (spec["cluster_composition"], spec["cluster_kind"]) if cluster else (spec["composition"], spec["kind"])
+    prefix = f"{part}_" if part else ""
+    name, kind = spec[f"{prefix}composition"], spec[f"{prefix}kind"]
+    step: dict[str, Any] = {"step": "compose-federation", "functionRef": {"name": dependency_name(FUNCTION_PACKAGE)}}
+    if part != "group":
+        # The platform's policy (function/api/policy.py): the EnvironmentConfig's
+        # rules once a platform team applies it, the safe defaults until then.
+        step["input"] = {
+            "apiVersion": policy.API_VERSION,
+            "kind": policy.KIND,
+            "environmentConfig": policy.PLATFORM_ENVIRONMENT_CONFIG,
+        }
     return {
         "apiVersion": "apiextensions.crossplane.io/v1",
         "kind": "Composition",
@@ -128,19 +144,7 @@ def composition(flavor: str, *, cluster: bool = False) -> dict[str, Any]:
         "spec": {
             "compositeTypeRef": {"apiVersion": f"{GROUP}/{API_VERSION}", "kind": kind},
             "mode": "Pipeline",
-            "pipeline": [
-                {
-                    "step": "compose-federation",
-                    "functionRef": {"name": dependency_name(FUNCTION_PACKAGE)},
-                    # The platform's policy (function/api/policy.py): the EnvironmentConfig's
-                    # rules once a platform team applies it, the safe defaults until then.
-                    "input": {
-                        "apiVersion": policy.API_VERSION,
-                        "kind": policy.KIND,
-                        "environmentConfig": policy.PLATFORM_ENVIRONMENT_CONFIG,
-                    },
-                }
-            ],
+            "pipeline": [step],
         },
     }
 
@@ -205,7 +209,8 @@ def outputs() -> dict[pathlib.Path, Any]:
     out = {}
     for flavor, spec in FLAVORS.items():
         out[spec["dir"] / "composition.yaml"] = lambda f=flavor: _render(composition(f))
-        out[spec["dir"] / "cluster-composition.yaml"] = lambda f=flavor: _render(composition(f, cluster=True))
+        out[spec["dir"] / "cluster-composition.yaml"] = lambda f=flavor: _render(composition(f, "cluster"))
+        out[spec["dir"] / "group-composition.yaml"] = lambda f=flavor: _render(composition(f, "group"))
         out[spec["dir"] / "crossplane.yaml"] = lambda f=flavor: _render(configuration(f))
     return out
 

@@ -13,6 +13,8 @@ fail when the committed XRD differs from what the models say.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import pathlib
 import sys
 from typing import Any
@@ -26,15 +28,22 @@ sys.path.insert(0, str(ROOT / "hack"))
 
 import generated  # noqa: E402 - needs the sys.path set-up above
 from function.api import policy, rules  # noqa: E402 - needs the sys.path set-up above
-from function.api.cluster_spec import FederationClusterSpec  # noqa: E402 - needs the sys.path set-up above
+from function.api.cluster_spec import FederationClusterGroupSpec, FederationClusterSpec  # noqa: E402 - needs the sys.path set-up above
 from function.api.spec import K8S_TYPE, NODE_CONFIG, FederationSpec  # noqa: E402 - needs the sys.path set-up above
-from function.api.status_model import FederationClusterStatus, FederationStatus  # noqa: E402 - needs the sys.path set-up above
+from function.api.status_model import (  # noqa: E402 - needs the sys.path set-up above
+    FederationClusterGroupStatus,
+    FederationClusterStatus,
+    FederationStatus,
+)
 
 OUT = ROOT / "apis" / "definition.yaml"
 OUT_V2 = ROOT / "apis" / "v2" / "definition.yaml"
 # The FederationCluster a Federation composes per remote cluster (function/api/cluster_spec.py).
 OUT_CLUSTER = ROOT / "apis" / "cluster-definition.yaml"
 OUT_CLUSTER_V2 = ROOT / "apis" / "v2" / "cluster-definition.yaml"
+# The groups that compose those, a share of the clusters each.
+OUT_GROUP = ROOT / "apis" / "group-definition.yaml"
+OUT_GROUP_V2 = ROOT / "apis" / "v2" / "group-definition.yaml"
 # The function's input, as function packages ship it: for `crossplane beta validate` and editors.
 OUT_INPUT = ROOT / "package" / "input" / "flower.fn.crossplane.io_policies.yaml"
 GROUP = "flower.crossplane.io"
@@ -269,71 +278,84 @@ def definition_v2() -> dict[str, Any]:
     }
 
 
-CLUSTER_COLUMNS = [
-    {"name": "FEDERATION", "type": "string", "jsonPath": ".spec.federation"},
-    {"name": "CLUSTER", "type": "string", "jsonPath": ".spec.providerConfigRef.name"},
-    {"name": "SUPERNODES", "type": "string", "jsonPath": ".status.supernodes"},
-]
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """A composite the function writes for a Federation: its kind, models and columns."""
 
+    kind: str  # the namespaced flavour's; the cluster-scoped one's has an X before it
+    spec: type[BaseModel]
+    status: type[BaseModel]
+    spec_description: str
+    status_description: str
+    columns: list[dict[str, str]]
 
-def _cluster_version() -> dict[str, Any]:
-    spec = _structural(resolved_schema(FederationClusterSpec))
-    spec["description"] = "One remote cluster's part of a Federation, written by the function for its Federation."
-    status: dict[str, Any] = _optional(_structural(resolved_schema(FederationClusterStatus)))
-    status = {"type": "object", "description": "Observed state of the cluster's pools, written by the function.",
-              **status}  # fmt: skip
-    return {
-        "name": "v1alpha1",
-        "served": True,
-        "referenceable": True,
-        "additionalPrinterColumns": CLUSTER_COLUMNS,
-        "schema": {
-            "openAPIV3Schema": {
-                "type": "object",
-                "required": ["spec"],
-                "properties": {"spec": spec, "status": status},
-            }
-        },
-    }
-
-
-def cluster_definition() -> dict[str, Any]:
-    """The apiextensions.crossplane.io/v1 XRD of the cluster-scoped XFederationCluster an XFederation composes."""
-    return {
-        "apiVersion": "apiextensions.crossplane.io/v1",
-        "kind": "CompositeResourceDefinition",
-        "metadata": {"name": f"xfederationclusters.{GROUP}"},
-        "spec": {
+    def definition(self, *, namespaced: bool) -> dict[str, Any]:
+        """Its XRD: apiextensions.crossplane.io/v2 and namespaced, or v1 and cluster-scoped."""
+        kind = self.kind if namespaced else f"X{self.kind}"
+        plural = f"{kind.lower()}s"
+        spec: dict[str, Any] = {
             "group": GROUP,
-            "names": {
-                "kind": "XFederationCluster",
-                "plural": "xfederationclusters",
-                "categories": ["crossplane", "composite", "flower"],
+            "names": {"kind": kind, "plural": plural, "categories": ["crossplane", "flower"]},
+            "defaultCompositionRef": {"name": f"{plural}.{GROUP}"},
+            "versions": [self.version()],
+        }
+        if namespaced:
+            spec = {"scope": "Namespaced", **spec}
+        else:
+            spec["names"]["categories"] = ["crossplane", "composite", "flower"]
+        return {
+            "apiVersion": f"apiextensions.crossplane.io/{'v2' if namespaced else 'v1'}",
+            "kind": "CompositeResourceDefinition",
+            "metadata": {"name": f"{plural}.{GROUP}"},
+            "spec": spec,
+        }
+
+    def version(self) -> dict[str, Any]:
+        """Its one version, v1alpha1: the schema from the models, and the columns."""
+        spec = _structural(resolved_schema(self.spec))
+        spec["description"] = self.spec_description
+        status: dict[str, Any] = _optional(_structural(resolved_schema(self.status)))
+        status = {"type": "object", "description": self.status_description, **status}
+        return {
+            "name": "v1alpha1",
+            "served": True,
+            "referenceable": True,
+            "additionalPrinterColumns": self.columns,
+            "schema": {
+                "openAPIV3Schema": {
+                    "type": "object",
+                    "required": ["spec"],
+                    "properties": {"spec": spec, "status": status},
+                }
             },
-            "defaultCompositionRef": {"name": f"xfederationclusters.{GROUP}"},
-            "versions": [_cluster_version()],
-        },
-    }
+        }
 
 
-def cluster_definition_v2() -> dict[str, Any]:
-    """The apiextensions.crossplane.io/v2 XRD of the namespaced FederationCluster a Federation composes."""
-    return {
-        "apiVersion": "apiextensions.crossplane.io/v2",
-        "kind": "CompositeResourceDefinition",
-        "metadata": {"name": f"federationclusters.{GROUP}"},
-        "spec": {
-            "scope": "Namespaced",
-            "group": GROUP,
-            "names": {
-                "kind": "FederationCluster",
-                "plural": "federationclusters",
-                "categories": ["crossplane", "flower"],
-            },
-            "defaultCompositionRef": {"name": f"federationclusters.{GROUP}"},
-            "versions": [_cluster_version()],
-        },
-    }
+CLUSTER = Part(
+    "FederationCluster",
+    FederationClusterSpec,
+    FederationClusterStatus,
+    "One remote cluster's part of a Federation, written by the function for its Federation.",
+    "Observed state of the cluster's pools, written by the function.",
+    [
+        {"name": "FEDERATION", "type": "string", "jsonPath": ".spec.federation"},
+        {"name": "CLUSTER", "type": "string", "jsonPath": ".spec.providerConfigRef.name"},
+        {"name": "SUPERNODES", "type": "string", "jsonPath": ".status.supernodes"},
+    ],
+)
+GROUP_PART = Part(
+    "FederationClusterGroup",
+    FederationClusterGroupSpec,
+    FederationClusterGroupStatus,
+    "The FederationClusters of a share of a Federation's remote clusters, written by the function.",
+    "Observed state of those FederationClusters, rolled up by the function.",
+    [
+        {"name": "FEDERATION", "type": "string", "jsonPath": ".spec.federation"},
+        {"name": "CLUSTERS", "type": "integer", "jsonPath": ".status.clusters"},
+        {"name": "READY-CLUSTERS", "type": "integer", "jsonPath": ".status.readyClusters"},
+        {"name": "SUPERNODES", "type": "string", "jsonPath": ".status.supernodes"},
+    ],
+)
 
 
 def input_definition() -> dict[str, Any]:
@@ -386,14 +408,9 @@ def render_v2() -> str:
     return HEADER + yaml.safe_dump(definition_v2(), sort_keys=False, width=100)
 
 
-def render_cluster() -> str:
-    """apis/cluster-definition.yaml as committed."""
-    return CLUSTER_HEADER + yaml.safe_dump(cluster_definition(), sort_keys=False, width=100)
-
-
-def render_cluster_v2() -> str:
-    """apis/v2/cluster-definition.yaml as committed."""
-    return CLUSTER_HEADER + yaml.safe_dump(cluster_definition_v2(), sort_keys=False, width=100)
+def render_part(part: Part, *, namespaced: bool) -> str:
+    """A part's XRD as committed: apis/ (cluster-scoped) or apis/v2/ (namespaced)."""
+    return CLUSTER_HEADER + yaml.safe_dump(part.definition(namespaced=namespaced), sort_keys=False, width=100)
 
 
 def render_input() -> str:
@@ -405,8 +422,10 @@ if __name__ == "__main__":
     outputs = {
         OUT: render,
         OUT_V2: render_v2,
-        OUT_CLUSTER: render_cluster,
-        OUT_CLUSTER_V2: render_cluster_v2,
+        OUT_CLUSTER: functools.partial(render_part, CLUSTER, namespaced=False),
+        OUT_CLUSTER_V2: functools.partial(render_part, CLUSTER, namespaced=True),
+        OUT_GROUP: functools.partial(render_part, GROUP_PART, namespaced=False),
+        OUT_GROUP_V2: functools.partial(render_part, GROUP_PART, namespaced=True),
         OUT_INPUT: render_input,
     }
     sys.exit(generated.main(outputs, __doc__, "hack/gen_xrd.py"))

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from function.api.refusals import SpecError
-from function.composition import children, compose
+from function.composition import children, compose, groups
 from function.composition.resource_names import REGISTRATIONS
 from function.federation import read, value
 from function.topology import clusters
@@ -97,17 +97,26 @@ def planned(case: Case) -> tuple[value.Federation, compose.Plan]:
     return fed, compose.plan(fed, case.observed, None, TLS_SECRET)
 
 
+def federation_clusters(built: compose.Plan, observed: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Each FederationCluster the Federation composes through its groups, by composition resource name."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in built.parts:
+        out.update(groups.compose({"metadata": {"name": name}, **built.direct[name]}, observed or {}).desired)
+    return out
+
+
 def parts_of(built: compose.Plan) -> dict[str, compose.Plan]:
     """Each FederationCluster the Federation composes, composed by its own call."""
     return {
-        name: compose.plan(read.cluster({"metadata": {"name": name}, **built.direct[name]})) for name in built.parts
+        name: compose.plan(read.cluster({"metadata": {"name": name}, **part}))
+        for name, part in federation_clusters(built).items()
     }
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.reason)
 def test_each_remote_cluster_is_composed_by_its_part_as_the_federation_would_compose_it(case: Case):
     fed, built = planned(case)
-    assert sorted(built.parts) == ["cluster-config-eu", "cluster-config-us"]
+    assert sorted(federation_clusters(built)) == ["cluster-config-eu", "cluster-config-us"]
     assert {c.provider_config.name for c in built.resources.values()} == {"default"}
     composed: dict[str, Any] = {}
     direct: dict[str, Any] = {}
@@ -123,7 +132,8 @@ def test_each_remote_cluster_is_composed_by_its_part_as_the_federation_would_com
 
 def test_a_part_carries_its_pools_alone_and_what_only_the_federation_knows():
     _, built = planned(CASES[2])
-    us, eu = built.direct["cluster-config-us"], built.direct["cluster-config-eu"]
+    parts = federation_clusters(built)
+    us, eu = parts["cluster-config-us"], parts["cluster-config-eu"]
     assert (us["apiVersion"], us["kind"]) == ("flower.crossplane.io/v1alpha1", "XFederationCluster")
     spec = us["spec"]
     assert [p["name"] for p in spec["federationSpec"]["supernodes"]["pools"]] == ["gpu"]
@@ -150,16 +160,30 @@ def test_a_cluster_keeps_the_index_its_part_was_given():
     observed = {name: before.direct[name] for name in before.parts}
     # eu no longer pins 7: the index its FederationCluster holds is kept, not the lowest free one.
     _, after = planned(Case("", SECURE, [config("eu"), config("us")], observed))
-    assert after.direct["cluster-config-eu"]["spec"]["selected"] == [{"selector": "gpu", "index": 7, "offset": 14}]
+    assert federation_clusters(after)["cluster-config-eu"]["spec"]["selected"] == [
+        {"selector": "gpu", "index": 7, "offset": 14}
+    ]
+
+
+def test_a_cluster_keeps_the_index_a_federation_cluster_of_an_earlier_release_was_given():
+    # Earlier releases composed FederationClusters in the Federation itself: it observes them, not groups.
+    _, before = planned(CASES[3])
+    observed = federation_clusters(before)
+    _, after = planned(Case("", SECURE, [config("eu"), config("us")], observed))
+    assert federation_clusters(after)["cluster-config-eu"]["spec"]["selected"][0]["index"] == 7
 
 
 def test_a_cluster_that_leaves_takes_its_part_alone():
     _, before = planned(CASES[1])
     observed = {name: before.direct[name] for name in before.parts}
     _, after = planned(Case("", SECURE, [config("default"), config("us")], observed))
-    assert sorted(after.parts) == ["cluster-config-us"]
-    assert after.direct["cluster-config-us"] == before.direct["cluster-config-us"]
-    assert "cluster-config-eu" not in after.kept
+    assert sorted(federation_clusters(after)) == ["cluster-config-us"]
+    assert federation_clusters(after)["cluster-config-us"] == federation_clusters(before)["cluster-config-us"]
+    # eu's group, of no other cluster here, goes with it: not composed, not kept.
+    eu_group = read.group_resource("cluster-config-eu")
+    assert eu_group != read.group_resource("cluster-config-us")
+    assert eu_group not in after.direct
+    assert eu_group not in after.kept
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,7 +223,7 @@ BAD_PARTS = [
 @pytest.mark.parametrize("case", BAD_PARTS, ids=lambda c: c.reason)
 def test_a_part_that_is_not_what_a_federation_writes_is_refused_naming_the_field(case: BadPart):
     _, built = planned(CASES[0])
-    eu = built.direct["cluster-config-eu"]["spec"]
+    eu = federation_clusters(built)["cluster-config-eu"]["spec"]
     given = {**eu, **case.change}
     if "federationSpec" in case.change:
         given["federationSpec"] = {**eu["federationSpec"], **case.change["federationSpec"]}
@@ -211,6 +235,6 @@ def test_a_part_that_is_not_what_a_federation_writes_is_refused_naming_the_field
 
 def test_a_namespaced_part_of_its_own_namespaces_federation_is_read():
     _, built = planned(CASES[0])
-    given = {**built.direct["cluster-config-eu"]["spec"], "namespace": "team-a", "bound": True}
+    given = {**federation_clusters(built)["cluster-config-eu"]["spec"], "namespace": "team-a", "bound": True}
     part = read.cluster({"metadata": {"name": "x", "namespace": "team-a"}, "spec": given})
     assert (part.namespace, part.bound, part.namespaced) == ("team-a", True, True)

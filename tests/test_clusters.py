@@ -18,7 +18,7 @@ from function.api import names
 from function.api.refusals import SpecError
 from function.api.spec import MAX_CLUSTERS, ProviderConfigRef
 from function.builders import identity
-from function.composition import compose, placing
+from function.composition import compose, groups, placing
 from function.federation import read, value
 from function.serving import fn, render, wire
 from function.topology import clusters
@@ -130,20 +130,28 @@ def test_a_selector_pool_name_must_leave_room_for_its_clusters():
 # -- indices --------------------------------------------------------------------
 
 
-def observed_index(f: value.Federation, cluster: str) -> dict[str, Any]:
-    """The observed FederationCluster of a cluster, as the function last composed it: it holds the index."""
-    m = next(m for m in f.selection.placed if m.cluster.name == cluster)
+def observed_index(f: value.Federation, *names: str) -> dict[str, Any]:
+    """The observed groups of clusters, as the function last composed them, listing those alone: they hold the index."""
     built = compose.plan(f, SERVICE)
-    name = read.cluster_resource(m.cluster, namespaced=False)
-    return {name: compose.desired(f, built)[name]}
+    desired = compose.desired(f, built)
+    out: dict[str, Any] = {}
+    for m in f.selection.placed:
+        if m.cluster.name not in names:
+            continue
+        name = read.cluster_resource(m.cluster, namespaced=False)
+        group = read.group_resource(name)
+        given = out.setdefault(group, {**desired[group], "spec": {**desired[group]["spec"], "clusters": []}})
+        given["spec"]["clusters"] += [e for e in desired[group]["spec"]["clusters"] if e["name"] == name]
+    return out
 
 
 def manifests_everywhere(f: value.Federation) -> dict[str, dict[str, Any]]:
     """The manifests of a Federation and of each FederationCluster it composes, by composition resource name."""
     built = compose.plan(f, SERVICE)
     out = {name: c.manifest for name, c in built.resources.items()}
-    for name in built.parts:
-        out.update(compose.manifests(read.cluster({"metadata": {"name": name}, **built.direct[name]})))
+    for group in built.parts:
+        for name, part in groups.compose({"metadata": {"name": group}, **built.direct[group]}, {}).desired.items():
+            out.update(compose.manifests(read.cluster({"metadata": {"name": name}, **part})))
     return out
 
 
@@ -154,7 +162,7 @@ def test_new_clusters_take_the_lowest_free_index_in_name_order():
 
 def test_a_joining_cluster_renumbers_no_one():
     before = fed(SELECTED, [config("b"), config("c")])
-    observed = {**observed_index(before, "b"), **observed_index(before, "c")}
+    observed = observed_index(before, "b", "c")
     after = fed(SELECTED, [config("a"), config("b"), config("c")], observed)
     # a sorts first, yet b and c keep 0 and 1; a takes the next free index.
     assert member_names(after) == {"a": 2, "b": 0, "c": 1}
@@ -162,7 +170,7 @@ def test_a_joining_cluster_renumbers_no_one():
 
 def test_a_leaving_cluster_frees_its_index_and_moves_no_one():
     before = fed(SELECTED, [config("a"), config("b"), config("c")])
-    observed = {**observed_index(before, "a"), **observed_index(before, "c")}
+    observed = observed_index(before, "a", "c")
     after = fed(SELECTED, [config("a"), config("c"), config("d")], observed)
     assert member_names(after) == {"a": 0, "c": 2, "d": 1}
 
@@ -328,12 +336,15 @@ def with_parts(rsp: fnv1.RunFunctionResponse, observed: dict[str, Any]) -> fnv1.
     """
     merged = fnv1.RunFunctionResponse()
     merged.CopyFrom(rsp)
-    for name, composed in rsp.desired.resources.items():
+    waiting = list(rsp.desired.resources.items())
+    while waiting:
+        name, composed = waiting.pop(0)
         part = wire.to_dict(composed.resource)
-        if part.get("kind") not in read.CLUSTER_KINDS:
+        if part.get("kind") not in (*read.CLUSTER_KINDS, *read.GROUP_KINDS):
             continue
         req = fnv1.RunFunctionRequest()
-        metadata = {"name": name, "namespace": "team-a"} if part["kind"] == "FederationCluster" else {"name": name}
+        namespaced = part["kind"] in ("FederationCluster", "FederationClusterGroup")
+        metadata = {"name": name, "namespace": "team-a"} if namespaced else {"name": name}
         req.observed.composite.resource.update({**part, "metadata": metadata})
         req.input.update(ANY_NAMESPACE_POLICY)
         for n, obj in observed.items():
@@ -343,6 +354,7 @@ def with_parts(rsp: fnv1.RunFunctionResponse, observed: dict[str, Any]) -> fnv1.
         assert not answer.requirements.resources, "a FederationCluster is given what it needs"
         for n, r in answer.desired.resources.items():
             merged.desired.resources[n].CopyFrom(r)
+        waiting += list(answer.desired.resources.items())
     return merged
 
 
@@ -380,7 +392,9 @@ def test_a_leaving_cluster_has_its_objects_dropped_and_the_others_unchanged():
     }
     one = run(SELECTED, {KEY: [config("us")]}, observed)
     left = set(both.desired.resources) - set(one.desired.resources)
-    assert left == {"cluster-config-eu", "pool-gpu-eu", "serviceaccount-eu-team-a", "networkpolicy-supernode-eu-team-a"}
+    # eu's group goes too: no other cluster here shares it.
+    eu = {"cluster-config-eu", read.group_resource("cluster-config-eu")}
+    assert left == {*eu, "pool-gpu-eu", "serviceaccount-eu-team-a", "networkpolicy-supernode-eu-team-a"}
     for name in one.desired.resources:
         assert wire.to_dict(one.desired.resources[name].resource) == wire.to_dict(both.desired.resources[name].resource)
 
@@ -447,10 +461,12 @@ def test_render_answers_label_requirements_like_crossplane():
         load_all(EXAMPLE)[0], [LOAD_BALANCER], required=load_all(EXAMPLE_CLUSTERS), policy=policy_for(EXAMPLE)
     )
     objects = {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d for d in docs[1:]}
-    parts = sorted(n for n in objects if n.startswith("cluster-"))
+    groups = {n: o for n, o in objects.items() if n.startswith("cluster-")}
+    assert {o["kind"] for o in groups.values()} == {"XFederationClusterGroup"}
     # spoke-lab carries another value of the label: not selected. Each cluster's pool is its FederationCluster's.
+    parts = sorted(c["name"] for o in groups.values() for c in o["spec"]["clusters"])
     assert parts == ["cluster-config-spoke-edge.example.org", "cluster-config-spoke-eu", "cluster-config-spoke-us"]
-    assert objects["cluster-config-spoke-eu"]["kind"] == "XFederationCluster"
+    assert sorted(groups) == sorted({read.group_resource(n) for n in parts})
     assert docs[0]["status"]["clusters"] == 3
 
 
@@ -470,13 +486,12 @@ def test_crank_render_with_required_provider_configs_agrees(crank, functions_fil
         load_all(EXAMPLE)[0], [LOAD_BALANCER], required=load_all(EXAMPLE_CLUSTERS), policy=policy_for(EXAMPLE)
     )
     assert theirs == {d["metadata"]["annotations"][render.COMPOSITION_RESOURCE_NAME]: d["spec"] for d in ours[1:]}
-    assert "cluster-config-spoke-us" in theirs
+    assert read.group_resource("cluster-config-spoke-us") in theirs
     assert docs[0]["status"]["clusters"] == 3
 
 
-def test_the_most_clusters_fit_in_what_crossplane_reads_with_room_to_spare():
-    # Crossplane's gRPC client reads responses up to the default 4 MiB. The Federation's answer
-    # carries one FederationCluster per cluster; each cluster's objects are its FederationCluster's.
+def largest_secure_selection() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The most clusters one selector takes, node authentication and TLS on, ten SuperNodes each."""
     s = secure_selected()
     s = pool(
         s,
@@ -491,35 +506,102 @@ def test_the_most_clusters_fit_in_what_crossplane_reads_with_room_to_spare():
     configs = [
         config(f"site-{i:04d}", **{clusters.NODE_CONFIG_PREFIX + "path": f"/data/{i}"}) for i in range(MAX_CLUSTERS)
     ]
+    return s, configs
+
+
+def reporting(part: dict[str, Any], name: str) -> dict[str, Any]:
+    """A FederationCluster as observed once Ready, its pool reported as its own call reports it."""
+    cluster = name.removeprefix("cluster-config-")
+    entry = {"name": f"gpu-{cluster}", "kind": "StatefulSet", "desired": 10, "ready": 10, "namespace": "flower-sites",
+             "providerConfig": cluster, "selector": "gpu", "clusterIndex": 999}  # fmt: skip
+    ready = [{"type": "Ready", "status": "True", "reason": "Available"}]
+    return {**part, "status": {"conditions": ready, "pools": [entry], "supernodes": "10/10"}}
+
+
+def test_the_most_clusters_fit_in_what_crossplane_reads_with_room_to_spare():
+    # Crossplane's gRPC client reads responses up to the default 4 MiB, and every call's request
+    # carries what its composite observes. No call carries the whole federation's objects: the
+    # Federation's answer is its groups, a group's its share of FederationClusters, a
+    # FederationCluster's its one cluster.
+    s, configs = largest_secure_selection()
     rsp = answer(s, {KEY: configs}, SERVICE)
     assert not [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
-    parts = {n: wire.to_dict(r.resource) for n, r in rsp.desired.resources.items() if n.startswith("cluster-")}
-    assert len(parts) == MAX_CLUSTERS
-    assert rsp.ByteSize() < fn.MAX_RESPONSE_BYTES / 2, rsp.ByteSize()
+    composed = {n: wire.to_dict(r.resource) for n, r in rsp.desired.resources.items()}
+    shares = {n: g for n, g in composed.items() if g.get("kind") in read.GROUP_KINDS}
+    assert len(shares) == read.GROUPS
+    assert sum(len(g["spec"]["clusters"]) for g in shares.values()) == MAX_CLUSTERS
+    # Its status lists every cluster's pool: a sixth of a megabyte of the 0.6 MiB.
+    assert rsp.ByteSize() < fn.MAX_RESPONSE_BYTES / 4, rsp.ByteSize()
+    observed_groups = {}
+    for name, group in shares.items():
+        # The largest share: about a thirtieth of the clusters, well under what one reconcile applies in time.
+        assert len(group["spec"]["clusters"]) < 2 * MAX_CLUSTERS / read.GROUPS, name
+        req = fnv1.RunFunctionRequest()
+        req.observed.composite.resource.update({**group, "metadata": {"name": name}})
+        first = fn.run(req)
+        assert first.ByteSize() < fn.MAX_RESPONSE_BYTES / 8, (name, first.ByteSize())
+        for n, r in first.desired.resources.items():
+            req.observed.resources[n].resource.update(reporting(wire.to_dict(r.resource), n))
+        settled = fn.run(req)
+        assert req.ByteSize() < fn.MAX_RESPONSE_BYTES / 8, (name, req.ByteSize())
+        status = wire.to_dict(settled.desired.composite.resource)["status"]
+        assert status["readyClusters"] == status["clusters"] == len(group["spec"]["clusters"])
+        observed_groups[name] = {**group, "status": {**status, "conditions": [{"type": "Ready", "status": "True"}]}}
+    # The Federation settled: every group observed with its clusters' pools rolled up.
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.update(xr(s))
+    req.input.update(ANY_NAMESPACE_POLICY)
+    for name, obj in {**SERVICE, **observed_groups}.items():
+        req.observed.resources[name].resource.update(obj)
+    req.required_resources[KEY].SetInParent()
+    for item in configs:
+        req.required_resources[KEY].items.add().resource.update(item)
+    assert req.ByteSize() < fn.MAX_RESPONSE_BYTES / 2, req.ByteSize()
+    settled = fn.run(req)
+    assert settled.ByteSize() < fn.MAX_RESPONSE_BYTES / 4, settled.ByteSize()
+    status = wire.to_dict(settled.desired.composite.resource)["status"]
+    assert status["supernodes"] == f"{10 * MAX_CLUSTERS}/{10 * MAX_CLUSTERS}"
     # A FederationCluster's own answer is one cluster's: node authentication, TLS and all.
     last = with_parts(answer(s, {KEY: configs[-1:]}, SERVICE), {})
-    one = {
-        n: r
-        for n, r in last.desired.resources.items()
-        if n not in rsp.desired.resources or n == "cluster-config-site-0999"
-    }
+    one = {n: r for n, r in last.desired.resources.items() if n not in rsp.desired.resources}
     assert "pool-gpu-site-0999" in one
     assert sum(r.ByteSize() for r in one.values()) < 128 * 1024
 
 
+def big_template(kib: int) -> dict[str, Any]:
+    return {"metadata": {"annotations": {f"note-{i}": "x" * 1024 for i in range(kib)}}}
+
+
 def test_more_than_crossplane_reads_is_a_clear_error_not_a_grpc_failure():
-    # Each FederationCluster carries its pools as written: a pool of 1,000 clusters with a large
-    # pod template no longer fits in 4 MiB.
+    # Each group carries the pools as written: a pod template of 140 KiB in each of 32 groups no longer fits in 4 MiB.
     s = pool(
-        SELECTED,
-        clusterSelector={"matchLabels": LABELS, "maxClusters": MAX_CLUSTERS},
-        podTemplate={"metadata": {"annotations": {f"note-{i}": "x" * 200 for i in range(24)}}},
+        SELECTED, clusterSelector={"matchLabels": LABELS, "maxClusters": MAX_CLUSTERS}, podTemplate=big_template(140)
     )
     rsp = answer(s, {KEY: [config(f"site-{i:04d}") for i in range(MAX_CLUSTERS)]}, SERVICE)
     fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     assert len(fatal) == 1 and "more than Crossplane reads from a function (4 MiB)" in fatal[0], fatal
     assert not rsp.desired.resources
     assert rsp.ByteSize() < fn.MAX_RESPONSE_BYTES
+
+
+def test_a_group_too_large_for_crossplane_is_a_clear_error():
+    # Each FederationCluster of a group carries its pools as written: the largest share's (over 40 clusters)
+    # with 100 KiB each do not fit, while the Federation's 32 groups, with one copy each, do.
+    s = pool(
+        SELECTED, clusterSelector={"matchLabels": LABELS, "maxClusters": MAX_CLUSTERS}, podTemplate=big_template(100)
+    )
+    rsp = answer(s, {KEY: [config(f"site-{i:04d}") for i in range(MAX_CLUSTERS)]}, SERVICE)
+    assert not [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    shares = {n: wire.to_dict(r.resource) for n, r in rsp.desired.resources.items() if n.startswith("cluster-group-")}
+    name, group = max(shares.items(), key=lambda item: len(item[1]["spec"]["clusters"]))
+    assert len(group["spec"]["clusters"]) > 40
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.update({**group, "metadata": {"name": name}})
+    answered = fn.run(req)
+    fatal = [r.message for r in answered.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert len(fatal) == 1 and "more than Crossplane reads from a function (4 MiB)" in fatal[0], fatal
+    assert fatal[0].startswith("invalid FederationClusterGroup: its "), fatal
+    assert not answered.desired.resources
 
 
 # -- as a named remote pool --------------------------------------------------------------------
@@ -600,7 +682,15 @@ def test_a_federation_is_composed_again_each_minute_and_its_clusters_every_five(
     rsp = answer(SELECTED, {KEY: [config("eu")]}, SERVICE)
     assert rsp.meta.ttl.ToTimedelta() == dt.timedelta(minutes=1)
     parts = [(n, wire.to_dict(r.resource)) for n, r in rsp.desired.resources.items()]
-    parts = [(n, p) for n, p in parts if p.get("kind") in read.CLUSTER_KINDS]
+    shares = [(n, p) for n, p in parts if p.get("kind") in read.GROUP_KINDS]
+    assert shares, "no FederationClusterGroup composed"
+    parts = []
+    for name, group in shares:
+        req = fnv1.RunFunctionRequest()
+        req.observed.composite.resource.update({**group, "metadata": {"name": name}})
+        answered = fn.run(req)
+        assert answered.meta.ttl.ToTimedelta() == dt.timedelta(minutes=5), name
+        parts += [(n, wire.to_dict(r.resource)) for n, r in answered.desired.resources.items()]
     assert parts, "no FederationCluster composed"
     for name, part in parts:
         req = fnv1.RunFunctionRequest()

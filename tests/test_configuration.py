@@ -61,7 +61,15 @@ def built(crank, tmp_path_factory) -> dict[str, list[dict[str, Any]]]:
 def committed(folder: str) -> dict[str, dict[str, Any]]:
     return {
         name: yaml.safe_load((ROOT / folder / f"{name}.yaml").read_text())
-        for name in ("crossplane", "definition", "composition", "cluster-definition", "cluster-composition")
+        for name in (
+            "crossplane",
+            "definition",
+            "composition",
+            "cluster-definition",
+            "cluster-composition",
+            "group-definition",
+            "group-composition",
+        )
     }
 
 
@@ -69,16 +77,33 @@ def committed(folder: str) -> dict[str, dict[str, Any]]:
     ("flavor", "folder", "xrds"),
     [
         # claims: Crossplane's v1 XRD shape
-        ("v1", "apis", ["xfederations.flower.crossplane.io", "xfederationclusters.flower.crossplane.io"]),
+        (
+            "v1",
+            "apis",
+            [
+                "xfederations.flower.crossplane.io",
+                "xfederationclusters.flower.crossplane.io",
+                "xfederationclustergroups.flower.crossplane.io",
+            ],
+        ),
         # namespaced, no claim
-        ("v2", "apis/v2", ["federations.flower.crossplane.io", "federationclusters.flower.crossplane.io"]),
+        (
+            "v2",
+            "apis/v2",
+            [
+                "federations.flower.crossplane.io",
+                "federationclusters.flower.crossplane.io",
+                "federationclustergroups.flower.crossplane.io",
+            ],
+        ),
     ],
 )
 def test_each_flavor_packages_its_committed_files_and_nothing_else(built, flavor, folder, xrds):
     objects = built[flavor]
     files = committed(folder)
     # The package is the committed files, as parsed: no copy that can drift. The Federation's
-    # XRD and Composition, and those of the FederationCluster it composes per remote cluster.
+    # XRD and Composition, those of the FederationCluster it composes per remote cluster and of the
+    # groups it composes those through.
     meta = next(o for o in objects if o["kind"] == "Configuration")
     assert meta["spec"] == files["crossplane"]["spec"]
     assert meta["metadata"]["name"] == files["crossplane"]["metadata"]["name"]
@@ -88,8 +113,10 @@ def test_each_flavor_packages_its_committed_files_and_nothing_else(built, flavor
     assert sorted(definitions) == sorted(xrds)
     assert definitions[xrds[0]] == files["definition"]
     assert definitions[xrds[1]] == files["cluster-definition"]
+    assert definitions[xrds[2]] == files["group-definition"]
     assert sorted(compositions.values(), key=lambda c: c["metadata"]["name"]) == sorted(
-        [files["composition"], files["cluster-composition"]], key=lambda c: c["metadata"]["name"]
+        [files["composition"], files["cluster-composition"], files["group-composition"]],
+        key=lambda c: c["metadata"]["name"],
     )
     for definition in definitions.values():
         assert definition["spec"]["defaultCompositionRef"]["name"] in compositions

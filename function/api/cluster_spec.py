@@ -53,3 +53,47 @@ class FederationClusterSpec(Model):
     retiredKeys: dict[str, list[str]] = Field(
         default_factory=dict, description="By pool namespace: digests of keys the SuperLink retired."
     )
+
+
+class GroupedCluster(Model):
+    name: str = Field(
+        min_length=1, max_length=253, description="The FederationCluster's composition resource name: its cluster's."
+    )
+    providerConfigRef: ProviderConfigRef = Field(description="The cluster.")
+    annotations: dict[str, str] = Field(
+        default_factory=dict, description="The cluster's settings: its ProviderConfig's Flower annotations."
+    )
+    selected: list[SelectedPool] = Field(min_length=1, description="The selector pools with a member there.")
+    retiredKeys: dict[str, list[str]] = Field(
+        default_factory=dict, description="By pool namespace: digests of keys the SuperLink retired."
+    )
+
+
+class FederationClusterGroupSpec(Model):
+    """A FederationClusterGroup: the FederationClusters of a share of a Federation's remote clusters.
+
+    A Federation composes its remote clusters' FederationClusters through a
+    fixed number of groups, so that no composite applies more than a few dozen
+    resources in one reconcile (Crossplane gives a reconcile two minutes, and
+    applies one resource after another). What every cluster shares is written
+    once: the FederationClusters it composes are its fields plus each entry's.
+    """
+
+    federation: ObjectName = Field(description="The Federation's name, as its objects are named.")
+    namespace: ObjectName = Field(description="The Federation's namespace.")
+    bound: bool = Field(default=False, description="A claim's or namespaced Federation: bound to its namespace.")
+    federationSpec: dict[str, Any] = Field(
+        description="The Federation's spec as written, with only the selector pools that run in these clusters.",
+        # Each FederationCluster's call checks its cut of it as a Federation's spec is.
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+    totalReplicas: int | None = Field(default=None, ge=0, description="StatefulSet mode: the global ids there are.")
+    fleetAddress: str = Field(min_length=1, description="The SuperLink's Fleet address the pools dial.")
+    caCertificate: str | None = Field(
+        default=None, description="With TLS: the CA the pools trust unless they name one, base64 as a Secret holds it."
+    )
+    clusters: list[GroupedCluster] = Field(default_factory=list, description="The clusters composed, one each.")
+    kept: list[str] = Field(
+        default_factory=list,
+        description="FederationClusters of clusters held by their settings: kept as they are, not composed anew.",
+    )

@@ -29,14 +29,16 @@ nothing that exists removed.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sized
-from typing import Any
+from typing import Any, TypeVar
 
 import pydantic
 
 from function.api import k8s_schema, names, nodeconfig, rules, versions
-from function.api.cluster_spec import FederationClusterSpec
+from function.api.cluster_spec import FederationClusterGroupSpec, FederationClusterSpec
 from function.api.spec import K8S_TYPE, FederationSpec, pool_ref, remote, superlink_ref
 from function.releases.flower import SUPPORTED, Releases, dialect
+
+Validated = TypeVar("Validated", bound=pydantic.BaseModel)
 
 
 class SpecError(Exception):
@@ -50,18 +52,23 @@ class SpecError(Exception):
 
 def parse(raw: Any) -> FederationSpec:
     """Parse and fully check a spec; raise SpecError naming every bad field."""
-    if not isinstance(raw, dict):
-        raise SpecError([("spec", "must be an object")])
-    try:
-        spec = FederationSpec.model_validate(raw)
-    except pydantic.ValidationError as err:
-        raise SpecError(
-            [(k8s_schema.field_path("spec", e["loc"]), e["msg"]) for e in err.errors(include_url=False)]
-        ) from None
+    spec = _validated(FederationSpec, raw)
     errors = check(spec)
     if errors:
         raise SpecError(errors)
     return spec
+
+
+def _validated(model: type[Validated], raw: Any) -> Validated:
+    """The raw spec read as model, or a SpecError naming each bad field under spec."""
+    if not isinstance(raw, dict):
+        raise SpecError([("spec", "must be an object")])
+    try:
+        return model.model_validate(raw)
+    except pydantic.ValidationError as err:
+        raise SpecError(
+            [(k8s_schema.field_path("spec", e["loc"]), e["msg"]) for e in err.errors(include_url=False)]
+        ) from None
 
 
 def cluster_spec(raw: Any) -> tuple[FederationClusterSpec, FederationSpec]:
@@ -69,14 +76,7 @@ def cluster_spec(raw: Any) -> tuple[FederationClusterSpec, FederationSpec]:
 
     Its fields are named where they are: spec.federationSpec.<field> for the carried spec.
     """
-    if not isinstance(raw, dict):
-        raise SpecError([("spec", "must be an object")])
-    try:
-        given = FederationClusterSpec.model_validate(raw)
-    except pydantic.ValidationError as err:
-        raise SpecError(
-            [(k8s_schema.field_path("spec", e["loc"]), e["msg"]) for e in err.errors(include_url=False)]
-        ) from None
+    given = _validated(FederationClusterSpec, raw)
     try:
         spec = parse(given.federationSpec)
     except SpecError as err:
@@ -90,15 +90,22 @@ def cluster_spec(raw: Any) -> tuple[FederationClusterSpec, FederationSpec]:
     return given, spec
 
 
-def cluster_namespace(namespace: str, part: FederationClusterSpec) -> None:
-    """A namespaced FederationCluster is the part of a Federation of its own namespace, bound to it as that is.
+def group_spec(raw: Any) -> FederationClusterGroupSpec:
+    """A FederationClusterGroup's spec; each FederationCluster it composes is checked by that one's own call."""
+    return _validated(FederationClusterGroupSpec, raw)
+
+
+def cluster_namespace(
+    namespace: str, part: FederationClusterSpec | FederationClusterGroupSpec, kind: str = "FederationCluster"
+) -> None:
+    """A namespaced FederationCluster (or group) is part of a Federation of its own namespace, bound to it as that is.
 
     Written by hand in one tenant's namespace, it must not name another's
     Federation: its objects would carry that Federation's names in the cluster.
     """
     errors = []
     if part.namespace != namespace:
-        errors.append(("spec.namespace", f"must be {namespace!r}: the FederationCluster's own namespace"))
+        errors.append(("spec.namespace", f"must be {namespace!r}: the {kind}'s own namespace"))
     if not part.bound:
         errors.append(("spec.bound", "must be true: a namespaced Federation is bound to its namespace"))
     if errors:

@@ -78,3 +78,17 @@ class FederationClusterStatus(Model):
     def wire(self) -> dict[str, Any]:
         """The status as it goes into the composite: unset fields left out, never written as null."""
         return self.model_dump(exclude_none=True, mode="json")
+
+
+class FederationClusterGroupStatus(Model):
+    observedGeneration: int | None = Field(default=None, description="Generation last processed.")
+    clusters: int = Field(description="FederationClusters composed or kept.")
+    readyClusters: int = Field(description="Of those, the ones Ready.")
+    supernodes: str = Field(description="Ready/desired SuperNodes in these clusters, e.g. 20/30.")
+    readySupernodes: int = Field(description="Ready SuperNodes in these clusters.")
+    desiredSupernodes: int = Field(description="Desired SuperNodes in these clusters.")
+    pools: list[PoolStatus] = Field(description="Per-pool status, as the FederationClusters report it.")
+
+    def wire(self) -> dict[str, Any]:
+        """The status as it goes into the composite: unset fields left out, never written as null."""
+        return self.model_dump(exclude_none=True, mode="json")

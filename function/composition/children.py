@@ -4,8 +4,13 @@ Each carries what its own function call needs to compose that cluster's part
 as the Federation itself would (function/api/cluster_spec.py): the spec as
 written, cut to the selector pools with a member there, and what only the
 whole Federation knows. The cluster's objects then travel in that call, not
-in the Federation's: a Federation's call grows by one small object per
-cluster, and each cluster's call stays the size of one cluster.
+in the Federation's.
+
+The Federation does not compose them itself but through a fixed number of
+FederationClusterGroups (function/composition/groups.py), each composing the
+FederationClusters of its share of the clusters: what they share is written
+once per group, and no composite applies more than a few dozen resources in
+one reconcile.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from function.builders import identity
 from function.composition.kept import as_observed, live
 from function.composition.placing import global_offsets
 from function.composition.resource_names import REGISTRATIONS
-from function.federation.read import CLUSTER_API, cluster_resource
+from function.federation.read import CLUSTER_API, cluster_resource, group_resource
 from function.federation.value import Federation, PlacedPool
 from function.topology import clusters
 
@@ -41,51 +46,63 @@ def remote_members(fed: Federation) -> dict[str, list[clusters.Member]]:
 def composites(
     fed: Federation, address: str | None, ca: str | None, observed: Mapping[str, Any], *, needs_ca: bool
 ) -> dict[str, dict[str, Any]]:
-    """Each remote cluster's FederationCluster, by composition resource name.
+    """The groups of the remote clusters' FederationClusters, by composition resource name.
 
-    None while the pools wait for the address they dial or the CA they trust,
-    nor for a cluster with a member held by its settings: a FederationCluster
-    composes what it is given, so it is kept as it was (kept).
+    None while the pools wait for the address they dial or the CA they trust:
+    a FederationCluster composes what it is given, so each group is kept as it
+    was (kept). A cluster with a member held by its settings is listed as kept.
     """
     if address is None or (needs_ca and ca is None):
         return {}
     offsets, total = global_offsets(fed)
     reported = identity.reported_retired(live(observed, REGISTRATIONS)) if fed.registers_keys else []
-    kind = "FederationCluster" if fed.namespaced else "XFederationCluster"
-    out = {}
-    for name, members in remote_members(fed).items():
+    entries: dict[str, list[dict[str, Any]]] = {}
+    held: dict[str, list[str]] = {}
+    for name, members in sorted(remote_members(fed).items()):
+        group = group_resource(name)
         if any(m.pool is None for m in members):
+            held.setdefault(group, []).append(name)
             continue
         ref = members[0].cluster
-        spec = {
-            "federation": fed.name,
-            "namespace": fed.namespace,
-            "bound": fed.bound,
+        entry = {
+            "name": name,
             "providerConfigRef": ref.model_dump(mode="json"),
             "annotations": members[0].settings,
-            "federationSpec": _carried(fed.written, {m.selector for m in members}),
             "selected": [_selected(m, offsets.get(m.name)) for m in members],
-            "totalReplicas": total,
-            "fleetAddress": address,
-            "caCertificate": ca,
             "retiredKeys": _retired(reported, ref.name, [m.namespace or fed.namespace for m in members]),
         }
-        out[name] = {
-            "apiVersion": CLUSTER_API,
-            "kind": kind,
-            "spec": {k: v for k, v in spec.items() if v is not None and v != {}},
-        }
+        entries.setdefault(group, []).append(_present(entry))
+    shared = {
+        "federation": fed.name,
+        "namespace": fed.namespace,
+        "bound": fed.bound,
+        "totalReplicas": total,
+        "fleetAddress": address,
+        "caCertificate": ca,
+    }
+    kind = "FederationClusterGroup" if fed.namespaced else "XFederationClusterGroup"
+    out = {}
+    for group in sorted({*entries, *held}):
+        mine = entries.get(group, [])
+        selectors = {s["selector"] for entry in mine for s in entry["selected"]}
+        spec = {**shared, "federationSpec": _carried(fed.written, selectors), "clusters": mine, "kept": held.get(group)}
+        out[group] = {"apiVersion": CLUSTER_API, "kind": kind, "spec": _present(spec)}
     return out
 
 
 def kept(fed: Federation, observed: Mapping[str, Any], composed: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The observed FederationClusters of remote clusters given nothing new in this reconcile, as they were."""
+    """The observed groups of remote clusters given nothing new in this reconcile, as they were."""
     out = {}
-    for name in remote_members(fed):
-        previous = as_observed(observed.get(name)) if name not in composed else None
+    for group in sorted({group_resource(name) for name in remote_members(fed)}):
+        previous = as_observed(observed.get(group)) if group not in composed else None
         if previous is not None:
-            out[name] = previous
+            out[group] = previous
     return out
+
+
+def _present(fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields set and not empty: as the API server would keep them."""
+    return {k: v for k, v in fields.items() if v is not None and v not in ({}, [])}
 
 
 def _selected(member: clusters.Member, offset: int | None) -> dict[str, Any]:

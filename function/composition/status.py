@@ -15,7 +15,7 @@ from function.api import spec as api_spec
 from function.api.spec import PoolSpec, generates_identity
 from function.api.status_model import Endpoints, FederationClusterStatus, FederationStatus, PoolStatus
 from function.builders import identity, superlink, tls
-from function.composition import compose, kept, readiness, resource_names
+from function.composition import compose, groups, kept, readiness, resource_names
 from function.federation import read
 from function.federation.read import pool_resource
 from function.federation.value import Federation, Hold
@@ -91,7 +91,7 @@ def report(fed: Federation, built: compose.Plan, observed: dict[str, Any], gener
     ready = {
         **{name: o.ready for name, o in judged.items()},
         **dict.fromkeys([*built.direct, *observed_only], True),
-        **{name: _part_ready(observed.get(name)) for name in built.parts},
+        **{name: groups.is_ready(observed.get(name)) for name in built.parts},
     }
     if fed.part is not None:
         entries = [entry for entry, _ in pools]
@@ -102,12 +102,6 @@ def report(fed: Federation, built: compose.Plan, observed: dict[str, Any], gener
     warnings = [*fed.flower.warnings, *superlink.exposure_warnings(fed.spec), *_warnings(fed, built, manifests, pools)]
     conditions = _conditions(fed, built, judged, pools)
     return Report(status, ready, conditions, warnings)
-
-
-def _part_ready(obj: Any) -> bool:
-    """Whether an observed FederationCluster says it is Ready."""
-    conditions = ((obj or {}).get("status") or {}).get("conditions") if isinstance(obj, dict) else None
-    return any(isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True" for c in conditions or [])
 
 
 def _part_status(pools: list[PoolStatus], generation: Any) -> FederationClusterStatus:
@@ -126,7 +120,7 @@ def _pools(
 ) -> list[tuple[PoolStatus, readiness.Observed]]:
     """Each pool's status entry, and how its workload was judged (waiting for what holds it, if unbuilt).
 
-    A pool its cluster's FederationCluster composes is judged by what that one reports.
+    A pool its cluster's FederationCluster composes is judged by what that one reports, through its group.
     """
     out = []
     for pool in fed.spec.supernodes.pools:
@@ -134,8 +128,8 @@ def _pools(
         waiting = readiness.Observed(ready=False, detail=f"waiting for {hold.value if hold else ''}")
         member = fed.member(pool.name)
         if hold is None and fed.part is None and member is not None and member.cluster != fed.hub:
-            part = observed.get(read.cluster_resource(member.cluster, namespaced=fed.namespaced))
-            o = _reported(part, pool.name)
+            group = read.group_resource(read.cluster_resource(member.cluster, namespaced=fed.namespaced))
+            o = _reported(observed.get(group), pool.name)
         else:
             o = judged.get(pool_resource(pool.name), waiting)
         out.append((_pool_entry(fed, pool, o), o))
@@ -143,7 +137,7 @@ def _pools(
 
 
 def _reported(part: Any, pool: str) -> readiness.Observed:
-    """A pool as its FederationCluster reports it in status.pools; not ready while it reports nothing."""
+    """A pool as its FederationCluster reports it, rolled up in its group's status.pools; not ready till then."""
     entries = ((part or {}).get("status") or {}).get("pools") if isinstance(part, dict) else None
     for entry in entries if isinstance(entries, list) else []:
         if isinstance(entry, dict) and entry.get("name") == pool:

@@ -7,6 +7,7 @@ become one pool per selected cluster (function/topology/clusters.py).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +19,13 @@ from function.topology import clusters
 
 # The FederationCluster of a Federation's flavour: with claims (cluster-scoped), or namespaced.
 CLUSTER_KINDS = ("XFederationCluster", "FederationCluster")
+# What composes them: a FederationClusterGroup per share of the remote clusters.
+GROUP_KINDS = ("XFederationClusterGroup", "FederationClusterGroup")
+# How many shares: fixed, so that a cluster's group never changes as others join or leave (moving a
+# FederationCluster to another group would delete and make again its objects, restarting its
+# SuperNodes). 32 keeps each group's reconcile to about 30 FederationClusters at 1,000 clusters,
+# and the Federation's to 32 groups.
+GROUPS = 32
 CLUSTER_API = "flower.crossplane.io/v1alpha1"
 CLAIM_NAME = "crossplane.io/claim-name"
 CLAIM_NAMESPACE = "crossplane.io/claim-namespace"
@@ -47,6 +55,36 @@ def cluster_resource(ref: ProviderConfigRef, *, namespaced: bool) -> str:
     """Composition resource name of the FederationCluster of one remote cluster: its ProviderConfig's kind and name."""
     kind = "cluster" if namespaced and ref.kind == "ClusterProviderConfig" else "config"
     return f"cluster-{kind}-{ref.name}"
+
+
+def group_resource(cluster: str) -> str:
+    """Composition resource name of the group that composes the FederationCluster of that resource name.
+
+    A hash of the name, so that the share does not depend on which other clusters there are.
+    """
+    share = int.from_bytes(hashlib.sha256(cluster.encode()).digest()[:4], "big") % GROUPS
+    return f"cluster-group-{share:02d}"
+
+
+def grouped(observed: Mapping[str, Any], cluster: str) -> dict[str, Any] | None:
+    """What the FederationCluster of that resource name was last given: its entry in its observed group.
+
+    Else its own spec, observed by a Federation of a release that composed
+    FederationClusters itself: upgrading keeps each cluster's index.
+    """
+    group: Any = observed.get(group_resource(cluster))
+    entries = ((group or {}).get("spec") or {}).get("clusters") if isinstance(group, dict) else None
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and entry.get("name") == cluster:
+            return entry
+    own: Any = observed.get(cluster)
+    spec = own.get("spec") if isinstance(own, dict) else None
+    return spec if isinstance(spec, dict) else None
+
+
+def is_group(xr: dict[str, Any]) -> bool:
+    """Whether an XR is a FederationClusterGroup (either flavour)."""
+    return xr.get("kind") in GROUP_KINDS
 
 
 def is_cluster(xr: dict[str, Any]) -> bool:
@@ -134,7 +172,7 @@ def _checked(
         pool_resource,
         namespace if bound else None,
         api_spec.superlink_ref(spec),
-        lambda ref: cluster_resource(ref, namespaced=namespaced),
+        lambda ref: grouped(observed or {}, cluster_resource(ref, namespaced=namespaced)),
     )
     selection = clusters.expand(declared, found, observed or {}, context)
     # Each pool in a cluster runs its selector pool's release.

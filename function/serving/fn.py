@@ -12,7 +12,7 @@ from google.protobuf.message import DecodeError
 from function.api import k8s_schema, policy
 from function.api.refusals import SpecError
 from function.builders import published_keys, tls
-from function.composition import admission, compose, objects, status
+from function.composition import admission, compose, groups, objects, status
 from function.federation import read
 from function.federation.value import Federation
 from function.serving import wire
@@ -40,6 +40,9 @@ FEDERATION_CLUSTER_TTL = dt.timedelta(minutes=5)
 def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     """Answer one request; every failure is a fatal result with no desired resources."""
     rsp = response.to(req)
+    if _kind(req) in read.GROUP_KINDS:
+        # A group only fans out FederationClusters, each judged under the policy by its own call.
+        return _compose_group(req, rsp)
     try:
         given = policy.load(wire.to_dict(req.input) if req.HasField("input") else None)
     except SpecError as err:
@@ -82,15 +85,45 @@ def _compose(
     _answer(rsp, fed, built, desired, report)
     _require_policy(rsp, given)
     rsp.meta.ttl.FromTimedelta(FEDERATION_TTL if fed.part is None else FEDERATION_CLUSTER_TTL)
-    if rsp.ByteSize() > MAX_RESPONSE_BYTES:
-        # Crossplane would fail to read it, with a gRPC error that names nothing.
-        return fatal(
-            rsp,
-            f"invalid Federation: its {len(rsp.desired.resources)} composed resources take "
-            f"{rsp.ByteSize() / 2**20:.1f} MiB, more than Crossplane reads from a function (4 MiB): select fewer "
-            "clusters (clusterSelector.maxClusters) or pools, or split the Federation",
-        )
-    return rsp
+    return _within_limit(rsp, "Federation")
+
+
+def _within_limit(rsp: fnv1.RunFunctionResponse, kind: str) -> fnv1.RunFunctionResponse:
+    """rsp, or a fatal result if Crossplane could not read it: it would fail with a gRPC error that names nothing."""
+    if rsp.ByteSize() <= MAX_RESPONSE_BYTES:
+        return rsp
+    return fatal(
+        rsp,
+        f"invalid {kind}: its {len(rsp.desired.resources)} composed resources take "
+        f"{rsp.ByteSize() / 2**20:.1f} MiB, more than Crossplane reads from a function (4 MiB): select fewer "
+        "clusters (clusterSelector.maxClusters) or pools, make the pools' pod templates smaller, or split the "
+        "Federation",
+    )
+
+
+def _kind(req: fnv1.RunFunctionRequest) -> str:
+    fields = req.observed.composite.resource.fields
+    return fields["kind"].string_value if "kind" in fields else ""
+
+
+def _compose_group(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> fnv1.RunFunctionResponse:
+    """Compose a FederationClusterGroup's FederationClusters into rsp, or a fatal result."""
+    xr = wire.to_dict(req.observed.composite.resource)
+    observed = {name: wire.to_dict(r.resource) for name, r in req.observed.resources.items()}
+    try:
+        answer = groups.compose(xr, observed)
+    except SpecError as err:
+        return fatal(rsp, f"invalid FederationClusterGroup: {err}")
+    except Exception as err:  # a bug must not crash the server or drop resources
+        logging.get_logger().exception("cannot compose FederationClusterGroup")
+        return fatal(rsp, f"cannot compose FederationClusterGroup: {type(err).__name__}: {err}")
+    for name, obj in answer.desired.items():
+        rsp.desired.resources[name].resource.ParseFromString(wire.struct_bytes(obj))
+        rsp.desired.resources[name].ready = fnv1.READY_TRUE if answer.ready[name] else fnv1.READY_FALSE
+    resource.update(rsp.desired.composite, {"status": answer.status.wire()})
+    response.set_conditions(rsp, answer.condition)
+    rsp.meta.ttl.FromTimedelta(FEDERATION_CLUSTER_TTL)
+    return _within_limit(rsp, "FederationClusterGroup")
 
 
 def _answer(

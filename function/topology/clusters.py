@@ -201,9 +201,8 @@ def _remembered_index(
     index = _remembered(observed, context.resource(name))
     if index is not None or context.part is None:
         return index
-    node: Any = observed.get(context.part(ref))
-    for key in ("spec", "selected"):
-        node = node.get(key) if isinstance(node, dict) else None
+    given = context.part(ref)
+    node = given.get("selected") if isinstance(given, dict) else None
     for entry in node if isinstance(node, list) else []:
         if isinstance(entry, dict) and entry.get("selector") == selector and isinstance(entry.get("index"), int):
             return int(entry["index"])
@@ -243,8 +242,8 @@ class Context:
     # A claim or namespaced XR: the namespace its pools in the SuperLink's cluster must stay in.
     stay_in: str | None = None
     hub: ProviderConfigRef | None = None
-    # Cluster -> composition resource name of the FederationCluster that composes its pools, if any.
-    part: Callable[[ProviderConfigRef], str] | None = None
+    # Cluster -> what its FederationCluster was last given (its selected pools and indices), if any.
+    part: Callable[[ProviderConfigRef], Mapping[str, Any] | None] | None = None
 
 
 def _indices(

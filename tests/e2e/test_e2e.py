@@ -141,13 +141,17 @@ def generations(plane: ControlPlane, composite_name: str) -> dict[str, int]:
 def generations_of(plane: ControlPlane, composites: list[str]) -> dict[str, dict[str, int]]:
     """generations() of each composite, read with one list per cluster and kind instead of one get per object:
     the idle test asks for every Federation's objects eight times."""
-    # A remote cluster's Objects are its FederationCluster's, composed by the Federation: counted as its own.
+    # A remote cluster's Objects are its FederationCluster's, composed by a group the Federation composed:
+    # counted as the Federation's own.
     parents = {c["metadata"]["name"]: c["metadata"].get("labels", {}).get("crossplane.io/composite")
-               for c in plane.hub.get("xfederationclusters.flower.crossplane.io")}  # fmt: skip
+               for kind in ("xfederationclusters", "xfederationclustergroups")
+               for c in plane.hub.get(f"{kind}.flower.crossplane.io")}  # fmt: skip
 
     def owner(obj: dict[str, Any]) -> str:
         composite = obj["metadata"].get("labels", {}).get("crossplane.io/composite", "")
-        return parents.get(composite) or composite
+        while composite in parents:
+            composite = parents[composite] or ""
+        return composite
 
     objects = [o for o in plane.hub.get("objects.kubernetes.crossplane.io") if owner(o) in composites]
     wanted: dict[str, tuple[Cluster, set[str]]] = {}
@@ -240,6 +244,8 @@ def test_api_installed_from_the_configuration_package(plane):
         ("compositions", "xfederations.flower.crossplane.io", "apis/composition.yaml"),
         ("compositeresourcedefinitions", "xfederationclusters.flower.crossplane.io", "apis/cluster-definition.yaml"),
         ("compositions", "xfederationclusters.flower.crossplane.io", "apis/cluster-composition.yaml"),
+        ("compositeresourcedefinitions", "xfederationclustergroups.flower.crossplane.io", "apis/group-definition.yaml"),
+        ("compositions", "xfederationclustergroups.flower.crossplane.io", "apis/group-composition.yaml"),
     ]:
         live_obj = hub.get(kind, name)
         owners = {(o["kind"], o["name"]) for o in live_obj["metadata"].get("ownerReferences", [])}
@@ -1032,7 +1038,7 @@ def configuration_release(plane: ControlPlane, tmp: pathlib.Path, tag: str) -> s
     root = tmp / "apis"
     root.mkdir()
     for name in ("crossplane.yaml", "definition.yaml", "composition.yaml", "cluster-definition.yaml",
-                 "cluster-composition.yaml"):  # fmt: skip
+                 "cluster-composition.yaml", "group-definition.yaml", "group-composition.yaml"):  # fmt: skip
         (root / name).write_bytes((ROOT / "apis" / name).read_bytes())
     definition = yaml.safe_load((root / "definition.yaml").read_text())
     spec = definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
