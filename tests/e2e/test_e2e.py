@@ -1258,12 +1258,24 @@ def check_a_tenant_writes_federations_not_their_parts(
               "spec": {k: v for k, v in part["spec"].items() if k != "crossplane"}}  # fmt: skip
     answer = as_tenant(plane, forged)
     assert answer.startswith("refused") and "forbidden" in answer, answer
-    # The platform's mistake: the tenant may write FederationClusters in their namespace.
+    group = hub.get("federationclustergroups.flower.crossplane.io", namespace=namespace)[0]
+    forged_group = {"apiVersion": group["apiVersion"], "kind": group["kind"],
+                    "metadata": {"name": "forged-group", "namespace": namespace},
+                    "spec": {k: v for k, v in group["spec"].items() if k != "crossplane"}}  # fmt: skip
+    answer = as_tenant(plane, forged_group)
+    assert answer.startswith("refused") and "forbidden" in answer, answer
+    # The platform's mistake: the tenant may write FederationClusters and their groups in their namespace.
     mistake = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": {"name": "parts-by-mistake", "namespace": namespace},
-        "rules": [{"apiGroups": ["flower.crossplane.io"], "resources": ["federationclusters"], "verbs": ["*"]}],
+        "rules": [
+            {
+                "apiGroups": ["flower.crossplane.io"],
+                "resources": ["federationclusters", "federationclustergroups"],
+                "verbs": ["*"],
+            }
+        ],
     }
     binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                "metadata": {"name": "parts-by-mistake", "namespace": namespace},
@@ -1291,7 +1303,54 @@ def check_a_tenant_writes_federations_not_their_parts(
         assert composed == [], [o["metadata"]["name"] for o in composed]
         hub.kubectl("delete", "federationclusters.flower.crossplane.io", doc["metadata"]["name"], "-n", namespace,
                     "--wait=true", timeout=120)  # fmt: skip
+    check_a_forged_group_gets_nothing(plane, forged_group)
     hub.kubectl("delete", "rolebinding,role", "parts-by-mistake", "-n", namespace)
+
+
+def check_a_forged_group_gets_nothing(plane: ControlPlane, forged: dict[str, Any]) -> None:
+    """A group written by hand by a tenant granted groups by mistake: one speaking for another namespace's
+    Federation is refused in its Synced; one whose pools ask for the host's process namespace composes a
+    FederationCluster that the platform's policy refuses. Neither composes an Object."""
+    hub, namespace = plane.hub, forged["metadata"]["namespace"]
+    elsewhere = json.loads(json.dumps(forged))
+    elsewhere["metadata"]["name"] = "forged-group-elsewhere"
+    elsewhere["spec"]["namespace"] = "team-b"
+    greedy = json.loads(json.dumps(forged))
+    greedy["metadata"]["name"] = "forged-group-greedy"
+    greedy["spec"]["federationSpec"]["supernodes"]["pools"][0]["podTemplate"] = {"spec": {"hostPID": True}}
+    for doc in (elsewhere, greedy):
+        answer = as_tenant(plane, doc)
+        assert not answer.startswith("refused"), answer
+    wait_for("the group for another namespace refused, saying why", lambda: _if(
+        lambda c: c.get("status") == "False" and "spec.namespace" in c.get("message", ""),
+        condition(hub.get("federationclustergroups.flower.crossplane.io", elsewhere["metadata"]["name"], namespace),
+                  "Synced"),
+    ), timeout=180, interval=2)  # fmt: skip
+
+    def greedy_parts() -> list[dict[str, Any]]:
+        return [p for p in hub.get("federationclusters.flower.crossplane.io", namespace=namespace)
+                if any(o.get("name") == greedy["metadata"]["name"]
+                       for o in p["metadata"].get("ownerReferences") or [])]  # fmt: skip
+
+    def greedy_part_refused() -> bool:
+        parts = greedy_parts()
+        return bool(parts) and all(
+            condition(p, "Synced").get("status") == "False"
+            and "refused by the platform's policy" in condition(p, "Synced").get("message", "")
+            for p in parts
+        )
+
+    wait_for("the greedy group's FederationCluster refused by the policy", greedy_part_refused,
+             timeout=180, interval=2)  # fmt: skip
+    # Whether Crossplane labels an Object with its own composite or the tree's root, neither is there.
+    composites = {elsewhere["metadata"]["name"], greedy["metadata"]["name"],
+                  *(p["metadata"]["name"] for p in greedy_parts())}  # fmt: skip
+    composed = [o for o in hub.get("objects.kubernetes.m.crossplane.io", namespace=namespace)
+                if o["metadata"].get("labels", {}).get("crossplane.io/composite") in composites]  # fmt: skip
+    assert composed == [], [o["metadata"]["name"] for o in composed]
+    for doc in (elsewhere, greedy):
+        hub.kubectl("delete", "federationclustergroups.flower.crossplane.io", doc["metadata"]["name"], "-n",
+                    namespace, "--wait=true", timeout=120)  # fmt: skip
 
 
 def check_tightening_the_policy_deletes_nothing(plane: ControlPlane, federation: dict[str, Any]) -> None:
