@@ -45,7 +45,15 @@ class Endpoints(Model):
     )
 
 
-class FederationStatus(Model):
+class CompositeStatus(Model):
+    """What the function writes into a composite's status (a Federation's, a FederationCluster's, a group's)."""
+
+    def wire(self) -> dict[str, Any]:
+        """The status as it goes into the composite: unset fields left out, never written as null."""
+        return self.model_dump(exclude_none=True, mode="json")
+
+
+class FederationStatus(CompositeStatus):
     # Unset when the XR carries no integer generation (a render of a bare manifest).
     observedGeneration: int | None = Field(default=None, description="Generation last processed.")
     version: str = Field(description="Flower release the SuperLink runs: spec.version, or its image's tag.")
@@ -63,24 +71,16 @@ class FederationStatus(Model):
     endpoints: Endpoints = Field(description="Where to reach the SuperLink.")
     pools: list[PoolStatus] = Field(description="Per-pool status.")
 
-    def wire(self) -> dict[str, Any]:
-        """The status as it goes into the composite: unset fields left out, never written as null."""
-        return self.model_dump(exclude_none=True, mode="json")
 
-
-class FederationClusterStatus(Model):
+class FederationClusterStatus(CompositeStatus):
     observedGeneration: int | None = Field(default=None, description="Generation last processed.")
     supernodes: str = Field(description="Ready/desired SuperNodes in this cluster, e.g. 2/3.")
     readySupernodes: int = Field(description="Ready SuperNodes in this cluster.")
     desiredSupernodes: int = Field(description="Desired SuperNodes in this cluster.")
     pools: list[PoolStatus] = Field(description="Per-pool status, as the Federation lists it.")
 
-    def wire(self) -> dict[str, Any]:
-        """The status as it goes into the composite: unset fields left out, never written as null."""
-        return self.model_dump(exclude_none=True, mode="json")
 
-
-class FederationClusterGroupStatus(Model):
+class FederationClusterGroupStatus(CompositeStatus):
     observedGeneration: int | None = Field(default=None, description="Generation last processed.")
     clusters: int = Field(description="FederationClusters composed or kept.")
     readyClusters: int = Field(description="Of those, the ones Ready.")
@@ -88,7 +88,3 @@ class FederationClusterGroupStatus(Model):
     readySupernodes: int = Field(description="Ready SuperNodes in these clusters.")
     desiredSupernodes: int = Field(description="Desired SuperNodes in these clusters.")
     pools: list[PoolStatus] = Field(description="Per-pool status, as the FederationClusters report it.")
-
-    def wire(self) -> dict[str, Any]:
-        """The status as it goes into the composite: unset fields left out, never written as null."""
-        return self.model_dump(exclude_none=True, mode="json")
