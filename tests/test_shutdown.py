@@ -54,6 +54,12 @@ CALL_SECONDS = 300
 # CANCELLED (Crossplane calls again). That is the gRPC server's race, a
 # matter of milliseconds; calls sent earlier must all be answered.
 IN_TRANSIT_SECONDS = 0.25
+# A call the server refused outright (HTTP/2's REFUSED_STREAM, or a stream gRPC
+# retried on a new connection the stopped server refused) never reached a
+# handler. Under CI's load a client thread that read the clock before SIGTERM
+# can open its stream well after it (once 0.28 s, its details ending
+# "...refused"), so this is told by what gRPC reports, not by when the call began.
+NEVER_SEEN = "refused"
 
 
 def request(pools: int = POOLS, tag: str = "t") -> fnv1.RunFunctionRequest:
@@ -183,12 +189,14 @@ def test_sigterm_answers_the_calls_under_way_then_exits_0(certs, serve, workers)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=EXIT_SECONDS) == 0
         calls = load.join()
-    # Calls the server refused because it was stopping, and the race above; nothing else fails.
+    # Calls the server refused because it was stopping, and the races above; nothing else fails.
     failed = [(c.start - sigterm, c.end - sigterm, c.code, c.details) for c in calls if c.code is not None]
     refused = [
         f
         for f in failed
-        if f[2] == grpc.StatusCode.UNAVAILABLE or (f[2] == grpc.StatusCode.CANCELLED and f[0] > -IN_TRANSIT_SECONDS)
+        if f[2] == grpc.StatusCode.UNAVAILABLE
+        or NEVER_SEEN in (f[3] or "").lower()
+        or (f[2] == grpc.StatusCode.CANCELLED and f[0] > -IN_TRANSIT_SECONDS)
     ]
     assert failed == refused
     answered = [c for c in calls if c.rsp is not None]
