@@ -36,7 +36,8 @@ CONFIGURATION_V2 := .cache/package/configuration-flower-v2.xpkg
 E2E_TOOLS := .cache/e2e
 # The flags hack/e2e/build-tools.sh builds with: packages compiled for one
 # tool are reused from Go's build cache by the others of the same module
-# (crank, crossplane and crane share tools/crank), where other flags would
+# (crank, celcheck and xrd2crd share tools/crank; crossplane, crane and
+# cert-manager share tools/crossplane), where other flags would
 # compile them again.
 GO_BUILD := go build -trimpath -ldflags="-s -w"
 
@@ -143,7 +144,7 @@ unit-tools: unit-tools-own unit-tools-kube
 unit-tools-own: $(CRANK) $(CELCHECK) $(XRD2CRD) $(filter-out $(CRDCHECKS_KUBE),$(CRDCHECKS)) $(CRDS)
 unit-tools-kube: $(PSSCHECK) $(NETPOLICY) $(CRDCHECKS_KUBE)
 
-$(CRDS): hack/e2e/build-tools.sh tools/crank/go.mod tools/provider-kubernetes/go.mod
+$(CRDS): hack/e2e/build-tools.sh tools/crossplane/go.mod tools/provider-kubernetes/go.mod
 	hack/e2e/build-tools.sh $(dir $(CRDS)) crds
 	touch $@
 

@@ -11,7 +11,7 @@ The versions come from where they are decided, not from a second copy:
   release makes a new CompositionRevision that users can select or pin;
 - provider-kubernetes' lowest accepted release is the one the e2e runs
   (tools/provider-kubernetes/go.mod);
-- the lowest accepted Crossplane is the one the e2e runs (tools/crank/go.mod).
+- the lowest accepted Crossplane is the one the e2e runs (tools/crossplane/go.mod).
 Run with --check to fail when a committed file is stale.
 """
 
@@ -81,7 +81,7 @@ def release() -> str:
 
 def crossplane_version() -> str:
     """The Crossplane release the e2e runs."""
-    return _pinned("crank", "github.com/crossplane/crossplane/v2")
+    return _pinned("crossplane", "github.com/crossplane/crossplane/v2")
 
 
 def provider_version() -> str:

@@ -102,9 +102,10 @@ def stages() -> dict[str, Stage]:
         # builds are done, unit-flower lends them its weight (Runner._inherit).
         Stage("flower-venvs", [MAKE, "--no-print-directory", "-j3", "flower-venvs"], needs=("venv",), nice=10),
         # The critical path: the control plane's binaries, then the e2e. The
-        # Crossplane CLI first of its module: Crossplane and crane (go-e2e) and
-        # the unit suite's tools build on what it compiled, where building
-        # them at once would compile the same packages twice.
+        # Crossplane CLI first: Crossplane core and crane (go-e2e, a module of
+        # their own on the same library releases) and the unit suite's tools
+        # build on what it compiled, where building them at once would compile
+        # the same packages twice.
         *kube,
         Stage("crank", [MAKE, "--no-print-directory", ".cache/bin/crank"]),
         Stage("go-e2e", [MAKE, "--no-print-directory", "e2e-tools-common"], needs=("crank",)),

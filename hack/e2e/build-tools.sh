@@ -11,6 +11,7 @@
 # Parts build side by side (hack/stages.py), so a control plane can start
 # while the other minor still compiles.
 set -euo pipefail
+self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$0")/../.."
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 shift
@@ -21,10 +22,11 @@ if [ ${#parts[@]} -eq 0 ]; then
 fi
 
 # build MODULE_DIR OUTPUT PACKAGE [LDFLAGS]: go build unless OUTPUT is newer
-# than every file of the module folder (its pins and any source of ours).
+# than every file of the module folder (its pins and any source of ours) and
+# than this script (its flags).
 build() {
   local dir=$1 target=$2 pkg=$3 ldflags=${4:-}
-  if [ -x "$target" ] && [ -z "$(find "$dir" -type f -newer "$target")" ]; then
+  if [ -x "$target" ] && [ -z "$(find "$dir" "$self" -type f -newer "$target")" ]; then
     return
   fi
   echo "building $target" >&2
@@ -63,14 +65,14 @@ newest() { ls -d tools/kube-* | sort -t. -k2 -n | tail -n 1; }
 common() {
   local crossplane
   build tools/etcd "$out/etcd" go.etcd.io/etcd/server/v3
-  crossplane=$(pinned tools/crank github.com/crossplane/crossplane/v2)
-  build tools/crank "$out/crossplane" github.com/crossplane/crossplane/v2/cmd/crossplane \
-    "-X github.com/crossplane/crossplane/v2/internal/version.version=$crossplane"
-  build tools/crank "$out/crane" github.com/google/go-containerregistry/cmd/crane
+  crossplane=$(pinned tools/crossplane github.com/crossplane/crossplane/v2)
+  build tools/crossplane "$out/crossplane" github.com/crossplane/crossplane/v2/cmd/crossplane \
+    "-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=$crossplane"
+  build tools/crossplane "$out/crane" github.com/google/go-containerregistry/cmd/crane
   build tools/provider-kubernetes "$out/provider-kubernetes" github.com/crossplane-contrib/provider-kubernetes/cmd/provider
   build tools/kwok "$out/kwok" sigs.k8s.io/kwok/cmd/kwok
   build tools/kwok "$out/kwokctl" sigs.k8s.io/kwok/cmd/kwokctl
-  build tools/crank "$out/cert-manager" ./certmanager
+  build tools/crossplane "$out/cert-manager" ./certmanager
   crds
 }
 
@@ -78,15 +80,15 @@ crds() { # the CRDs of the pinned Crossplane, provider-kubernetes and cert-manag
   local provider core certmanager
   # provider-kubernetes' CRDs ship in its module.
   (cd tools/provider-kubernetes && go mod download github.com/crossplane-contrib/provider-kubernetes)
-  (cd tools/crank && go mod download github.com/crossplane/crossplane/v2)
-  (cd tools/crank && go mod download github.com/cert-manager/cert-manager)
+  (cd tools/crossplane && go mod download github.com/crossplane/crossplane/v2)
+  (cd tools/crossplane && go mod download github.com/cert-manager/cert-manager)
   provider=$(cd tools/provider-kubernetes && go list -m -f '{{.Dir}}' github.com/crossplane-contrib/provider-kubernetes)
   rm -rf "$out/provider-crds" && cp -r "$provider/package/crds" "$out/provider-crds" && chmod -R u+w "$out/provider-crds"
   # Crossplane's CRDs ship in its module (cluster/crds).
-  core=$(cd tools/crank && go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2)
+  core=$(cd tools/crossplane && go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2)
   rm -rf "$out/crossplane-crds" && cp -r "$core/cluster/crds" "$out/crossplane-crds" && chmod -R u+w "$out/crossplane-crds"
   # cert-manager's CRDs ship in its module (deploy/crds).
-  certmanager=$(cd tools/crank && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)
+  certmanager=$(cd tools/crossplane && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)
   rm -rf "$out/cert-manager-crds" && cp -r "$certmanager/deploy/crds" "$out/cert-manager-crds" \
     && chmod -R u+w "$out/cert-manager-crds"
 }

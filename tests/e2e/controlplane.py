@@ -887,8 +887,16 @@ class ControlPlane:
 
     def function_pod(self) -> dict[str, Any]:
         """The pod spec Crossplane's package manager made for the function."""
-        deployments = self.hub.get("deployments", namespace=CROSSPLANE_NS)
-        deployment = next(d for d in deployments if d["metadata"]["name"].startswith(FUNCTION))
+        # The revision names its endpoint before the runtime reconciler has made the Deployment.
+        deployment = wait_for(
+            "the function's Deployment",
+            lambda: next(
+                (d for d in self.hub.get("deployments", namespace=CROSSPLANE_NS)
+                 if d["metadata"]["name"].startswith(FUNCTION)),
+                None,
+            ),
+            timeout=240,
+        )  # fmt: skip
         return deployment["spec"]["template"]["spec"]
 
     def start_function(self) -> Process:

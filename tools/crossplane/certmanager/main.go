@@ -9,7 +9,7 @@
 // ingress/gateway shims and the webhook are left out (the e2e issues from a
 // CA). It runs on the host with a kubeconfig, like the other e2e controllers.
 //
-// Its release is pinned in tools/crank/go.mod, beside Crossplane's, and its
+// Its release is pinned in tools/crossplane/go.mod, beside Crossplane core's, and its
 // CRDs ship in the same module (deploy/crds).
 package main
 
