@@ -217,6 +217,32 @@ def reconciles(text: str) -> list[str]:
     return out
 
 
+def circuits(text: str) -> list[str]:
+    """Each composite kind's circuit breaker, as lines to print: opens, watch events allowed and dropped.
+
+    From Crossplane's circuit_breaker_* counters. A composite whose circuit is open is reconciled on
+    its resources' changes once every 30 s only.
+    """
+    out = []
+    for kind in ("xfederations", "xfederationclustergroups", "xfederationclusters"):
+        label = f'controller="composite/{kind}.flower.crossplane.io"'
+        counts = {"opens": 0.0, "Allowed": 0.0, "Dropped": 0.0, "HalfOpenAllowed": 0.0}
+        for line in text.splitlines():
+            if label not in line:
+                continue
+            if line.startswith("circuit_breaker_opens_total{"):
+                counts["opens"] += float(line.rsplit(" ", 1)[1])
+            result = re.search(r'result="([^"]*)"', line) if line.startswith("circuit_breaker_events_total{") else None
+            if result and result.group(1) in counts:
+                counts[result.group(1)] += float(line.rsplit(" ", 1)[1])
+        allowed = counts["Allowed"] + counts["HalfOpenAllowed"]
+        out.append(
+            f"{kind} circuit opened {counts['opens']:.0f} times; watch events allowed {allowed:.0f}, "
+            f"dropped {counts['Dropped']:.0f}"
+        )
+    return out
+
+
 def api_requests(text: str, top: int = 6) -> list[str]:
     """The hub API server's busiest request kinds (verb and resource): how many, and their p50 and p99.
 
@@ -284,7 +310,8 @@ def run(plane: ControlPlane, count: int, replicas: int, timeout: float) -> int:
     else:
         print(f"not Ready after {time.monotonic() - start:.0f} s: {message or json.dumps(status)[:300]}")
     print(f"function calls {calls - calls_before}, p50 <= {p50} s, p99 <= {p99} s (Crossplane's histogram)")
-    for line in [*reconciles(served), *api_requests(plane.hub.kubectl("get", "--raw", "/metrics", timeout=120))]:
+    hub = plane.hub.kubectl("get", "--raw", "/metrics", timeout=120)
+    for line in [*reconciles(served), *circuits(served), *api_requests(hub)]:
         print(line)
     print(f"control plane CPU {cpu:.0f} s over {len(pids)} processes", flush=True)
     try:

@@ -9,6 +9,7 @@ process, this interpreter, from the repository's root.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import re
 import subprocess
 import sys
@@ -120,3 +121,30 @@ def test_benchmark_runs_at_its_smoke_size(case, request):
     assert proc.returncode == 0, output
     missing = [line for line in case.printed if not re.search(line, proc.stdout, re.MULTILINE)]
     assert missing == [], output
+
+
+def _e2e_clusters():
+    """benchmarks/e2e_clusters.py as a module: its parsers of Crossplane's metrics are pure functions."""
+    spec = importlib.util.spec_from_file_location("e2e_clusters", ROOT / "benchmarks" / "e2e_clusters.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_scale_benchmark_reads_each_kinds_circuit_breaker():
+    federations = 'controller="composite/xfederations.flower.crossplane.io"'
+    clusters = 'controller="composite/xfederationclusters.flower.crossplane.io"'
+    served = "\n".join([
+        "# HELP circuit_breaker_opens_total Number of times the XR circuit breaker transitioned from closed to open.",
+        f"circuit_breaker_opens_total{{{federations}}} 28",
+        f'circuit_breaker_events_total{{{federations},result="Allowed"}} 2878',
+        f'circuit_breaker_events_total{{{federations},result="Dropped"}} 22890',
+        f'circuit_breaker_events_total{{{federations},result="HalfOpenAllowed"}} 63',
+        f'circuit_breaker_events_total{{{clusters},result="Allowed"}} 176',
+    ])  # fmt: skip
+    assert _e2e_clusters().circuits(served) == [
+        "xfederations circuit opened 28 times; watch events allowed 2941, dropped 22890",
+        "xfederationclustergroups circuit opened 0 times; watch events allowed 0, dropped 0",
+        "xfederationclusters circuit opened 0 times; watch events allowed 176, dropped 0",
+    ]
