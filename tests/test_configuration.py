@@ -129,14 +129,10 @@ def test_the_packages_differ_by_name_so_both_can_be_published():
     assert names == {"configuration-flower", "configuration-flower-v2"}
 
 
-def _pin(go_mod: str, module: str) -> str:
-    text = (ROOT / "tools" / go_mod / "go.mod").read_text()
-    return re.search(rf"{re.escape(module)} (v\S+)", text).group(1)  # type: ignore[union-attr]
-
-
 def _requires(go_mod: str) -> dict[str, str]:
+    """Each module tools/<go_mod>/go.mod requires, and its release."""
     text = (ROOT / "tools" / go_mod / "go.mod").read_text()
-    return dict(re.findall(r"^\s+(\S+) (v\S+)", text, flags=re.MULTILINE))
+    return dict(re.findall(r"^(?:require)?\s+(\S+) (v\S+)", text, flags=re.MULTILINE))
 
 
 def test_the_cli_and_the_control_plane_share_their_libraries():
@@ -165,8 +161,13 @@ def test_dependencies_are_what_the_e2e_runs(folder):
     assert deps["Function"]["package"].rsplit("/", 1)[1] == function_meta["metadata"]["name"]
     # provider-kubernetes and Crossplane from the release the e2e runs on.
     assert deps["Provider"]["package"] == "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes"
-    assert deps["Provider"]["version"] == ">=" + _pin("provider-kubernetes", "crossplane-contrib/provider-kubernetes")
-    assert meta["spec"]["crossplane"]["version"] == ">=" + _pin("crossplane", "github.com/crossplane/crossplane/v2")
+    assert (
+        deps["Provider"]["version"]
+        == ">=" + _requires("provider-kubernetes")["github.com/crossplane-contrib/provider-kubernetes"]
+    )
+    assert (
+        meta["spec"]["crossplane"]["version"] == ">=" + _requires("crossplane")["github.com/crossplane/crossplane/v2"]
+    )
     # Every release labels its Composition, so each one is a CompositionRevision users can pick.
     composition = yaml.safe_load((ROOT / folder / "composition.yaml").read_text())
     assert composition["metadata"]["labels"]["flower.crossplane.io/release"] == f"v{version}"
