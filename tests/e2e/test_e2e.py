@@ -472,6 +472,51 @@ def check_endpoints(
     assert plane.hub.get("pod", pod_name, namespace), path.name
 
 
+def not_true(plane: ControlPlane, path: pathlib.Path, composite: dict[str, Any], kinds: list[str]) -> str:
+    """Why a composite's conditions are not True, with what it was judged from, as seen now.
+
+    The composite's conditions in full, each workload Object's generation and
+    observed status, the live workload's and its pods' readiness, and the
+    nodes': enough to tell a stale observation from a pod that stopped being ready.
+    """
+    lines = [f"{path.name}: {', '.join(kinds)} not True"]
+    lines += [f"  condition {json.dumps(c, sort_keys=True)}" for c in composite["status"]["conditions"]]
+    for obj in objects_of(plane, composite["metadata"]["name"]):
+        manifest = obj["spec"]["forProvider"]["manifest"]
+        if manifest["kind"] not in ("StatefulSet", "DaemonSet"):
+            continue
+        seen = ((obj.get("status") or {}).get("atProvider") or {}).get("manifest") or {}
+        lines.append(
+            f"  Object {obj['metadata']['name']} generation {obj['metadata'].get('generation')}, "
+            f"conditions {json.dumps((obj.get('status') or {}).get('conditions'), sort_keys=True)}, "
+            f"observed generation {(seen.get('metadata') or {}).get('generation')} "
+            f"status {json.dumps(seen.get('status'), sort_keys=True)}"
+        )
+        workload = live(plane, obj)
+        if workload is None:
+            continue
+        lines.append(
+            f"  live {workload['metadata']['name']} generation {workload['metadata'].get('generation')} "
+            f"status {json.dumps(workload.get('status'), sort_keys=True)}"
+        )
+        cluster = cluster_for(plane, obj["spec"]["providerConfigRef"]["name"])
+        selector = ",".join(f"{k}={v}" for k, v in sorted(workload["spec"]["selector"]["matchLabels"].items()))
+        for pod in cluster.get("pods", namespace=workload["metadata"]["namespace"], selector=selector) or []:
+            lines.append(f"    pod {pod['metadata']['name']} conditions {json.dumps(pod['status'].get('conditions'))}")
+    for cluster in (plane.hub, plane.spoke):
+        for node in cluster.get("nodes") or []:
+            ready = json.dumps(condition(node, "Ready"))
+            lines.append(f"  {cluster.name} node {node['metadata']['name']} Ready {ready}")
+    return "\n".join(lines)
+
+
+def check_composite_conditions(plane: ControlPlane, path: pathlib.Path, composite: dict[str, Any]) -> None:
+    """Crossplane's and the function's own conditions on the composite (claims show Crossplane's) all True."""
+    kinds = ("Ready", "Synced", "SuperLinkReady", "SuperNodesReady")
+    failing = [k for k in kinds if condition(composite, k).get("status") != "True"]
+    assert not failing, not_true(plane, path, composite, failing)
+
+
 def check_status(plane: ControlPlane, path: pathlib.Path, claim: dict[str, Any]) -> None:
     """The claim's status and columns agree with its spec and with the live workloads."""
     spec = claim_of(path)["spec"]
@@ -514,9 +559,7 @@ def check_status(plane: ControlPlane, path: pathlib.Path, claim: dict[str, Any])
     check_endpoints(plane, path, spec, status, superlink)
     for kind in ("Ready", "Synced"):
         assert condition(claim, kind).get("status") == "True", (path.name, kind, claim["status"]["conditions"])
-    # The function's own conditions are on the composite (claims show Crossplane's).
-    for kind in ("Ready", "Synced", "SuperLinkReady", "SuperNodesReady"):
-        assert condition(composite, kind).get("status") == "True", (path.name, kind, composite["status"]["conditions"])
+    check_composite_conditions(plane, path, composite)
     # With node authentication every SuperNode makes its own key: each ready one has it registered.
     authenticated = (spec.get("nodeAuthentication") or {}).get("enabled", False)
     assert status.get("registeredSupernodes") == (total if authenticated else None), path.name
