@@ -156,17 +156,26 @@ def cpu_seconds(pid: int) -> float:
 
 
 def plane_processes(workdir: pathlib.Path) -> list[int]:
-    """The control plane's processes: every one whose command line names its folder."""
-    out = []
+    """The control plane's processes, by pid.
+
+    Every one whose command line names its folder (the clusters, which kwokctl
+    leaves running on their own), and every descendant of this one (Crossplane,
+    the provider, the function).
+    """
+    out, parents = set(), {}
     for proc in pathlib.Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
                 cmdline = (proc / "cmdline").read_bytes()
-            except OSError:
+                parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
                 continue
             if str(workdir).encode() in cmdline:
-                out.append(int(proc.name))
-    return out
+                out.add(int(proc.name))
+    mine = {os.getpid()}
+    while grown := {pid for pid, parent in parents.items() if parent in mine} - mine:
+        mine |= grown
+    return sorted(out | mine - {os.getpid()})
 
 
 def process_role(pid: int) -> str:
