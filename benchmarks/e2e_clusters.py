@@ -57,6 +57,8 @@ PARTS = "xfederationclusters.flower.crossplane.io,xfederationclustergroups.flowe
 SYNC = "1h"
 PROVIDER_POLL = "10m"  # provider-kubernetes' default
 PROGRESS_EVERY = 60  # seconds between the lines that say how many SuperNodes are Ready so far
+IDLE_SECONDS = 60  # how long the run watches the composites once every SuperNode is Ready
+KINDS = ("xfederations", "xfederationclustergroups", "xfederationclusters")
 
 
 def claim(count: int, replicas: int) -> dict[str, Any]:
@@ -236,7 +238,7 @@ def reconciles(text: str) -> list[str]:
     Crossplane's timeout: what limits how many one composite can compose.
     """
     out = []
-    for kind in ("xfederations", "xfederationclustergroups", "xfederationclusters"):
+    for kind in KINDS:
         label = f'controller="composite/{kind}.flower.crossplane.io"'
         count, p50, p99 = histogram(text, "controller_runtime_reconcile_time_seconds", label)
         errors = sum(
@@ -248,6 +250,31 @@ def reconciles(text: str) -> list[str]:
     return out
 
 
+def reconcile_counts(text: str) -> dict[str, int]:
+    """Each composite kind's reconciles so far, from Crossplane's controller_runtime_reconcile_total."""
+    out = {}
+    for kind in KINDS:
+        label = f'controller="composite/{kind}.flower.crossplane.io"'
+        out[kind] = int(
+            sum(
+                float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines()
+                if line.startswith("controller_runtime_reconcile_total{") and label in line
+            )
+        )
+    return out
+
+
+def idle(before: dict[str, int], after: dict[str, int], seconds: float) -> str:
+    """The reconciles of each kind while nothing changed, as a line to print.
+
+    Once every SuperNode is Ready nothing a composite composes changes, so a composite reconciled
+    again is Crossplane working for nothing: its TTL, or a status it writes that wakes itself.
+    """
+    counts = ", ".join(f"{kind} {after[kind] - before[kind]}" for kind in KINDS)
+    return f"reconciles in {seconds:.0f} s after Ready, nothing changing: {counts}"
+
+
 def circuits(text: str) -> list[str]:
     """Each composite kind's circuit breaker, as lines to print: opens, watch events allowed and dropped.
 
@@ -255,7 +282,7 @@ def circuits(text: str) -> list[str]:
     its resources' changes once every 30 s only.
     """
     out = []
-    for kind in ("xfederations", "xfederationclustergroups", "xfederationclusters"):
+    for kind in KINDS:
         label = f'controller="composite/{kind}.flower.crossplane.io"'
         counts = {"opens": 0.0, "Allowed": 0.0, "Dropped": 0.0, "HalfOpenAllowed": 0.0}
         for line in text.splitlines():
@@ -335,10 +362,13 @@ def run(plane: ControlPlane, count: int, replicas: int, timeout: float) -> int:
     calls, p50, p99 = function_calls(served)
     used = {pid: max(0.0, cpu_seconds(pid) - before) for pid, before in cpu_before.items()}
     cpu = sum(used.values())
+    flags = " ".join([f"--sync-interval={SYNC}", *plane.crossplane_args])
     print(f"clusters {count}, SuperNodes {want} ({replicas} each), node authentication and TLS on, "
-          f"Crossplane --sync-interval={SYNC}, provider-kubernetes --poll={PROVIDER_POLL}")  # fmt: skip
+          f"Crossplane {flags}, provider-kubernetes --poll={PROVIDER_POLL}")  # fmt: skip
     if ready_after is not None:
         print(f"every SuperNode Ready after {ready_after:.0f} s")
+        time.sleep(IDLE_SECONDS)
+        print(idle(reconcile_counts(served), reconcile_counts(metrics(port)), IDLE_SECONDS), flush=True)
     else:
         print(f"not Ready after {time.monotonic() - start:.0f} s: {message or json.dumps(status)[:300]}")
     print(f"function calls {calls - calls_before}, p50 <= {p50} s, p99 <= {p99} s (Crossplane's histogram)")
@@ -365,6 +395,11 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--smoke", action="store_true", help=f"{SMOKE_CLUSTERS} clusters of {SMOKE_REPLICAS}")
     parser.add_argument("--dry-run", action="store_true", help="set the run up and say what it would apply; no cluster")
+    parser.add_argument(
+        "--circuit-breaker-burst",
+        type=int,
+        help="Crossplane's --circuit-breaker-burst (its default, 100, when not given)",
+    )
     args = parser.parse_args()
     if args.smoke:
         args.clusters, args.replicas = SMOKE_CLUSTERS, SMOKE_REPLICAS
@@ -385,6 +420,9 @@ def main() -> int:
         # again); changes reach both by watch, the polls only look for what a watch missed.
         crossplane_intervals=("1m", SYNC),
         provider_poll=PROVIDER_POLL,
+        crossplane_args=(f"--circuit-breaker-burst={args.circuit_breaker_burst}",)
+        if args.circuit_breaker_burst
+        else (),
         # The hub's API server holds every Object (each with its live manifest twice): at a thousand
         # clusters its heap, collected at a quarter of Go's default rate, outgrew this machine's memory.
         go_env={**GO_ENV, "GOMEMLIMIT": "6GiB"},

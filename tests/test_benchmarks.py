@@ -148,3 +148,24 @@ def test_the_scale_benchmark_reads_each_kinds_circuit_breaker():
         "xfederationclustergroups circuit opened 0 times; watch events allowed 0, dropped 0",
         "xfederationclusters circuit opened 0 times; watch events allowed 176, dropped 0",
     ]
+
+
+def test_the_scale_benchmark_counts_each_kinds_reconciles_in_its_idle_window():
+    groups = 'controller="composite/xfederationclustergroups.flower.crossplane.io"'
+    clusters = 'controller="composite/xfederationclusters.flower.crossplane.io"'
+
+    def served(success: int, error: int) -> str:
+        return "\n".join([
+            f'controller_runtime_reconcile_total{{{groups},result="success"}} {success}',
+            f'controller_runtime_reconcile_total{{{groups},result="error"}} {error}',
+            f'controller_runtime_reconcile_total{{{clusters},result="requeue_after"}} 7',
+            f"controller_runtime_reconcile_time_seconds_count{{{clusters}}} 99",
+        ])  # fmt: skip
+
+    module = _e2e_clusters()
+    before, after = module.reconcile_counts(served(10, 1)), module.reconcile_counts(served(25, 3))
+    assert before == {"xfederations": 0, "xfederationclustergroups": 11, "xfederationclusters": 7}
+    assert module.idle(before, after, 60) == (
+        "reconciles in 60 s after Ready, nothing changing: "
+        "xfederations 0, xfederationclustergroups 17, xfederationclusters 0"
+    )

@@ -446,6 +446,8 @@ class ControlPlane:
     # it: short here so the e2e sees drift mended within its waits (Crossplane's defaults: 1m, 1h).
     crossplane_intervals: tuple[str, str] = ("15s", "1m")
     provider_poll: str = PROVIDER_POLL
+    # More flags for `crossplane core start`: a scale benchmark may set the circuit breaker's.
+    crossplane_args: tuple[str, ...] = ()
     # The Go processes' environment (GO_ENV): a scale run bounds their heaps as well.
     go_env: dict[str, str] = field(default_factory=lambda: dict(GO_ENV))
     function_rootfs: pathlib.Path = field(init=False)
@@ -710,7 +712,8 @@ class ControlPlane:
              self.tools.crossplane, "core", "start", "--enable-webhooks=false",
              "--cache-dir", str(self.workdir / "xpkg-cache"), "--xfn-cache-dir", str(self.workdir / "xfn-cache"),
              "--metrics-port", str(free_port()), "--health-probe-port", str(free_port()),
-             f"--poll-interval={self.crossplane_intervals[0]}", f"--sync-interval={self.crossplane_intervals[1]}"],
+             f"--poll-interval={self.crossplane_intervals[0]}", f"--sync-interval={self.crossplane_intervals[1]}",
+             *self.crossplane_args],
             env={**env, "TLS_CLIENT_CERTS_DIR": str(client)},
         )  # fmt: skip
         wait_for("Crossplane's CRDs", lambda: hub.get("crd", "functions.pkg.crossplane.io"), timeout=120)
