@@ -70,8 +70,9 @@ class WaitTimeoutError(AssertionError):
 # heaps stay in the hundreds of megabytes; the machine has gigabytes to spare.
 GO_ENV = {"GOGC": "400"}
 
-# provider-kubernetes watches every Object's target (--enable-watches), so it sees a change in
-# any cluster at once; its poll only looks for what a watch missed. At 15 s it wrote each of the
+# provider-kubernetes re-reads an Object that is not Ready every 30 s and a Ready one every --poll
+# (it watches an Object's target only when the Object asks, spec.watch, which the function's
+# Objects do not: an alpha field, and one informer per kind and cluster). At 15 s it wrote each of the
 # ~250 Objects' status every 15 s (1,000 no-op updates a minute, which cost the hub's API
 # server half a core: 64% of its CPU profile in GuaranteedUpdate). Its default is 10 minutes;
 # one minute keeps two polls of every Object inside the idle test's two minutes.
