@@ -239,30 +239,32 @@ def reconciles(text: str) -> list[str]:
     """
     out = []
     for kind in KINDS:
-        label = f'controller="composite/{kind}.flower.crossplane.io"'
-        count, p50, p99 = histogram(text, "controller_runtime_reconcile_time_seconds", label)
-        errors = sum(
+        count, p50, p99 = histogram(text, "controller_runtime_reconcile_time_seconds", _controller(kind))
+        errors = _reconciles_total(text, kind, 'result="error"')
+        out.append(f"{kind} reconciles {count} ({errors} failed), p50 <= {p50} s, p99 <= {p99} s")
+    return out
+
+
+def _controller(kind: str) -> str:
+    """The metrics label of a composite kind's controller."""
+    return f'controller="composite/{kind}.flower.crossplane.io"'
+
+
+def _reconciles_total(text: str, kind: str, also: str = "") -> int:
+    """A kind's controller_runtime_reconcile_total, summed over its results (or those whose line has also)."""
+    label = _controller(kind)
+    return int(
+        sum(
             float(line.rsplit(" ", 1)[1])
             for line in text.splitlines()
-            if line.startswith("controller_runtime_reconcile_total{") and label in line and 'result="error"' in line
+            if line.startswith("controller_runtime_reconcile_total{") and label in line and also in line
         )
-        out.append(f"{kind} reconciles {count} ({errors:.0f} failed), p50 <= {p50} s, p99 <= {p99} s")
-    return out
+    )
 
 
 def reconcile_counts(text: str) -> dict[str, int]:
     """Each composite kind's reconciles so far, from Crossplane's controller_runtime_reconcile_total."""
-    out = {}
-    for kind in KINDS:
-        label = f'controller="composite/{kind}.flower.crossplane.io"'
-        out[kind] = int(
-            sum(
-                float(line.rsplit(" ", 1)[1])
-                for line in text.splitlines()
-                if line.startswith("controller_runtime_reconcile_total{") and label in line
-            )
-        )
-    return out
+    return {kind: _reconciles_total(text, kind) for kind in KINDS}
 
 
 def idle(before: dict[str, int], after: dict[str, int], seconds: float) -> str:
@@ -283,7 +285,7 @@ def circuits(text: str) -> list[str]:
     """
     out = []
     for kind in KINDS:
-        label = f'controller="composite/{kind}.flower.crossplane.io"'
+        label = _controller(kind)
         counts = {"opens": 0.0, "Allowed": 0.0, "Dropped": 0.0, "HalfOpenAllowed": 0.0}
         for line in text.splitlines():
             if label not in line:
