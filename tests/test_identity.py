@@ -23,22 +23,37 @@ K1, K2 = "ecdsa-sha2-nistp384 AAAAone", "ecdsa-sha2-nistp384 AAAAtwo"
 HOLDER = "default/team-a/PersistentVolumeClaim/supernode-identity-fed-default-0"
 
 
-def listed(*keys, hint=None):
-    return dict.fromkeys(keys, (HOLDER, hint))
+LIST = "authorized-keys"
+SHARD = "authorized-keys-07"
+
+
+def listed(*keys, hint=None, source=LIST, missing=()):
+    """The listing of keys, each of HOLDER, all in one file (the list itself by default)."""
+    return identity_program.Listing(
+        dict.fromkeys(keys, (HOLDER, hint)), dict.fromkeys(keys, source), frozenset(missing)
+    )
 
 
 @pytest.mark.parametrize(
     ("listing", "nodes", "memory", "register", "unregister", "after", "reason"),
     [
         (listed(K1), {}, {}, [K1], [], {}, "a new published key is registered"),
-        (listed(K1), {"7": "online"}, {K1: Registered("7")}, [], [], {K1: Registered("7")}, "registered: nothing"),
+        (
+            listed(K1),
+            {"7": "online"},
+            {K1: Registered("7")},
+            [],
+            [],
+            {K1: Registered("7", source=LIST)},
+            "registered: nothing",
+        ),
         (
             listed(K1),
             {"7": "offline"},
             {K1: Registered("7")},
             [],
             [],
-            {K1: Registered("7")},
+            {K1: Registered("7", source=LIST)},
             "offline for however long, still published: away, not gone, never unregistered",
         ),
         (
@@ -47,7 +62,7 @@ def listed(*keys, hint=None):
             {K1: Registered("7")},
             [K1],
             [],
-            {K1: Registered("7")},
+            {K1: Registered("7", source=LIST)},
             "the SuperLink lost its registrations (no database): registered again",
         ),
         (
@@ -56,7 +71,7 @@ def listed(*keys, hint=None):
             {K1: Registered("7")},
             [],
             [],
-            {K1: Registered("7", retired=True)},
+            {K1: Registered("7", retired=True, source=LIST)},
             "unregistered by hand: Flower never takes it back, so it is not tried again",
         ),
         (
@@ -65,7 +80,7 @@ def listed(*keys, hint=None):
             {K1: Registered("7", retired=True)},
             [],
             [],
-            {K1: Registered("7", retired=True)},
+            {K1: Registered("7", retired=True, source=LIST)},
             "retired before: nothing, and nothing said again",
         ),
         (
@@ -74,7 +89,7 @@ def listed(*keys, hint=None):
             {},
             [],
             [],
-            {K1: Registered("7")},
+            {K1: Registered("7", source=LIST)},
             "registered by its SuperNode before the registrar: adopted, not registered twice",
         ),
         (listed(K1, hint="7"), {"7": "unregistered"}, {}, [K1], [], {}, "a hint whose node is gone adopts nothing"),
@@ -84,11 +99,11 @@ def listed(*keys, hint=None):
             {K1: Registered("")},
             [],
             [],
-            {K1: Registered("")},
+            {K1: Registered("", source=LIST)},
             "in use under a node it cannot name: left alone",
         ),
         (
-            {},
+            listed(),
             {"7": "offline"},
             {K1: Registered("7")},
             [],
@@ -97,7 +112,7 @@ def listed(*keys, hint=None):
             "just left the list: the grace period starts",
         ),
         (
-            {},
+            listed(),
             {"7": "offline"},
             {K1: Registered("7", NOW - GRACE + 1)},
             [],
@@ -106,7 +121,7 @@ def listed(*keys, hint=None):
             "out of the list within the grace period: kept",
         ),
         (
-            {},
+            listed(),
             {"7": "offline"},
             {K1: Registered("7", NOW - GRACE - 1)},
             [],
@@ -115,7 +130,7 @@ def listed(*keys, hint=None):
             "out of the list past the grace period: its holder is gone",
         ),
         (
-            {},
+            listed(),
             {},
             {K1: Registered("7", NOW - GRACE - 1)},
             [],
@@ -138,7 +153,7 @@ def listed(*keys, hint=None):
             {K1: Registered("7", NOW - GRACE - 1)},
             [],
             [],
-            {K1: Registered("7")},
+            {K1: Registered("7", source=LIST)},
             "back in the list: the grace period ends",
         ),
         (
@@ -151,7 +166,34 @@ def listed(*keys, hint=None):
             "one key replaced by another: the new one registered, the old one's grace starts",
         ),
         (
-            {},
+            listed(K1, source=SHARD),
+            {"7": "online"},
+            {K1: Registered("7", source=LIST)},
+            [],
+            [],
+            {K1: Registered("7", source=SHARD)},
+            "moved from the list to a group's shard (its cluster now composed by a FederationCluster): kept",
+        ),
+        (
+            listed(missing=[SHARD]),
+            {"7": "online"},
+            {K1: Registered("7", NOW - GRACE - 1, source=SHARD)},
+            [],
+            [],
+            {K1: Registered("7", source=SHARD)},
+            "its shard named but not delivered, however long: not out of the list, its clock stops",
+        ),
+        (
+            listed(),
+            {"7": "online"},
+            {K1: Registered("7", source=SHARD)},
+            [],
+            [],
+            {K1: Registered("7", NOW, source=SHARD)},
+            "its shard no longer named (the group's clusters left): out of the list, the grace period starts",
+        ),
+        (
+            listed(),
             {"7": "unregistered"},
             {K1: Registered("7", NOW - GRACE - 1)},
             [],
@@ -160,7 +202,7 @@ def listed(*keys, hint=None):
             "away past the grace period and unregistered by hand meanwhile: remembered as retired",
         ),
         (
-            {},
+            listed(),
             {"7": "unregistered"},
             {K1: Registered("7", NOW - GRACE - 1, retired=True)},
             [],
@@ -169,7 +211,7 @@ def listed(*keys, hint=None):
             "retired and out of the list: remembered, should it come back after an outage of the carriage",
         ),
         (
-            {},
+            listed(),
             {},
             {K1: Registered("7", NOW - identity_program.RETIRED_REMEMBERED - 1, retired=True)},
             [],
@@ -183,7 +225,7 @@ def listed(*keys, hint=None):
             {K1: Registered("7", NOW - GRACE - 1, retired=True)},
             [],
             [],
-            {K1: Registered("7", retired=True)},
+            {K1: Registered("7", retired=True, source=LIST)},
             "back after the registrar unregistered it: not registered again (Flower refuses), still retired",
         ),
     ],
@@ -193,6 +235,19 @@ def test_the_registrar_decides(listing, nodes, memory, register, unregister, aft
     step = identity_program.plan(listing, nodes, memory, NOW, GRACE)
     assert (step.register, step.unregister, step.memory) == (register, unregister, after), reason
     assert memory == given, "the memory given is not changed in place"
+
+
+def test_the_list_and_the_shards_it_names_are_read_together(tmp_path):
+    (tmp_path / LIST).write_text(f"{K1} {HOLDER} -\n")
+    (tmp_path / identity_program.SHARDS_FILE).write_text(f"{SHARD}\nauthorized-keys-08\n../etc\n..data\n")
+    (tmp_path / SHARD).write_text(f"{K2} {HOLDER} 42\n{K1} {HOLDER} -\n")
+    # A shard the list does not name (a group whose clusters left, not yet deleted): not read.
+    (tmp_path / "authorized-keys-09").write_text(f"ecdsa-sha2-nistp384 AAAAthree {HOLDER} -\n")
+    got = identity_program.listing(tmp_path / LIST)
+    assert got == identity_program.Listing(
+        {K1: (HOLDER, None), K2: (HOLDER, "42")}, {K1: LIST, K2: SHARD}, frozenset({"authorized-keys-08"})
+    )
+    assert identity_program.listing(tmp_path / "absent") is None
 
 
 def test_a_retired_key_is_named_with_its_holder_once():

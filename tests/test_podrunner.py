@@ -152,6 +152,7 @@ def probe_pod() -> dict[str, Any]:
                     {"configMap": {"name": "settings", "items": [{"key": "greeting", "path": "conf/greeting"}]}},
                     {"serviceAccountToken": {"path": "sa/token", "expirationSeconds": 3600}},
                     {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "sa/ca.crt"}]}},
+                    {"configMap": {"name": "later", "optional": True, "items": [{"key": "note", "path": "note"}]}},
                 ]}},
             ],
         },
@@ -280,6 +281,20 @@ def test_mounts_init_containers_and_sidecars_share(runner):
     sh(runner, "echo memo > /memory/note", container="main")
     assert sh(runner, "cat /memory/note", container="sidecar") == "memo"
     assert sh(runner, "grep ' /memory ' /proc/mounts | cut -d' ' -f3") == "tmpfs"
+
+
+def test_mounted_objects_are_synced_as_the_kubelet_does(runner):
+    later = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "later", "namespace": "team"},
+             "data": {"note": "one"}}  # fmt: skip
+    look = "cat /both/note 2>/dev/null && echo || echo absent; cat /both/token"
+    assert sh(runner, look) == "absent\nt0ken", "an optional source that does not exist yet: no file"
+    runner.update(later)
+    assert sh(runner, look) == "one\nt0ken"
+    runner.update({**later, "data": {}})
+    assert sh(runner, look) == "absent\nt0ken", "a key taken out of the object: its file goes"
+    runner.update(later)
+    runner.remove("ConfigMap", "team", "later")
+    assert sh(runner, look) == "absent\nt0ken", "the object deleted: its files go, the other sources' stay"
 
 
 def test_root_is_read_only_and_the_host_untouched(runner):

@@ -78,6 +78,17 @@ PROBE_TIMEOUT = 5
 BACK_TIMEOUT = 120
 
 
+# The SuperLink's cluster, labelled for a selector pool: its SuperLink then reads the groups' shards.
+SITE = {"flower.flwr.ai/site": "yes"}
+HUB = {
+    "apiVersion": "kubernetes.crossplane.io/v1alpha1",
+    "kind": "ProviderConfig",
+    "metadata": {"name": "default", "labels": SITE},
+    "spec": {"credentials": {"source": "InjectedIdentity"}},
+}
+SHARD = "07"
+
+
 def auth_claim(name: str, version: str, mode: str, replicas: int = 3) -> dict[str, Any]:
     pool: dict[str, Any] = {"name": "default"}
     if mode == "StatefulSet":
@@ -192,12 +203,20 @@ def online(listing: list[dict[str, Any]]) -> set[str]:
 
 @contextlib.contextmanager
 def start(
-    release: Release, tmp: pathlib.Path, mode: str, replicas: int = 3
+    release: Release, tmp: pathlib.Path, mode: str, replicas: int = 3, *, sharded: bool = False
 ) -> Iterator[tuple[PodRunner, list[dict[str, Any]], str]]:
-    """The Federation rendered and running, with the CLI in the SuperLink's pod: the runner, the manifests, its name."""
-    name = f"fed-auth-{mode.lower()}"
+    """The Federation rendered and running, with the CLI in the SuperLink's pod: the runner, the manifests, its name.
+
+    sharded: its pool a selector matching the SuperLink's own cluster, so its SuperLink reads groups' shards too.
+    """
+    name = f"fed-auth-{mode.lower()}" + ("-sharded" if sharded else "")
     secrets = [tls_secret(tmp, f"{name}-superlink")]
-    rendered = render(tmp, auth_claim(name, release.version, mode, replicas), secrets)
+    federation = auth_claim(name, release.version, mode, replicas)
+    required = list(secrets)
+    if sharded:
+        federation["spec"]["supernodes"]["pools"] = [{"name": "site", "clusterSelector": {"matchLabels": SITE}}]
+        required.append(HUB)
+    rendered = render(tmp, federation, required)
     text = yaml.safe_dump_all(rendered)
     assert "PRIVATE KEY" not in text, "a private key in a composed resource"
     manifests = [unwrap(r) for r in rendered]
@@ -234,6 +253,11 @@ def carry(runner: PodRunner, name: str, pods: list[str]) -> None:
     updates the registrar's volume. Only these pods' keys: the others'
     publications are gone (their holders deleted).
     """
+    runner.update(published_keys.authorized_keys(name, NAMESPACE, {}, checked(runner, name, pods)))
+
+
+def checked(runner: PodRunner, name: str, pods: list[str]) -> list[published_keys.PublishedKey]:
+    """The pods' keys, published and observed as carry says, checked by the function's own builder."""
     place = published_keys.Place("default", NAMESPACE)
     collection = published_keys.collection_name(name, NAMESPACE, place.cluster, place.namespace)
     members = []
@@ -253,7 +277,7 @@ def carry(runner: PodRunner, name: str, pods: list[str]) -> None:
         })  # fmt: skip
     keys = published_keys.published(name, NAMESPACE, {collection: place}, members)
     assert len(keys) == len(pods), keys
-    runner.update(published_keys.authorized_keys(name, NAMESPACE, {}, keys))
+    return keys
 
 
 @pytest.mark.parametrize("release", ["1.25.0", "1.41.0"], indirect=True)
@@ -398,6 +422,37 @@ def test_a_federated_run_completes_with_authentication(release: Release, tmp_pat
     out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, f"{out}\n{logs}"
     assert "Received 2 results and 0 failures" in proc.stdout, out
+
+
+@pytest.mark.parametrize("release", ["1.42.0"], indirect=True)
+def test_keys_in_a_groups_shard_register_and_a_missing_shard_locks_no_one_out(release: Release, tmp_path: pathlib.Path):
+    """Remote clusters' keys reach the registrar in their group's shard (function/composition/groups.py), which
+    the SuperLink mounts beside its own list. A shard the list names but the kubelet does not deliver (its
+    ConfigMap deleted, or not made yet) unregisters no one, however long; once the list no longer names it (the
+    group's clusters left), its keys are gone and unregistered after the grace period."""
+    with start(release, tmp_path, "DaemonSet", sharded=True) as (runner, _, name):
+        pods = supernode_pods(runner)
+        assert len(pods) == 2
+        # As a FederationCluster reports them and its group lists them, checked at each step.
+        reported = published_keys.reported(checked(runner, name, pods))
+        lines = published_keys.reported_lines("default", reported)
+        assert lines == reported
+        runner.update(published_keys.shard(name, NAMESPACE, {}, SHARD, lines))
+        runner.update(published_keys.authorized_keys(name, NAMESPACE, {}, [], [SHARD]))
+        first = wait_for(runner, "2 SuperNodes online", lambda ls: len(online(ls)) == 2, ONLINE_TIMEOUT, [])
+        ids = online(first)
+
+        runner.remove("ConfigMap", NAMESPACE, published_keys.shard_name(name, SHARD))
+        time.sleep(UNREGISTER_AFTER + 2 * REGISTER_EVERY)  # a turn past the grace period, at least
+        kept = registered(nodes(runner))
+        assert {n["node-id"] for n in kept} == ids, f"keys of a named shard not delivered were unregistered: {kept}"
+
+        # The group's clusters left: their pods are gone, and the list no longer names the shard.
+        for pod in pods:
+            runner.delete(NAMESPACE, pod)
+        runner.update(published_keys.authorized_keys(name, NAMESPACE, {}, [], []))
+        wait_for(runner, "no identity registered once the shard is no longer named",
+                 lambda ls: not registered(ls), UNREGISTER_AFTER + ONLINE_TIMEOUT)  # fmt: skip
 
 
 def retired_report(runner: PodRunner, name: str) -> list[str]:

@@ -69,6 +69,11 @@ class GroupedCluster(Model):
     )
 
 
+class GroupKeys(Model):
+    shard: str = Field(pattern=r"^[0-9]{2}$", description="The group's shard of the SuperLink's list of keys.")
+    providerConfigRef: ProviderConfigRef = Field(description="The SuperLink's cluster, where the shard is.")
+
+
 class FederationClusterGroupSpec(Model):
     """A FederationClusterGroup: the FederationClusters of a share of a Federation's remote clusters.
 
@@ -96,4 +101,11 @@ class FederationClusterGroupSpec(Model):
     kept: list[str] = Field(
         default_factory=list,
         description="FederationClusters of clusters held by their settings: kept as they are, not composed anew.",
+    )
+    authorizedKeys: GroupKeys | None = Field(
+        default=None,
+        description=(
+            "With node authentication: where the group lists the keys its FederationClusters report, "
+            "a ConfigMap beside the SuperLink that its registrar reads."
+        ),
     )

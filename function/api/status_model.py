@@ -78,6 +78,13 @@ class FederationClusterStatus(CompositeStatus):
     readySupernodes: int = Field(description="Ready SuperNodes in this cluster.")
     desiredSupernodes: int = Field(description="Desired SuperNodes in this cluster.")
     pools: list[PoolStatus] = Field(description="Per-pool status, as the Federation lists it.")
+    publishedKeys: list[str] | None = Field(
+        default=None,
+        description=(
+            "With node authentication: the keys this cluster's SuperNodes published, checked, one "
+            "`<key> <holder> <node ID or ->` line each; its group lists them beside the SuperLink."
+        ),
+    )
 
 
 class FederationClusterGroupStatus(CompositeStatus):

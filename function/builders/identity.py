@@ -86,6 +86,10 @@ KEY_LABEL = "flower.flwr.ai/supernode-key"
 AUTHORIZED_KEYS_VOLUME = "authorized-keys"
 AUTHORIZED_KEYS_DIR = "/etc/flower-authorized-keys"
 AUTHORIZED_KEYS_FILE = "authorized-keys"
+# Beside it, the shard files (of groups of remote clusters) that should be there (published_keys.authorized_keys).
+AUTHORIZED_SHARDS_FILE = identity_program.SHARDS_FILE
+# Every shard a Federation may have, one per FederationClusterGroup (function/federation/read.py GROUPS).
+SHARDS = 32
 # The pod's own name, namespace and uid, from the downward API.
 POD_FIELDS = {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace", "POD_UID": "metadata.uid"}
 
@@ -109,6 +113,8 @@ class Registration:
     grace: int
     # Whether the SuperLink keeps its state on a volume: the registrar's memory goes there too.
     persistent: bool
+    # Whether remote clusters' keys come in shards, one per group (published_keys.shard), beside the list.
+    sharded: bool = False
 
     def args(self) -> list[str]:
         """The registrar's command line."""
@@ -198,6 +204,7 @@ def registration(fed: Federation, address: str) -> Registration:
         auth.registrationIntervalSeconds,
         auth.unregisterAfterSeconds,
         persistent,
+        sharded=fed.keys_sharded,
     )
 
 
@@ -309,12 +316,37 @@ def registrar_volumes(reg: Registration) -> list[dict[str, Any]]:
     """The registrar's program, scratch space and the published keys (its CA is the SuperLink pod's tls.CA_VOLUME)."""
     # Optional: the pod starts before the function first lists the keys.
     keys = {"name": authorized_keys_name(reg.federation), "optional": True}
+    listed: dict[str, Any] = {"configMap": keys}
+    if reg.sharded:
+        # Every shard a group may write, mounted whether or not it is there yet: clusters
+        # joining and leaving change what the files hold, never the SuperLink's pod.
+        shards = [
+            {
+                "configMap": {
+                    "name": shard_name(reg.federation, shard),
+                    "optional": True,
+                    "items": [{"key": AUTHORIZED_KEYS_FILE, "path": shard_file(shard)}],
+                }
+            }
+            for shard in (f"{n:02d}" for n in range(SHARDS))
+        ]
+        listed = {"projected": {"sources": [listed, *shards]}}
     return [
         _program_volume(reg.federation),
         {"name": WORK_VOLUME, "emptyDir": {}},
-        {"name": AUTHORIZED_KEYS_VOLUME, "configMap": keys},
+        {"name": AUTHORIZED_KEYS_VOLUME, **listed},
         kube_api_volume(),
     ]
+
+
+def shard_name(federation: str, shard: str) -> str:
+    """The ConfigMap beside the SuperLink where one group of remote clusters lists their keys."""
+    return f"{authorized_keys_name(federation)}-{shard}"
+
+
+def shard_file(shard: str) -> str:
+    """Where the registrar reads a shard, beside the list."""
+    return f"{AUTHORIZED_KEYS_FILE}-{shard}"
 
 
 def registrations_name(federation: str) -> str:

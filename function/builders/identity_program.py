@@ -26,9 +26,12 @@ Modes:
   listed key the SuperLink does not hold, over the pod's loopback, and keeps
   the key's node ID in its state (beside the SuperLink's own, so both survive
   a restart or neither does); a SuperLink that lost its registrations gets
-  them back. A key is unregistered
+  them back. Remote clusters' keys come in shard files beside the list, one per
+  group of clusters, which the list names (SHARDS_FILE). A key is unregistered
   only once it has left the list for longer than the grace period: its holder
-  (pod or claim) was deleted, or its pool or cluster removed. A SuperNode that
+  (pod or claim) was deleted, or its pool or cluster removed. A key whose shard
+  is named but not there (its ConfigMap not yet or no longer delivered) has not
+  left: only a shard the list no longer names takes its keys away. A SuperNode that
   is merely offline (a partition, a drained node, a pool scaled down with its
   claims kept) keeps its registration however long it is away, so Flower,
   which never takes an unregistered key back, never locks it out. A listed
@@ -87,6 +90,9 @@ CONFIGMAP_PREFIX = "flwr-key-"
 REGISTRATIONS = "registrations.json"
 # How long the registrar remembers a retired key out of the list: longer than any outage of the carriage.
 RETIRED_REMEMBERED = 30 * 24 * 3600.0
+# Beside the list of keys, the names of the shard files that should be there too (one per group of
+# remote clusters): a shard missing for a moment is not a shard whose clusters left.
+SHARDS_FILE = "authorized-keys-shards"
 # The field of the registrar's report (and of its copies in the pools' namespaces) listing retired keys.
 RETIRED_FIELD = "retired"
 # Seconds between looks at the mounted file a waiting registrar or rekey sidecar acts on (a stat, no CPU
@@ -519,6 +525,8 @@ class Registered:
     absent_since: float | None = None
     # Unregistered (by the registrar or by hand): Flower never takes the key back.
     retired: bool = False
+    # The file it was last listed in: the list's own name, or a shard's.
+    source: str | None = None
 
 
 def authorized(text: str) -> dict[str, tuple[str, str | None]]:
@@ -531,17 +539,56 @@ def authorized(text: str) -> dict[str, tuple[str, str | None]]:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Listing:
+    """The listed keys (key -> holder, node ID hint), the file each is in, and the named shards not there."""
+
+    keys: dict[str, tuple[str, str | None]]
+    where: dict[str, str]
+    missing: frozenset[str] = frozenset()
+
+
+def listing(path: pathlib.Path) -> Listing | None:
+    """The keys of the list at path and of the shards it names beside it; None while the list was never written."""
+    if not path.exists():
+        return None
+    texts = {path.name: path.read_text()}
+    names = path.parent / SHARDS_FILE
+    missing = set()
+    for name in names.read_text().split() if names.exists() else []:
+        shard = path.parent / name
+        if "/" in name or name.startswith("."):
+            continue  # only a file beside the list, never the kubelet's own
+        if shard.exists():
+            texts[name] = shard.read_text()
+        else:
+            missing.add(name)
+    keys: dict[str, tuple[str, str | None]] = {}
+    where: dict[str, str] = {}
+    for name, text in texts.items():
+        for key, entry in authorized(text).items():
+            keys.setdefault(key, entry)
+            where.setdefault(key, name)
+    return Listing(keys, where, frozenset(missing))
+
+
 def load(path: pathlib.Path) -> dict[str, Registered]:
     """The registrar's memory; empty when there is none (a new SuperLink, or one without state)."""
     if not path.exists():
         return {}
     raw = json.loads(path.read_text())
-    return {key: Registered(e["node"], e.get("absent-since"), e.get("retired", False)) for key, e in raw.items()}
+    return {
+        key: Registered(e["node"], e.get("absent-since"), e.get("retired", False), e.get("source"))
+        for key, e in raw.items()
+    }
 
 
 def save(path: pathlib.Path, memory: dict[str, Registered]) -> None:
     """Written aside and renamed: a container stopped halfway never leaves half a memory."""
-    raw = {k: {"node": r.node, "absent-since": r.absent_since, "retired": r.retired} for k, r in sorted(memory.items())}
+    raw = {
+        k: {"node": r.node, "absent-since": r.absent_since, "retired": r.retired, "source": r.source}
+        for k, r in sorted(memory.items())
+    }
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text(json.dumps(raw, indent=1, sort_keys=True))
     os.replace(partial, path)
@@ -558,7 +605,7 @@ class Step:
 
 
 def plan(
-    listed: dict[str, tuple[str, str | None]] | None,
+    listed: Listing | None,
     nodes: dict[str, str],
     memory: dict[str, Registered],
     now: float,
@@ -567,12 +614,15 @@ def plan(
     """The registrar's decisions for one turn, from the list, the SuperLink's nodes (id -> status) and its memory.
 
     listed is None while the list has never been written (the pod started
-    before the function listed the keys): then nothing counts as absent.
+    before the function listed the keys): then nothing counts as absent; nor
+    does a key last listed in a shard the list names that is not there.
     """
     memory = {k: dataclasses.replace(r) for k, r in memory.items()}
     register, said = [], []
-    for key, (holder, hint) in sorted((listed or {}).items()):
+    for key, (holder, hint) in sorted((listed.keys if listed else {}).items()):
         wanted, news = _listed(key, holder, hint, nodes, memory)
+        if key in memory:
+            memory[key].source = listed.where.get(key) if listed else None
         if wanted:
             register.append(key)
         if news:
@@ -611,7 +661,7 @@ def _listed(
 
 
 def _gone(
-    listed: dict[str, tuple[str, str | None]],
+    listed: Listing,
     nodes: dict[str, str],
     memory: dict[str, Registered],
     now: float,
@@ -621,11 +671,15 @@ def _gone(
 
     A retired key is remembered for RETIRED_REMEMBERED after it left the list:
     should it come back (a carriage outage longer than grace), it is reported,
-    not registered again, which Flower would refuse.
+    not registered again, which Flower would refuse. A key whose shard is named
+    but missing is not out of the list: its clock stops until the shard is back.
     """
     out = []
     for key, known in sorted(memory.items()):
-        if key in listed:
+        if key in listed.keys:
+            continue
+        if known.source in listed.missing:
+            known.absent_since = None
             continue
         if known.absent_since is None:
             known.absent_since = now
@@ -645,9 +699,9 @@ def _gone(
     return out
 
 
-def retired_report(memory: dict[str, Registered], listed: dict[str, tuple[str, str | None]] | None) -> str:
+def retired_report(memory: dict[str, Registered], listed: Listing | None) -> str:
     """The retired keys still listed, `<key digest> <holder>` a line, sorted: what their holders must replace."""
-    held = listed or {}
+    held = listed.keys if listed else {}
     lines = {f"{key_digest(key)} {held[key][0]}\n" for key, known in memory.items() if known.retired and key in held}
     return "".join(sorted(lines))
 
@@ -696,13 +750,13 @@ def registrar(cli: Cli, args: argparse.Namespace, api: KubeApi | None = None) ->
 
     It turns every interval and whenever the list changes.
     """
-    listing, state = pathlib.Path(args.authorized_keys), pathlib.Path(args.state) / REGISTRATIONS
+    path, state = pathlib.Path(args.authorized_keys), pathlib.Path(args.state) / REGISTRATIONS
     state.parent.mkdir(parents=True, exist_ok=True)
     key_file = pathlib.Path(args.work) / PUBLIC_KEY
     memory, last = load(state), ""
     reporter = Reporter(api, args.registrations)
     while True:
-        seen = version(listing)
+        seen = version(path)
         answer = cli.call("ls")
         if not answer.get("success"):
             said = f"waiting for the SuperLink's Control API: {answer.get('error-message', '')}".strip()
@@ -713,18 +767,18 @@ def registrar(cli: Cli, args: argparse.Namespace, api: KubeApi | None = None) ->
             continue
         last = ""
         nodes = {str(n.get("node-id")): str(n.get("status")) for n in answer.get("nodes") or []}
-        listed = authorized(listing.read_text()) if listing.exists() else None
+        listed = listing(path)
         step = plan(listed, nodes, memory, time.time(), args.grace)
         memory = step.memory
         for line in step.said:
             print(line, flush=True)
         for key in step.register:
             key_file.write_text(key + "\n")
-            holder = (listed or {})[key][0]
+            holder = listed.keys[key][0] if listed else ""
             done, said, node = cli.register(key_file)
             if node is not None or done:
                 # done without a node: the key was in use already, under a node it cannot name.
-                memory[key] = Registered(node or "")
+                memory[key] = Registered(node or "", source=listed.where.get(key) if listed else None)
             print(f"{holder}: {said if done else 'not registered: ' + said}", flush=True)
         for key, node in step.unregister:
             result = cli.call("unregister", node)
@@ -734,7 +788,7 @@ def registrar(cli: Cli, args: argparse.Namespace, api: KubeApi | None = None) ->
             print(f"node {node}, its key unpublished for over {args.grace:.0f} s: {outcome}", flush=True)
         save(state, memory)
         reporter.turn(retired_report(memory, listed))
-        sleep_until_changed(listing, seen, args.interval)
+        sleep_until_changed(path, seen, args.interval)
 
 
 def main(argv: list[str]) -> int:

@@ -13,6 +13,16 @@ proof that the key belongs to one of the pool's pods. Here:
   have made there (owned by a pod or a claim, in the collection's namespace).
 * authorized_keys: the ConfigMap beside the SuperLink that lists them, one line
   per key, sorted: what the SuperLink's registrar will register.
+* shards: a Federation's remote clusters' keys do not pass through its own
+  call. Each FederationCluster reads only its own collections' Objects and
+  reports the keys it checked in its status (reported); each
+  FederationClusterGroup lists its clusters' reports in a ConfigMap of its
+  own beside the SuperLink (shard, checked again by reported_lines). A
+  Federation of 10,000 SuperNodes would otherwise carry 10,000 Objects in
+  every call and list some 3 MB of keys in one ConfigMap, past the 1 MiB the
+  API server stores. The Federation's own list names the shards that should
+  be there (SHARDS_FIELD), so the registrar can tell a shard that is missing
+  for a moment from one whose clusters left.
 
 Only the pools' own namespaces are observed, never all namespaces: there the
 pool's ServiceAccount is the publisher the Federation's Role names; a key
@@ -48,13 +58,16 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()
 
 
-def carried_label(federation: str, namespace: str) -> str:
-    """The member Objects' label value for a Federation: its name, and a digest of where it lives.
+def carried_label(federation: str, namespace: str, cluster: str | None = None) -> str:
+    """The member Objects' label value: the Federation's name, and a digest of where it lives.
 
     Two claims of one name in two namespaces must not see each other's keys;
-    a label value is at most 63 characters.
+    a label value is at most 63 characters. cluster: for the collections of a
+    FederationCluster, its cluster (`<ProviderConfig kind>/<name>`), so that
+    its call reads its own members and the Federation's does not read them.
     """
-    return f"{federation[:40]}-{_digest(namespace, federation)[:10]}"
+    where = (namespace, federation) if cluster is None else (namespace, federation, cluster)
+    return f"{federation[:40]}-{_digest(*where)[:10]}"
 
 
 def collection_name(federation: str, namespace: str, cluster: str, pool_namespace: str) -> str:
@@ -78,8 +91,12 @@ def collection(
     labels: dict[str, str],
     *,
     namespaced: bool,
+    carried: str,
 ) -> dict[str, Any]:
-    """The ObservedObjectCollection of the keys published in one cluster and pool namespace."""
+    """The ObservedObjectCollection of the keys published in one cluster and pool namespace.
+
+    carried: the label value its member Objects get (carried_label), which the reader of the keys selects.
+    """
     metadata: dict[str, Any] = {
         "name": collection_name(federation, namespace, place.cluster, place.namespace),
         "labels": labels,
@@ -99,7 +116,7 @@ def collection(
                 "selector": {"matchLabels": selector},
             },
             "providerConfigRef": provider_config,
-            "objectTemplate": {"metadata": {"labels": {CARRIED_LABEL: carried_label(federation, namespace)}}},
+            "objectTemplate": {"metadata": {"labels": {CARRIED_LABEL: carried}}},
         },
     }
 
@@ -112,22 +129,29 @@ class PublishedKey:
     holder: str
     node_id: str | None = None
 
+    @property
+    def line(self) -> str:
+        """The key as the registrar reads it: `<key> <cluster>/<namespace>/<owner kind>/<owner name> <node ID or ->`."""
+        return f"{self.public_key} {self.holder} {self.node_id or '-'}"
+
 
 def published(
-    federation: str, namespace: str, places: dict[str, Place], members: list[dict[str, Any]]
+    federation: str, namespace: str, places: dict[str, Place], members: list[dict[str, Any]], carried: str | None = None
 ) -> list[PublishedKey]:
     """The keys the collections' member Objects observed, each checked; sorted, one per key.
 
     places: the collections this Federation composes, by name. Anything else
     is left out: an Object of another collection, a ConfigMap of another
     namespace or Federation, one no pod or claim owns, or no P-384 key.
+    carried: the members' label value (carried_label), the Federation's own by default.
     """
+    carried = carried or carried_label(federation, namespace)
     out: dict[str, PublishedKey] = {}
     for member in members:
         labels = (member.get("metadata") or {}).get("labels") or {}
         place = places.get(str(labels.get(MEMBER_LABEL, "")))
         manifest = ((member.get("status") or {}).get("atProvider") or {}).get("manifest")
-        if place is None or labels.get(CARRIED_LABEL) != carried_label(federation, namespace):
+        if place is None or labels.get(CARRIED_LABEL) != carried:
             continue
         key = _checked(federation, place, manifest)
         if key is not None and key.public_key not in out:
@@ -167,13 +191,74 @@ def authorized_keys_name(federation: str) -> str:
 
 
 def authorized_keys(
-    federation: str, namespace: str, labels: dict[str, str], keys: list[PublishedKey]
+    federation: str, namespace: str, labels: dict[str, str], keys: list[PublishedKey], shards: list[str] | None = None
 ) -> dict[str, Any]:
-    """The published keys, one `<key> <cluster>/<namespace>/<owner kind>/<owner name> <node ID or ->` line each."""
-    text = "".join(f"{k.public_key} {k.holder} {k.node_id or '-'}\n" for k in keys)
+    """The published keys, one line each (PublishedKey.line); with shards, the groups' lists that should be there.
+
+    shards: the shard ids (shard_id) of the groups the Federation composes or keeps.
+    """
+    data = {AUTHORIZED_KEYS: "".join(f"{k.line}\n" for k in keys)}
+    if shards is not None:
+        data[SHARDS_FIELD] = "".join(f"{shard_file(s)}\n" for s in sorted(shards))
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": authorized_keys_name(federation), "namespace": namespace, "labels": labels},
-        "data": {AUTHORIZED_KEYS: text},
+        "data": data,
+    }
+
+
+# The Federation's list of the shard files that should be there, beside its own keys.
+SHARDS_FIELD = identity.AUTHORIZED_SHARDS_FILE
+# What a FederationCluster reports of a key: a registrar's line, of a holder in its own cluster.
+REPORTED = re.compile(
+    r"(?P<key>ecdsa-sha2-nistp384 [A-Za-z0-9+/]+={0,2}) "
+    r"(?P<cluster>[^/\s]+)/[a-z0-9-]+/(?:Pod|PersistentVolumeClaim)/[a-z0-9.-]+ (?:[0-9]+|-)"
+)
+
+
+def shard_id(group: str) -> str:
+    """A group's shard: the number of its share (function/federation/read.py group_resource)."""
+    return group.rsplit("-", 1)[-1]
+
+
+def shard_file(shard: str) -> str:
+    """The file a shard is in, in the registrar's volume."""
+    return identity.shard_file(shard)
+
+
+def shard_name(federation: str, shard: str) -> str:
+    """A group's ConfigMap beside the SuperLink."""
+    return identity.shard_name(federation, shard)
+
+
+def reported(keys: list[PublishedKey]) -> list[str]:
+    """What a FederationCluster reports in its status: the lines of the keys its own call checked."""
+    return [k.line for k in keys]
+
+
+def reported_lines(cluster: str, lines: Any) -> list[str]:
+    """The lines of a FederationCluster's report a group lists: well-formed, of holders in its own cluster.
+
+    The report is the function's own writing, read back from the composite's
+    status; checked again so that nothing else there becomes a key.
+    """
+    out = []
+    for line in lines if isinstance(lines, list) else []:
+        match = REPORTED.fullmatch(line) if isinstance(line, str) else None
+        if match is not None and match["cluster"] == cluster:
+            out.append(line)
+    return out
+
+
+def shard(federation: str, namespace: str, labels: dict[str, str], shard: str, lines: list[str]) -> dict[str, Any]:
+    """A group's ConfigMap beside the SuperLink: its clusters' keys, one line each, sorted, one per key."""
+    by_key: dict[str, str] = {}
+    for line in sorted(lines):
+        by_key.setdefault(line.rsplit(" ", 2)[0], line)
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": shard_name(federation, shard), "namespace": namespace, "labels": labels},
+        "data": {AUTHORIZED_KEYS: "".join(f"{line}\n" for line in sorted(by_key.values()))},
     }

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from function.api.spec import FederationSpec
-from function.builders import identity
+from function.builders import identity, published_keys
 from function.composition.kept import as_observed, live
 from function.composition.placing import global_offsets
 from function.composition.resource_names import REGISTRATIONS
@@ -80,24 +80,49 @@ def composites(
         "fleetAddress": address,
         "caCertificate": ca,
     }
+    return {
+        group: _group(fed, shared, group, entries.get(group, []), held.get(group))
+        for group in sorted({*entries, *held})
+    }
+
+
+def _group(
+    fed: Federation, shared: dict[str, Any], group: str, mine: list[dict[str, Any]], held: list[str] | None
+) -> dict[str, Any]:
+    """One group: what its clusters share, the carried spec cut to their pools, their entries and its shard."""
+    selectors = {s["selector"] for entry in mine for s in entry["selected"]}
+    spec = {
+        **shared,
+        "federationSpec": _carried(fed.written, selectors),
+        "clusters": mine,
+        "kept": held,
+        "authorizedKeys": _shard(fed, group),
+    }
     kind = "FederationClusterGroup" if fed.namespaced else "XFederationClusterGroup"
-    out = {}
-    for group in sorted({*entries, *held}):
-        mine = entries.get(group, [])
-        selectors = {s["selector"] for entry in mine for s in entry["selected"]}
-        spec = {**shared, "federationSpec": _carried(fed.written, selectors), "clusters": mine, "kept": held.get(group)}
-        out[group] = {"apiVersion": CLUSTER_API, "kind": kind, "spec": _present(spec)}
-    return out
+    return {"apiVersion": CLUSTER_API, "kind": kind, "spec": _present(spec)}
+
+
+def groups(fed: Federation) -> list[str]:
+    """The groups the remote clusters are in, composed or kept, by composition resource name."""
+    return sorted({group_resource(name) for name in remote_members(fed)})
 
 
 def kept(fed: Federation, observed: Mapping[str, Any], composed: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The observed groups of remote clusters given nothing new in this reconcile, as they were."""
     out = {}
-    for group in sorted({group_resource(name) for name in remote_members(fed)}):
+    for group in groups(fed):
         previous = as_observed(observed.get(group)) if group not in composed else None
         if previous is not None:
             out[group] = previous
     return out
+
+
+def _shard(fed: Federation, group: str) -> dict[str, Any] | None:
+    """Where a group lists its clusters' keys beside the SuperLink, when the SuperLink registers keys."""
+    if not fed.keys_sharded:
+        return None
+    hub = fed.hub
+    return {"shard": published_keys.shard_id(group), "providerConfigRef": hub.model_dump(mode="json")}
 
 
 def _present(fields: dict[str, Any]) -> dict[str, Any]:

@@ -67,6 +67,8 @@ class Plan:
     ca: str | None = None
     # Of direct, the FederationClusters: ready when they say so.
     parts: frozenset[str] = frozenset()
+    # A FederationCluster's: the keys its pools published, as its own collections observed them.
+    keys: list[published_keys.PublishedKey] | None = None
 
     @property
     def held(self) -> dict[str, Hold]:
@@ -106,7 +108,7 @@ def plan(
     """
     observed = observed or {}
     if fed.part is not None:
-        return _plan_cluster(fed, observed)
+        return _plan_cluster(fed, observed, key_members or [])
     external = placement.external(fed.spec, live(observed, SERVICE), remembered)
     ca = tls.ca_from_secret(tls_secret) if fed.spec.tls is not None else None
     pools = [place_pool(fed, pool, external, ca_known=ca is not None) for pool in fed.spec.supernodes.pools]
@@ -116,7 +118,7 @@ def plan(
     resources = {
         **superlink_resources(fed, external),
         **pool_resources(fed, composed, external, ca, observed),
-        **authorized_keys(fed, pools, key_members or []),
+        **authorized_keys(fed, here, key_members or []),
         **registrations(fed),
     }
     needs_ca = any(p.copies_ca for p in pools)
@@ -130,8 +132,11 @@ def plan(
     return Plan(resources, kept, pools, external, ca is not None, direct, ca, frozenset(parts))
 
 
-def _plan_cluster(fed: Federation, observed: dict[str, Any]) -> Plan:
-    """A FederationCluster's part: its pools and what they need in its cluster, with the address and CA given."""
+def _plan_cluster(fed: Federation, observed: dict[str, Any], key_members: list[dict[str, Any]]) -> Plan:
+    """A FederationCluster's part: its pools and what they need in its cluster, with the address and CA given.
+
+    And the keys its pools published, which it reports for its group to list beside the SuperLink.
+    """
     if fed.part is None:
         msg = "not a FederationCluster"
         raise ValueError(msg)
@@ -140,8 +145,15 @@ def _plan_cluster(fed: Federation, observed: dict[str, Any]) -> Plan:
     pools = [place_pool(fed, pool, external, ca_known=ca is not None) for pool in fed.spec.supernodes.pools]
     composed = [p for p in pools if p.hold is None]
     resources = pool_resources(fed, composed, external, ca, observed)
+    keys = _published(fed, pools, key_members) if fed.registers_keys else None
     return Plan(
-        resources, kept_objects(pools, observed), pools, external, ca is not None, key_collections(fed, composed)
+        resources,
+        kept_objects(pools, observed),
+        pools,
+        external,
+        ca is not None,
+        key_collections(fed, composed),
+        keys=keys,
     )
 
 
@@ -264,27 +276,47 @@ def key_collections(fed: Federation, pools: list[PlacedPool]) -> dict[str, dict[
     for name, (ref, namespace) in key_places(fed, pools).items():
         config = {"kind": ref.kind, "name": ref.name} if fed.namespaced else {"name": ref.name}
         place = published_keys.Place(ref.name, namespace)
-        out[name] = published_keys.collection(fed.name, fed.namespace, place, config, labels, namespaced=fed.namespaced)
+        out[name] = published_keys.collection(
+            fed.name, fed.namespace, place, config, labels, namespaced=fed.namespaced, carried=carried_label(fed)
+        )
     return out
 
 
-def authorized_keys(fed: Federation, pools: list[PlacedPool], members: list[dict[str, Any]]) -> dict[str, Composed]:
-    """With identities made in pods, the ConfigMap beside the SuperLink of the keys their pods published.
+def carried_label(fed: Federation) -> str:
+    """The label value of the collections' member Objects: a FederationCluster's own, else the Federation's."""
+    cluster = None if fed.part is None else f"{fed.part.cluster.kind}/{fed.part.cluster.name}"
+    return published_keys.carried_label(fed.name, fed.namespace, cluster)
+
+
+def _published(
+    fed: Federation, pools: list[PlacedPool], members: list[dict[str, Any]]
+) -> list[published_keys.PublishedKey]:
+    """The keys pools published, as their collections' member Objects observed them, each checked.
 
     pools: every pool, held back or not: a held pool's pods keep running, and
     their keys stay.
     """
-    if not fed.registers_keys:
-        return {}
     places = {
         published_keys.collection_name(fed.name, fed.namespace, ref.name, namespace): published_keys.Place(
             ref.name, namespace
         )
         for ref, namespace in key_places(fed, pools).values()
     }
-    keys = published_keys.published(fed.name, fed.namespace, places, members)
+    return published_keys.published(fed.name, fed.namespace, places, members, carried_label(fed))
+
+
+def authorized_keys(fed: Federation, pools: list[PlacedPool], members: list[dict[str, Any]]) -> dict[str, Composed]:
+    """With identities made in pods, the ConfigMap beside the SuperLink of the keys their pods published.
+
+    pools: the pools the Federation composes itself (held back or not); remote
+    clusters' keys come in their groups' shards, which it names when it has selector pools.
+    """
+    if not fed.registers_keys:
+        return {}
+    keys = _published(fed, pools, members)
     labels = names.labels(fed.name, "superlink", "supernode-keys")
-    manifest = published_keys.authorized_keys(fed.name, fed.namespace, labels, keys)
+    shards = [published_keys.shard_id(g) for g in children.groups(fed)] if fed.keys_sharded else None
+    manifest = published_keys.authorized_keys(fed.name, fed.namespace, labels, keys, shards)
     return {AUTHORIZED_KEYS: Composed(manifest, fed.hub)}
 
 

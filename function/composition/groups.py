@@ -7,7 +7,10 @@ composed 1,000 FederationClusters itself ran out of that time on a busy hub
 applies more than a few dozen. A group is pure fan-out: each FederationCluster
 is the group's shared fields plus its entry, exactly what the Federation would
 have written, and each is checked by its own call (function/federation/read.py).
-The group's status rolls up theirs for the Federation to read.
+The group's status rolls up theirs for the Federation to read. With node
+authentication it also lists the keys its FederationClusters report in its
+shard beside the SuperLink (function/builders/published_keys.py), so that no
+call and no ConfigMap carries every key of a large federation.
 """
 
 from __future__ import annotations
@@ -18,10 +21,13 @@ from typing import Any
 
 from crossplane.function.resource import Condition
 
-from function.api import refusals
+from function.api import names, refusals
 from function.api.cluster_spec import FederationClusterGroupSpec, GroupedCluster
 from function.api.status_model import FederationClusterGroupStatus, PoolStatus
+from function.builders import published_keys
 from function.composition.kept import as_observed
+from function.composition.objects import wrap
+from function.composition.resource_names import AUTHORIZED_KEYS
 from function.federation.read import CLUSTER_API, CROSSPLANE_SPEC_FIELDS
 
 # The fields every FederationCluster of a group is given alike, in the order a Federation wrote them.
@@ -65,7 +71,8 @@ def read(xr: Mapping[str, Any]) -> FederationClusterGroupSpec:
 def compose(xr: Mapping[str, Any], observed: Mapping[str, Any]) -> Answer:
     """The group's FederationClusters (the kept ones as observed), their readiness, and the group's status."""
     spec = read(xr)
-    kind = "FederationCluster" if xr.get("kind") == "FederationClusterGroup" else "XFederationCluster"
+    namespaced = xr.get("kind") == "FederationClusterGroup"
+    kind = "FederationCluster" if namespaced else "XFederationCluster"
     desired = {name: {"apiVersion": CLUSTER_API, "kind": kind, "spec": s} for name, s in expand(spec).items()}
     for name in spec.kept:
         previous = as_observed(observed.get(name))
@@ -73,7 +80,30 @@ def compose(xr: Mapping[str, Any], observed: Mapping[str, Any]) -> Answer:
             desired[name] = previous
     ready = {name: is_ready(observed.get(name)) for name in desired}
     generation = (xr.get("metadata") or {}).get("generation")
-    return Answer(desired, ready, rolled_up(desired, ready, observed, generation))
+    status = rolled_up(desired, ready, observed, generation)
+    if spec.authorizedKeys is not None:
+        # Ready once made, as the Federation's own list: it gates nothing, the keys come when they come.
+        desired[AUTHORIZED_KEYS] = _shard(spec, desired, observed, namespaced=namespaced)
+        ready[AUTHORIZED_KEYS] = True
+    return Answer(desired, ready, status)
+
+
+def _shard(
+    spec: FederationClusterGroupSpec, clusters: Mapping[str, Any], observed: Mapping[str, Any], *, namespaced: bool
+) -> dict[str, Any]:
+    """The Object of the group's shard beside the SuperLink: the keys each FederationCluster reports of its cluster."""
+    keys = spec.authorizedKeys
+    if keys is None:
+        msg = "a group without authorizedKeys lists no keys"
+        raise ValueError(msg)
+    lines = []
+    for name, composite in sorted(clusters.items()):
+        ref = ((composite.get("spec") or {}).get("providerConfigRef") or {}).get("name")
+        report = ((observed.get(name) or {}).get("status") or {}).get("publishedKeys")
+        lines += published_keys.reported_lines(str(ref), report)
+    labels = names.labels(spec.federation, "superlink", "supernode-keys")
+    manifest = published_keys.shard(spec.federation, spec.namespace, labels, keys.shard, lines)
+    return wrap(manifest, keys.providerConfigRef, namespaced=namespaced)
 
 
 def expand(spec: FederationClusterGroupSpec) -> dict[str, dict[str, Any]]:

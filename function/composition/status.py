@@ -14,7 +14,7 @@ from function.api import names
 from function.api import spec as api_spec
 from function.api.spec import PoolSpec, generates_identity
 from function.api.status_model import Endpoints, FederationClusterStatus, FederationStatus, PoolStatus
-from function.builders import identity, superlink, tls
+from function.builders import identity, published_keys, superlink, tls
 from function.composition import compose, groups, kept, readiness, resource_names
 from function.federation import read
 from function.federation.read import pool_resource
@@ -97,14 +97,17 @@ def report(fed: Federation, built: compose.Plan, observed: dict[str, Any], gener
         entries = [entry for entry, _ in pools]
         counts = f"{sum(p.ready for p in entries)}/{sum(p.desired for p in entries)} SuperNodes ready"
         conditions = [_supernodes_condition(fed, pools, counts)]
-        return Report(_part_status(entries, generation), ready, conditions, _warnings(fed, built, manifests, pools))
+        part = _part_status(entries, generation, built.keys)
+        return Report(part, ready, conditions, _warnings(fed, built, manifests, pools))
     status = _status(fed, built, [entry for entry, _ in pools], generation)
     warnings = [*fed.flower.warnings, *superlink.exposure_warnings(fed.spec), *_warnings(fed, built, manifests, pools)]
     conditions = _conditions(fed, built, judged, pools)
     return Report(status, ready, conditions, warnings)
 
 
-def _part_status(pools: list[PoolStatus], generation: Any) -> FederationClusterStatus:
+def _part_status(
+    pools: list[PoolStatus], generation: Any, keys: list[published_keys.PublishedKey] | None
+) -> FederationClusterStatus:
     ready_total, desired_total = sum(p.ready for p in pools), sum(p.desired for p in pools)
     return FederationClusterStatus(
         observedGeneration=generation if isinstance(generation, int) else None,
@@ -112,6 +115,7 @@ def _part_status(pools: list[PoolStatus], generation: Any) -> FederationClusterS
         readySupernodes=ready_total,
         desiredSupernodes=desired_total,
         pools=pools,
+        publishedKeys=None if keys is None else published_keys.reported(keys),
     )
 
 

@@ -63,6 +63,14 @@ class Federation:
         """Whether the SuperLink's registrar registers published keys: when any pool makes its own."""
         return any(generates_identity(self.spec, pool) for pool in self.spec.supernodes.pools)
 
+    @property
+    def keys_sharded(self) -> bool:
+        """Whether remote clusters' keys reach the SuperLink in shards, one per group: with any selector pool.
+
+        Decided by the spec as written, not by which clusters match: joins and leaves never change the SuperLink's pod.
+        """
+        return self.registers_keys and any(p.clusterSelector is not None for p in self.written.supernodes.pools)
+
 
 @dataclasses.dataclass(frozen=True)
 class ClusterPart:

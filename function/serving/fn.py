@@ -147,6 +147,17 @@ def _answer(
     if fed.part is None:
         # A FederationCluster is given what these would tell it.
         _require(rsp, fed, built)
+    if fed.registers_keys:
+        # The keys the pools' pods published, as the collections' Objects observed them: a
+        # FederationCluster's own collections' alone, and the Federation's those of its own pools.
+        response.require_resources(
+            rsp,
+            published_keys.REQUIREMENT,
+            objects.NAMESPACED_OBJECT_API if fed.namespaced else objects.OBJECT_API,
+            "Object",
+            match_labels={published_keys.CARRIED_LABEL: compose.carried_label(fed)},
+            namespace=fed.namespace if fed.namespaced else None,
+        )
     response.set_conditions(rsp, *report.conditions)
     for warning in report.warnings:
         # Crossplane makes each an event; on the claim too, where a claim's user looks (`kubectl describe`).
@@ -156,7 +167,7 @@ def _answer(
 
 
 def _require(rsp: fnv1.RunFunctionResponse, fed: Federation, built: compose.Plan) -> None:
-    """Ask for what the next call needs: the selectors' ProviderConfigs, the CA to copy, the published keys."""
+    """Ask for what the next call needs: the selectors' ProviderConfigs and the CA to copy."""
     for need in clusters.requirements(fed.written, fed.namespace, namespaced=fed.namespaced):
         # Asked for on every call: Crossplane answers only what the last response asked.
         response.require_resources(
@@ -171,16 +182,6 @@ def _require(rsp: fnv1.RunFunctionResponse, fed: Federation, built: compose.Plan
             "Secret",
             match_name=tls.secret_name(fed.name, fed.spec),
             namespace=fed.namespace,
-        )
-    if fed.registers_keys:
-        # The keys the pools' pods published, as the collections' Objects observed them.
-        response.require_resources(
-            rsp,
-            published_keys.REQUIREMENT,
-            objects.NAMESPACED_OBJECT_API if fed.namespaced else objects.OBJECT_API,
-            "Object",
-            match_labels={published_keys.CARRIED_LABEL: published_keys.carried_label(fed.name, fed.namespace)},
-            namespace=fed.namespace if fed.namespaced else None,
         )
 
 

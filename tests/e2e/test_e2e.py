@@ -37,7 +37,9 @@ from controlplane import (
 )
 from function.api import names, policy
 from function.api.refusals import parse
+from function.api.spec import ProviderConfigRef
 from function.builders import identity, identity_program, netpol, published_keys, superlink
+from function.federation import read
 from support.peers import CLAIMS, INVALID, ROOT, hack_module, load_all
 
 build_image = hack_module("build_image")
@@ -1089,6 +1091,77 @@ def test_clusters_join_and_leave_by_label(plane):
     assert plane.spoke.get("namespace", "flower-sites") is None or (
         plane.spoke.get("namespace", "flower-sites")["status"].get("phase") == "Terminating"
     )
+
+
+def test_a_spoke_key_reaches_the_superlink_through_its_clusters_group(plane, tmp_path):
+    """A remote cluster's key comes to the SuperLink's side in its group's shard, never through the Federation.
+
+    The real identity program publishes a key in a site with the token of the pool's ServiceAccount there;
+    provider-kubernetes observes it from that site; the site's FederationCluster alone reads it and reports it;
+    its group lists it in its shard beside the SuperLink, which the SuperLink's pod mounts with every other
+    shard; the Federation's own list names the shard. Deleting the publication withdraws the key.
+    """
+    hub, site = plane.hub, plane.sites["site-b"]
+    name, namespace, pools = "federation-keys", "flower", "flower-keys"
+    labels = {"flower.flwr.ai/keys-e2e": "yes"}
+    hub.apply(openssl_tls_secret("keys-tls", namespace, [f"{name}-superlink.{namespace}.svc", "198.51.100.20"]))
+    label_site(plane, "site-b", labels)
+    pool = {"name": "gpu", "replicas": 1, "clusterSelector": {"matchLabels": labels}, "namespace": pools,
+            "createNamespace": True}  # fmt: skip
+    hub.apply({
+        "apiVersion": "flower.crossplane.io/v1alpha1",
+        "kind": "Federation",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "mode": "StatefulSet", "isolationMode": "subprocess", "version": "1.41.0",
+            "providerConfigRef": {"name": "hub"}, "tls": {"secretName": "keys-tls"},
+            "nodeAuthentication": {"enabled": True, "identityVolume": {"storageClassName": "standard"}},
+            "superlink": {"externalAddress": "198.51.100.20:9092"},
+            "networkPolicy": {"fleetCIDRs": ["198.51.100.0/24"]},
+            "supernodes": {"pools": [pool]},
+        },
+    })  # fmt: skip
+    pod_name = f"{names.pool(name, 'gpu-site-b')}-0"
+    pod = wait_for(f"pod {pod_name} in site-b", lambda: site.get("pod", pod_name, pools), timeout=READY_TIMEOUT)
+    claim_name = f"{identity.IDENTITY_VOLUME}-{pod_name}"
+    pvc = wait_for(f"claim {claim_name}", lambda: site.get("persistentvolumeclaim", claim_name, pools))
+    account = pod["spec"]["serviceAccountName"]
+    token = site.kubectl("create", "token", account, "-n", pools).strip()
+    proc = publish_key(site, token, pools, pod, claim_name, tmp_path)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    public_key = (tmp_path / "keys" / identity_program.PUBLIC_KEY).read_text().strip()
+    holder = f"site-b/{pools}/PersistentVolumeClaim/{claim_name}"
+    assert site.get("configmap", identity_program.configmap_name(pvc["metadata"]["uid"], public_key), pools)
+
+    shard = published_keys.shard_id(read.group_resource(read.cluster_resource(ProviderConfigRef(name="site-b"),
+                                                                              namespaced=False)))  # fmt: skip
+
+    def listed_in_shard() -> str:
+        live = hub.get("configmap", published_keys.shard_name(name, shard), namespace) or {}
+        return (live.get("data") or {}).get(published_keys.AUTHORIZED_KEYS, "")
+
+    wait_for("the key in its group's shard beside the SuperLink", lambda: public_key in listed_in_shard(),
+             timeout=READY_TIMEOUT, interval=3)  # fmt: skip
+    assert f"{public_key} {holder} -\n" in listed_in_shard()
+    # Not through the Federation: its own list holds no remote key, and names the shard.
+    own = hub.get("configmap", published_keys.authorized_keys_name(name), namespace)["data"]
+    assert public_key not in own[published_keys.AUTHORIZED_KEYS]
+    assert published_keys.shard_file(shard) in own[published_keys.SHARDS_FIELD].split()
+    part = next(c for c in hub.get("xfederationclusters.flower.crossplane.io")
+                if c["spec"]["federation"] == name and c["spec"]["providerConfigRef"]["name"] == "site-b")  # fmt: skip
+    assert f"{public_key} {holder} -" in part["status"]["publishedKeys"]
+    # The SuperLink mounts every shard a group may write, so joins and leaves never roll it.
+    superlink_pod = hub.get("statefulsets.apps", f"{name}-superlink", namespace)["spec"]["template"]["spec"]
+    volume = next(v for v in superlink_pod["volumes"] if v["name"] == identity.AUTHORIZED_KEYS_VOLUME)
+    assert len(volume["projected"]["sources"]) == 1 + identity.SHARDS
+
+    # Withdrawn with its publication (as when Kubernetes deletes it with the claim).
+    site.kubectl(
+        "delete", "configmap", identity_program.configmap_name(pvc["metadata"]["uid"], public_key), "-n", pools
+    )
+    wait_for("the key gone from the shard", lambda: public_key not in listed_in_shard(),
+             timeout=READY_TIMEOUT, interval=3)  # fmt: skip
+    label_site(plane, "site-b", dict.fromkeys(labels))
 
 
 def configuration_release(plane: ControlPlane, tmp: pathlib.Path, tag: str) -> str:

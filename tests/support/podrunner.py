@@ -554,8 +554,8 @@ class PodRunner:
                 self._own(path, fs_group, read_only=True)
         return memory
 
-    def _project(self, pod: Pod, source: Manifest, path: pathlib.Path, default_mode: int) -> None:
-        """A secret or configMap source's keys as files (items pick and rename them).
+    def _project(self, pod: Pod, source: Manifest, path: pathlib.Path, default_mode: int) -> set[pathlib.Path]:
+        """A secret or configMap source's keys as files (items pick and rename them): the files written.
 
         A ServiceAccount token: the runner has no API server, so the file holds
         a token nothing accepts, and pods get no KUBERNETES_SERVICE_HOST to use it.
@@ -565,7 +565,7 @@ class PodRunner:
             file.parent.mkdir(parents=True, exist_ok=True)
             file.write_text(NO_API_TOKEN)
             file.chmod(default_mode)
-            return
+            return {file}
         kind = next((k for k in ("secret", "configMap") if k in source), None)
         if kind is None:
             msg = f"pod {pod.name}: volume source {sorted(source)} is not supported"
@@ -573,6 +573,7 @@ class PodRunner:
         ref = source[kind]
         name = ref.get("secretName") or ref.get("name", "")
         data = self._data(kind, pod.namespace, name, optional=bool(ref.get("optional")))
+        written = set()
         for item in ref.get("items") or [{"key": k, "path": k} for k in data]:
             if item["key"] not in data:
                 if ref.get("optional"):
@@ -583,6 +584,8 @@ class PodRunner:
             file.parent.mkdir(parents=True, exist_ok=True)
             file.write_bytes(data[item["key"]])
             file.chmod(item.get("mode", default_mode))
+            written.add(file)
+        return written
 
     def _data(self, kind: str, namespace: str, name: str, *, optional: bool = False) -> dict[str, bytes]:
         """A Secret's or ConfigMap's data, decoded; kind as a volume or reference names it."""
@@ -757,17 +760,31 @@ class PodRunner:
     def update(self, obj: Manifest) -> None:
         """Store a changed ConfigMap or Secret and rewrite it where running pods mount it, as the kubelet syncs."""
         self._store(obj)
-        kind, name = obj["kind"], obj["metadata"]["name"]
+        self._sync(obj["kind"], _ns(obj), obj["metadata"]["name"])
+
+    def remove(self, kind: str, namespace: str, name: str) -> None:
+        """Delete a ConfigMap or Secret: the kubelet takes its files out of the (optional) volumes that mount it."""
+        self.objects.pop((kind, namespace, name), None)
+        self._sync(kind, namespace, name)
+
+    def _sync(self, kind: str, namespace: str, name: str) -> None:
+        """Project again every volume of a running pod that mounts that object: its files as they now are, no others."""
         for pod in self.pods:
-            if pod.namespace != _ns(obj):
+            if pod.namespace != namespace:
                 continue
             for v in pod.spec.get("volumes") or []:
                 sources = v["projected"]["sources"] if "projected" in v else [v]
+                refs = [source.get("configMap") if kind == "ConfigMap" else source.get("secret") for source in sources]
+                if not any(ref is not None and (ref.get("name") or ref.get("secretName")) == name for ref in refs):
+                    continue
                 default = (v.get("projected") or v.get("secret") or v.get("configMap") or {}).get("defaultMode", 0o644)
+                path = pod.volumes[v["name"]]
+                before = {p for p in path.iterdir() if p.is_file()}
+                written: set[pathlib.Path] = set()
                 for source in sources:
-                    ref = source.get("configMap") if kind == "ConfigMap" else source.get("secret")
-                    if ref is not None and (ref.get("name") or ref.get("secretName")) == name:
-                        self._project(pod, source, pod.volumes[v["name"]], default)
+                    written |= self._project(pod, source, path, default)
+                for stale in before - written:
+                    stale.unlink()
 
     def restart(self, namespace: str, pod: str, container: str, *, kill: bool = False) -> None:
         """Stop a container's process (SIGTERM, or SIGKILL with kill) and start it again, as a kubelet restart."""
