@@ -131,7 +131,7 @@ def test_each_remote_cluster_is_composed_by_its_part_as_the_federation_would_com
     expected = compose.pool_resources(fed, handed, built.external, built.ca, case.observed)
     assert composed == {name: c for name, c in expected.items() if c.provider_config != fed.hub}
     # The collections too, but that each labels its Objects for its own cluster's call alone.
-    assert carried_by_none(direct) == carried_by_none(compose.key_collections(fed, handed))
+    assert carried_by_none(direct) == carried_by_none(compose.key_collections(fed, handed, handed))
     carried = {c["spec"]["providerConfigRef"]["name"]: carried_of(c) for c in direct.values()}
     assert len(set(carried.values())) == len(carried), carried
     assert compose.carried_label(fed) not in carried.values()

@@ -32,11 +32,15 @@ def part_of(name: str, composite: dict[str, Any]) -> Any:
     return read.cluster({"metadata": {"name": name}, **composite})
 
 
-def members_of(part: Any, key: str) -> list[dict[str, Any]]:
-    """What Crossplane answers a FederationCluster's call: its collection's Object, published in its cluster."""
+def members_of(part: Any, key: str, pool: str | None = None) -> list[dict[str, Any]]:
+    """What Crossplane answers a FederationCluster's call: its collection's Object, published in its cluster.
+
+    pool: the publishing pod's pool; the cluster's own by default.
+    """
     cluster = part.part.cluster.name
     collection = published_keys.collection_name(FED, NAMESPACE, cluster, POOLS)
-    return [member(key, collection=collection, carried=compose.carried_label(part), namespace=POOLS)]
+    pool = pool or f"gpu-{cluster}"
+    return [member(key, collection=collection, carried=compose.carried_label(part), namespace=POOLS, pool=pool)]
 
 
 def reported(name: str, composite: dict[str, Any], key: str, extra: list[dict[str, Any]] | None = None) -> list[str]:
@@ -58,12 +62,26 @@ def test_a_cluster_reports_the_keys_of_its_own_collections_alone():
         for m in members_of(us_part, OTHER_KEY)
         for label in (compose.carried_label(fed), compose.carried_label(part_of("cluster-config-eu", eu)))
     ]
-    lines = reported("cluster-config-eu", eu, KEY, strays)
+    # A key of another cluster's pool, published where eu's collection looks (two ProviderConfigs, one cluster).
+    aliased = members_of(part_of("cluster-config-eu", eu), OTHER_KEY, pool="gpu-us")
+    lines = reported("cluster-config-eu", eu, KEY, [*strays, *aliased])
     assert lines == [f"{KEY} eu/{POOLS}/PersistentVolumeClaim/supernode-identity-fed-default-0 -"]
     assert reported("cluster-config-us", us, OTHER_KEY)[0].startswith(f"{OTHER_KEY} us/{POOLS}/")
     # Labels differ by cluster, and from the Federation's: no call reads another's members.
     labels = {compose.carried_label(part_of(n, p)) for n, p in parts.items()} | {compose.carried_label(fed)}
     assert len(labels) == len(parts) + 1
+
+
+def test_a_clusters_collection_observes_its_own_pools_keys_alone():
+    _, built = federation()
+    for name, composite in federation_clusters(built).items():
+        part = part_of(name, composite)
+        (collection,) = compose.plan(part).direct.values()
+        selector = collection["spec"]["observeObjects"]["selector"]
+        cluster = part.part.cluster.name
+        assert selector["matchExpressions"] == [
+            {"key": "flower.flwr.ai/pool", "operator": "In", "values": [f"gpu-{cluster}"]}
+        ]
 
 
 def test_without_node_authentication_a_cluster_reports_nothing():

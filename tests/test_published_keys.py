@@ -31,7 +31,7 @@ COLLECTION = published_keys.collection_name(FED, NAMESPACE, "default", NAMESPACE
 CARRIED = published_keys.carried_label(FED, NAMESPACE)
 
 
-def member(
+def member(  # noqa: PLR0913 - a keyword per field a case changes
     key: str = KEY,
     *,
     collection: str = COLLECTION,
@@ -40,13 +40,14 @@ def member(
     owner_kind: str = "PersistentVolumeClaim",
     uid: str = "2f1c",
     node_id: str | None = None,
+    pool: str = "default",
     **changes: Any,
 ) -> dict[str, Any]:
-    """A member Object of a key collection, observing the ConfigMap a SuperNode pod published."""
+    """A member Object of a key collection, observing the ConfigMap a SuperNode pod of pool published."""
     configmap = identity_program.key_configmap(
         identity_program.Owner(owner_kind, "supernode-identity-fed-default-0", uid),
         namespace,
-        identity.publication_labels(FED, "default"),
+        identity.publication_labels(FED, pool),
         key,
         node_id,
     )
@@ -290,6 +291,13 @@ def test_publishing_pods_reach_their_api_server_once_its_endpoints_are_observed(
     assert netpol.kube_api_egress(ENDPOINTS) not in plan[policy].manifest["spec"]["egress"]
 
 
+def test_a_key_of_a_pool_not_placed_there_is_not_listed():
+    """Two ProviderConfigs naming one cluster: each collection claims only its own pools' keys."""
+    places = {COLLECTION: published_keys.Place("default", NAMESPACE, ("default",))}
+    assert published_keys.published(FED, NAMESPACE, places, [member()]) != []
+    assert published_keys.published(FED, NAMESPACE, places, [member(pool="other-cluster-pool")]) == []
+
+
 def test_a_held_pools_keys_stay_listed():
     """A pool waiting for the SuperLink's external address is not composed, but its pods may run: keys stay."""
     held = spec(
@@ -302,7 +310,7 @@ def test_a_held_pools_keys_stay_listed():
     )  # fmt: skip
     fed = read.federation(xr(held))
     name = published_keys.collection_name(FED, NAMESPACE, "spoke-eu", NAMESPACE)
-    built = compose.plan(fed, key_members=[member(collection=name, carried=CARRIED)])
+    built = compose.plan(fed, key_members=[member(collection=name, carried=CARRIED, pool="eu")])
     assert built.held == {"eu": Hold.ADDRESS}
     assert resource_names.key_collection_resource("spoke-eu", NAMESPACE) not in built.direct
     listed = built.resources[resource_names.AUTHORIZED_KEYS].manifest["data"]["authorized-keys"]

@@ -77,10 +77,15 @@ def collection_name(federation: str, namespace: str, cluster: str, pool_namespac
 
 @dataclasses.dataclass(frozen=True)
 class Place:
-    """One cluster and pool namespace whose published keys a collection observes."""
+    """One cluster and pool namespace whose published keys a collection observes, and the pools placed there.
+
+    pools: whose keys alone it observes: two ProviderConfigs naming one cluster (a test fleet, a
+    cluster reached two ways) must not each observe, and claim as their own, the other's keys.
+    """
 
     cluster: str
     namespace: str
+    pools: tuple[str, ...] = ()
 
 
 def collection(
@@ -93,7 +98,7 @@ def collection(
     namespaced: bool,
     carried: str,
 ) -> dict[str, Any]:
-    """The ObservedObjectCollection of the keys published in one cluster and pool namespace.
+    """The ObservedObjectCollection of the keys the place's pools publish in its cluster and namespace.
 
     carried: the label value its member Objects get (carried_label), which the reader of the keys selects.
     """
@@ -113,7 +118,10 @@ def collection(
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
                 "namespace": place.namespace,
-                "selector": {"matchLabels": selector},
+                "selector": {
+                    "matchLabels": selector,
+                    "matchExpressions": [{"key": names.POOL_LABEL, "operator": "In", "values": sorted(place.pools)}],
+                },
             },
             "providerConfigRef": provider_config,
             "objectTemplate": {"metadata": {"labels": {CARRIED_LABEL: carried}}},
@@ -170,6 +178,7 @@ def _checked(federation: str, place: Place, manifest: Any) -> PublishedKey | Non
     text, node_id = data.get(identity_program.PUBLIC_KEY_FIELD), data.get(identity_program.NODE_ID_FIELD)
     checks = [
         meta.get("namespace") == place.namespace and labels.get(names.INSTANCE_LABEL) == federation,
+        not place.pools or labels.get(names.POOL_LABEL) in place.pools,
         # One owner, a pod or a claim, whose deletion deletes the publication.
         len(owners) == 1 and isinstance(owners[0], dict) and owners[0].get("kind") in OWNERS,
         isinstance(text, str) and PUBLIC_KEY.match(text) is not None,

@@ -123,7 +123,7 @@ def plan(
     }
     needs_ca = any(p.copies_ca for p in pools)
     parts = children.composites(fed, external.address, ca, observed, needs_ca=needs_ca)
-    direct = {**key_collections(fed, composed), **parts}
+    direct = {**key_collections(fed, composed, here), **parts}
     kept = {
         **kept_objects(here, observed),
         **children.kept(fed, observed, parts),
@@ -152,7 +152,7 @@ def _plan_cluster(fed: Federation, observed: dict[str, Any], key_members: list[d
         pools,
         external,
         ca is not None,
-        key_collections(fed, composed),
+        key_collections(fed, composed, pools),
         keys=keys,
     )
 
@@ -269,17 +269,26 @@ def api_endpoints(fed: Federation, pools: list[PlacedPool]) -> dict[str, Compose
     return out
 
 
-def key_collections(fed: Federation, pools: list[PlacedPool]) -> dict[str, dict[str, Any]]:
-    """Where pools publish keys, the provider-kubernetes collection that observes them."""
+def key_collections(fed: Federation, pools: list[PlacedPool], every: list[PlacedPool]) -> dict[str, dict[str, Any]]:
+    """Where pools publish keys, the provider-kubernetes collection that observes them.
+
+    every: all pools, held back or not: a collection observes the keys of each one at its place.
+    """
     labels = names.labels(fed.name, "flower", "supernode-keys")
     out = {}
     for name, (ref, namespace) in key_places(fed, pools).items():
         config = {"kind": ref.kind, "name": ref.name} if fed.namespaced else {"name": ref.name}
-        place = published_keys.Place(ref.name, namespace)
+        place = _place(ref, namespace, every)
         out[name] = published_keys.collection(
             fed.name, fed.namespace, place, config, labels, namespaced=fed.namespaced, carried=carried_label(fed)
         )
     return out
+
+
+def _place(ref: ProviderConfigRef, namespace: str, pools: list[PlacedPool]) -> published_keys.Place:
+    """A cluster and namespace where keys are published, with the pools placed there (held back or not)."""
+    there = sorted({p.name for p in pools if (p.provider_config.name, p.namespace) == (ref.name, namespace)})
+    return published_keys.Place(ref.name, namespace, tuple(there))
 
 
 def carried_label(fed: Federation) -> str:
@@ -297,9 +306,7 @@ def _published(
     their keys stay.
     """
     places = {
-        published_keys.collection_name(fed.name, fed.namespace, ref.name, namespace): published_keys.Place(
-            ref.name, namespace
-        )
+        published_keys.collection_name(fed.name, fed.namespace, ref.name, namespace): _place(ref, namespace, pools)
         for ref, namespace in key_places(fed, pools).values()
     }
     return published_keys.published(fed.name, fed.namespace, places, members, carried_label(fed))

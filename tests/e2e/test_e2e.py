@@ -656,7 +656,8 @@ def identity_program_run(
     host, port, credentials = api_credentials(cluster, token, work)
     keys = work / "keys"
     keys.mkdir(exist_ok=True)
-    labels = identity.publication_labels(pod["metadata"]["labels"]["app.kubernetes.io/instance"], "default")
+    pod_labels = pod["metadata"]["labels"]
+    labels = identity.publication_labels(pod_labels["app.kubernetes.io/instance"], pod_labels[names.POOL_LABEL])
     args = [f"--work={work}", f"--key-dir={keys}", f"--kube-credentials={credentials}"]
     args += [f"--label={k}={v}" for k, v in sorted(labels.items())]
     args += [f"--owner-claim={claim}"] if claim else []
