@@ -14,7 +14,13 @@ and prints:
   each request as Crossplane would send it now (every composed resource as
   observed, requirements answered), run through the function in this process;
 - the CPU seconds the control plane's processes took (API servers, etcd,
-  Crossplane, provider-kubernetes, cert-manager, the function).
+  Crossplane, provider-kubernetes, cert-manager, the function);
+- with --keys, how many SuperNode keys reached the shards beside the SuperLink,
+  and when all had. KWOK's pods run nothing, so the run publishes each
+  SuperNode's key as its identity container would (a ConfigMap in its spoke,
+  owned by its identity claim, labelled with its pool) as soon as the claim is
+  there; the keys are made up, of a real key's size (the function checks their
+  form, and no registrar runs here).
 
 Needs `make e2e-tools package` (and root).
 
@@ -27,6 +33,9 @@ it would apply (2 clusters of 1 SuperNode), starting nothing.
 from __future__ import annotations
 
 import argparse
+import base64
+import dataclasses
+import hashlib
 import json
 import os
 import pathlib
@@ -37,12 +46,26 @@ import time
 import urllib.request
 from typing import Any
 
+import yaml
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "e2e"), str(ROOT / "tests")]
 
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1  # noqa: E402
 
-from controlplane import CA_ISSUER, CROSSPLANE_NS, GO_ENV, SITES, ControlPlane, Tools, condition, running  # noqa: E402
+from controlplane import (  # noqa: E402
+    CA_ISSUER,
+    CROSSPLANE_NS,
+    GO_ENV,
+    SITES,
+    Cluster,
+    ControlPlane,
+    Tools,
+    condition,
+    running,
+)
+from function.api import names  # noqa: E402
+from function.builders import identity, identity_program, published_keys  # noqa: E402
 from function.serving import render  # noqa: E402
 from function.topology import clusters  # noqa: E402
 
@@ -57,6 +80,8 @@ PARTS = "xfederationclusters.flower.crossplane.io,xfederationclustergroups.flowe
 SYNC = "1h"
 PROVIDER_POLL = "10m"  # provider-kubernetes' default
 PROGRESS_EVERY = 60  # seconds between the lines that say how many SuperNodes are Ready so far
+KEYS_EVERY = 20  # seconds between the looks for identity claims whose keys to publish (--keys)
+KEYS_PER_APPLY = 500  # key ConfigMaps per kubectl call
 IDLE_SECONDS = 60  # how long the run watches the composites once every SuperNode is Ready
 KINDS = ("xfederations", "xfederationclustergroups", "xfederationclusters")
 
@@ -109,6 +134,54 @@ def provider_configs(count: int) -> list[dict[str, Any]]:
         }
         for i in range(count)
     ]
+
+
+# A P-384 public key in OpenSSH's form is 136 bytes (its type, curve and point); the made-up ones are that size.
+KEY_BYTES = 136
+
+
+def made_up_key(seed: str) -> str:
+    """A key of a real one's form and size, the same for the same seed."""
+    blob = b"".join(hashlib.sha512(f"{seed}/{i}".encode()).digest() for i in range(3))[:KEY_BYTES]
+    return f"ecdsa-sha2-nistp384 {base64.b64encode(blob).decode()}"
+
+
+def key_publications(claims: list[dict[str, Any]], published: set[str]) -> list[dict[str, Any]]:
+    """The key ConfigMaps of identity claims not published yet, as each SuperNode's identity container makes it."""
+    prefix = f"{identity.IDENTITY_VOLUME}-{names.pool(NAME, '')}"
+    out = []
+    for pvc in claims:
+        meta = pvc["metadata"]
+        if meta["uid"] in published or not meta["name"].startswith(prefix):
+            continue
+        pool = meta["name"].removeprefix(prefix).rsplit("-", 1)[0]
+        owner = identity_program.Owner("PersistentVolumeClaim", meta["name"], meta["uid"])
+        labels = identity.publication_labels(NAME, pool)
+        out.append(identity_program.key_configmap(owner, meta["namespace"], labels, made_up_key(meta["uid"])))
+    return out
+
+
+def publish_keys(spokes: list[Cluster], published: set[str]) -> int:
+    """Publish the keys of the spokes' identity claims not published yet; how many were."""
+    made = 0
+    for spoke in spokes:
+        todo = key_publications(spoke.get("persistentvolumeclaims", namespace=NAMESPACE) or [], published)
+        for start in range(0, len(todo), KEYS_PER_APPLY):
+            spoke.kubectl("create", "-f", "-", stdin=yaml.safe_dump_all(todo[start : start + KEYS_PER_APPLY]),
+                          check=False, timeout=300)  # fmt: skip
+        published |= {c["metadata"]["ownerReferences"][0]["uid"] for c in todo}
+        made += len(todo)
+    return made
+
+
+def listed_keys(hub: Cluster) -> int:
+    """The keys listed beside the SuperLink: in its own list and the groups' shards."""
+    prefix = published_keys.authorized_keys_name(NAME)
+    return sum(
+        (c.get("data") or {}).get(published_keys.AUTHORIZED_KEYS, "").count("\n")
+        for c in hub.get("configmaps", namespace=NAMESPACE) or []
+        if c["metadata"]["name"].startswith(prefix)
+    )
 
 
 def per_spoke(count: int, replicas: int) -> int:
@@ -335,49 +408,93 @@ def metrics_port(plane: ControlPlane) -> int:
     return int(args[args.index("--metrics-port") + 1])
 
 
-def run(plane: ControlPlane, count: int, replicas: int, timeout: float) -> int:
-    """Apply the Federation at once and report; the exit status."""
+@dataclasses.dataclass
+class Progress:
+    """How far a run got: when every SuperNode was Ready and every key listed, and what it saw last."""
+
+    want: int
+    keys: bool
+    start: float = dataclasses.field(default_factory=time.monotonic)
+    ready_after: float | None = None
+    keys_after: float | None = None
+    message: str = ""
+    status: dict[str, Any] = dataclasses.field(default_factory=dict)
+    published: set[str] = dataclasses.field(default_factory=set)
+    listed: int = 0
+
+    @property
+    def done(self) -> bool:
+        """Every SuperNode Ready, and with keys every key listed."""
+        return self.ready_after is not None and (self.keys_after is not None or not self.keys)
+
+
+def wait(plane: ControlPlane, progress: Progress, timeout: float) -> None:
+    """Watch the Federation (and publish keys, with keys) until done, refused or out of time."""
+    spokes = [plane.sites[site] for site in SITES]
+    shown = looked = 0.0
+    while time.monotonic() - progress.start < timeout and not progress.done:
+        got = plane.hub.get("federations.flower.crossplane.io", NAME, namespace=NAMESPACE) or {}
+        progress.status = got.get("status") or {}
+        now = time.monotonic()
+        if progress.keys and now - looked >= KEYS_EVERY:
+            looked = now
+            publish_keys(spokes, progress.published)
+            progress.listed = listed_keys(plane.hub)
+            if progress.keys_after is None and progress.listed >= progress.want:
+                progress.keys_after = time.monotonic() - progress.start
+        if now - shown >= PROGRESS_EVERY:
+            # As it goes: a run stopped early, or one that never finishes, still says how far it got.
+            shown = now
+            said = f", {len(progress.published)} keys published, {progress.listed} listed" if progress.keys else ""
+            supernodes = progress.status.get("supernodes", "-")
+            print(f"after {now - progress.start:.0f} s: {supernodes} SuperNodes ready{said}", flush=True)
+        synced = condition(got, "Synced")
+        if synced.get("status") == "False":
+            progress.message = synced.get("message", "")
+            return
+        status = progress.status
+        if (
+            progress.ready_after is None
+            and status.get("readySupernodes") == status.get("desiredSupernodes") == progress.want
+        ):
+            progress.ready_after = time.monotonic() - progress.start
+        time.sleep(5)
+
+
+def run(plane: ControlPlane, count: int, replicas: int, timeout: float, *, keys: bool = False) -> int:
+    """Apply the Federation at once and report; the exit status.
+
+    keys: publish each SuperNode's key as its pod would, and wait for every key to be listed too.
+    """
     plane.hub.apply(*provider_configs(count))
     pids = plane_processes(plane.workdir)
     cpu_before = {pid: cpu_seconds(pid) for pid in pids}
     port = metrics_port(plane)
     calls_before, _, _ = function_calls(metrics(port))
-    start = time.monotonic()
+    progress = Progress(count * replicas, keys)
     plane.hub.apply(claim(count, replicas))
-    want, ready_after, message, shown = count * replicas, None, "", 0.0
-    while time.monotonic() - start < timeout:
-        got = plane.hub.get("federations.flower.crossplane.io", NAME, namespace=NAMESPACE) or {}
-        status = got.get("status") or {}
-        if time.monotonic() - shown >= PROGRESS_EVERY:
-            # As it goes: a run stopped early, or one that never finishes, still says how far it got.
-            shown = time.monotonic()
-            print(f"after {shown - start:.0f} s: {status.get('supernodes', '-')} SuperNodes ready", flush=True)
-        synced = condition(got, "Synced")
-        if synced.get("status") == "False":
-            message = synced.get("message", "")
-            break
-        if status.get("desiredSupernodes") == want and status.get("readySupernodes") == want:
-            ready_after = time.monotonic() - start
-            break
-        time.sleep(5)
+    wait(plane, progress, timeout)
     served = metrics(port)
     calls, p50, p99 = function_calls(served)
     used = {pid: max(0.0, cpu_seconds(pid) - before) for pid, before in cpu_before.items()}
-    cpu = sum(used.values())
     flags = " ".join([f"--sync-interval={SYNC}", *plane.crossplane_args])
-    print(f"clusters {count}, SuperNodes {want} ({replicas} each), node authentication and TLS on, "
-          f"Crossplane {flags}, provider-kubernetes --poll={PROVIDER_POLL}")  # fmt: skip
-    if ready_after is not None:
-        print(f"every SuperNode Ready after {ready_after:.0f} s")
+    print(f"clusters {count}, SuperNodes {progress.want} ({replicas} each), node authentication and TLS on, "
+          f"Crossplane {flags}, provider-kubernetes --poll={plane.provider_poll}")  # fmt: skip
+    if keys:
+        after = f", all listed after {progress.keys_after:.0f} s" if progress.keys_after is not None else ""
+        print(f"keys: {len(progress.published)} published, {listed_keys(plane.hub)} listed beside the SuperLink{after}")
+    if progress.ready_after is not None:
+        print(f"every SuperNode Ready after {progress.ready_after:.0f} s")
         time.sleep(IDLE_SECONDS)
         print(idle(reconcile_counts(served), reconcile_counts(metrics(port)), IDLE_SECONDS), flush=True)
     else:
-        print(f"not Ready after {time.monotonic() - start:.0f} s: {message or json.dumps(status)[:300]}")
+        seen = progress.message or json.dumps(progress.status)[:300]
+        print(f"not Ready after {time.monotonic() - progress.start:.0f} s: {seen}")
     print(f"function calls {calls - calls_before}, p50 <= {p50} s, p99 <= {p99} s (Crossplane's histogram)")
     hub = plane.hub.kubectl("get", "--raw", "/metrics", timeout=120)
     for line in [*reconciles(served), *circuits(served), *api_requests(hub)]:
         print(line)
-    print(f"control plane CPU {cpu:.0f} s over {len(pids)} processes", flush=True)
+    print(f"control plane CPU {sum(used.values()):.0f} s over {len(pids)} processes", flush=True)
     for line in cpu_by_role(used):
         print(line, flush=True)
     try:
@@ -386,7 +503,7 @@ def run(plane: ControlPlane, count: int, replicas: int, timeout: float) -> int:
     except subprocess.TimeoutExpired as err:
         # At 1,000 clusters a busy hub may take longer than the harness waits to list 9,000 Objects.
         print(f"call sizes not measured: {err}")
-    return 0 if ready_after is not None else 1
+    return 0 if progress.done else 1
 
 
 def main() -> int:
@@ -402,6 +519,8 @@ def main() -> int:
         type=int,
         help="Crossplane's --circuit-breaker-burst (its default, 100, when not given)",
     )
+    parser.add_argument("--keys", action="store_true", help="publish every SuperNode's key, wait for all listed")
+    parser.add_argument("--provider-poll", default=PROVIDER_POLL, help="provider-kubernetes' --poll")
     args = parser.parse_args()
     if args.smoke:
         args.clusters, args.replicas = SMOKE_CLUSTERS, SMOKE_REPLICAS
@@ -421,7 +540,7 @@ def main() -> int:
         # again, and every provider poll of an Object may write its status (so compose its composite
         # again); changes reach both by watch, the polls only look for what a watch missed.
         crossplane_intervals=("1m", SYNC),
-        provider_poll=PROVIDER_POLL,
+        provider_poll=args.provider_poll,
         crossplane_args=(f"--circuit-breaker-burst={args.circuit_breaker_burst}",)
         if args.circuit_breaker_burst
         else (),
@@ -437,7 +556,7 @@ def main() -> int:
         print(f"each spoke: 3 nodes of {plane.node_pods} pods, {plane.spoke_volumes} volumes")
         return 0
     with running(plane):
-        return run(plane, args.clusters, args.replicas, args.timeout)
+        return run(plane, args.clusters, args.replicas, args.timeout, keys=args.keys)
 
 
 if __name__ == "__main__":

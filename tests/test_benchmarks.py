@@ -16,6 +16,8 @@ import sys
 
 import pytest
 
+from function.api import names
+from function.builders import identity, published_keys
 from support.peers import ROOT
 
 # A liveness bound: the smoke sizes take seconds of CPU, but the unit stage runs at the lowest
@@ -128,6 +130,8 @@ def _e2e_clusters():
     spec = importlib.util.spec_from_file_location("e2e_clusters", ROOT / "benchmarks" / "e2e_clusters.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    # Registered as it runs, so that its dataclasses find their module.
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 
@@ -169,3 +173,22 @@ def test_the_scale_benchmark_counts_each_kinds_reconciles_in_its_idle_window():
         "reconciles in 60 s after Ready, nothing changing: "
         "xfederations 0, xfederationclustergroups 17, xfederationclusters 0"
     )
+
+
+def test_the_scale_runs_publications_are_what_the_function_accepts_from_a_pod():
+    module = _e2e_clusters()
+    sts = names.pool(module.NAME, "site-scale-0007")
+    claims = [
+        {"metadata": {"name": f"{identity.IDENTITY_VOLUME}-{sts}-{i}", "namespace": module.NAMESPACE, "uid": f"u{i}"}}
+        for i in range(2)
+    ]
+    stranger = {"metadata": {"name": "data-web-0", "namespace": module.NAMESPACE, "uid": "w"}}
+    made = module.key_publications([*claims, stranger], {"u1"})
+    assert [c["metadata"]["ownerReferences"][0]["uid"] for c in made] == ["u0"], "one per claim not yet published"
+    place = published_keys.Place("scale-0007", module.NAMESPACE, ("site-scale-0007",))
+    member = {"metadata": {"labels": {published_keys.MEMBER_LABEL: "c", published_keys.CARRIED_LABEL: "x"}},
+              "status": {"atProvider": {"manifest": made[0]}}}  # fmt: skip
+    (key,) = published_keys.published(module.NAME, module.NAMESPACE, {"c": place}, [member], "x")
+    assert key.holder == f"scale-0007/{module.NAMESPACE}/PersistentVolumeClaim/{claims[0]['metadata']['name']}"
+    assert len(key.line) > 250, "a real key's size"
+    assert module.made_up_key("u0") == module.made_up_key("u0") != module.made_up_key("u1")

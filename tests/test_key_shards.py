@@ -18,7 +18,7 @@ from function.builders import identity, published_keys
 from function.composition import compose, groups, resource_names, status
 from function.federation import read
 from support.helpers import BASE, spec, xr
-from test_children import CLUSTERS, SECURE, Case, federation_clusters, planned, selected
+from test_children import CLUSTERS, SECURE, TLS_SECRET, Case, federation_clusters, planned, selected
 from test_published_keys import AUTH, FED, KEY, NAMESPACE, OTHER_KEY, member
 
 POOLS = "flower-sites"
@@ -170,3 +170,19 @@ def test_a_federation_without_selector_pools_keeps_its_one_list():
         "name": identity.AUTHORIZED_KEYS_VOLUME,
         "configMap": {"name": identity.authorized_keys_name(FED), "optional": True},
     }
+
+
+def test_an_upgrade_keeps_a_remote_key_listed_until_its_object_is_relabelled():
+    """Objects labelled by a release before the shards are still the Federation's to list, until relabelled."""
+    fed, built = federation()
+    collection = published_keys.collection_name(FED, NAMESPACE, "eu", POOLS)
+    before = member(KEY, collection=collection, carried=compose.carried_label(fed), namespace=POOLS, pool="gpu-eu")
+    eu = part_of("cluster-config-eu", federation_clusters(built)["cluster-config-eu"])
+    after = member(KEY, collection=collection, carried=compose.carried_label(eu), namespace=POOLS, pool="gpu-eu")
+
+    def listed(members: list[dict[str, Any]]) -> str:
+        plan = compose.plan(fed, {}, None, TLS_SECRET, members)
+        return plan.resources[resource_names.AUTHORIZED_KEYS].manifest["data"][identity.AUTHORIZED_KEYS_FILE]
+
+    assert listed([before]).startswith(f"{KEY} eu/{POOLS}/")
+    assert listed([after]) == ""

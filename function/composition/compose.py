@@ -118,7 +118,7 @@ def plan(
     resources = {
         **superlink_resources(fed, external),
         **pool_resources(fed, composed, external, ca, observed),
-        **authorized_keys(fed, here, key_members or []),
+        **authorized_keys(fed, pools, key_members or []),
         **registrations(fed),
     }
     needs_ca = any(p.copies_ca for p in pools)
@@ -315,8 +315,12 @@ def _published(
 def authorized_keys(fed: Federation, pools: list[PlacedPool], members: list[dict[str, Any]]) -> dict[str, Composed]:
     """With identities made in pods, the ConfigMap beside the SuperLink of the keys their pods published.
 
-    pools: the pools the Federation composes itself (held back or not); remote
-    clusters' keys come in their groups' shards, which it names when it has selector pools.
+    pools: every pool, held back or not: a held pool's pods keep running, and
+    their keys stay. Remote clusters' keys come in their groups' shards, which
+    it names when it has selector pools; it reads only Objects of its own label,
+    so it lists a remote key only while the Object is labelled as a release
+    before the shards labelled it: an upgrade moves each key from this list to
+    its shard within a reconcile or two, well inside the registrar's grace period.
     """
     if not fed.registers_keys:
         return {}
