@@ -200,7 +200,7 @@ def test_the_function_answers_a_group_without_the_platform_policy():
     assert not rsp.requirements.resources
     assert sorted(rsp.desired.resources) == ["cluster-config-eu", "cluster-config-us"]
     assert wire.to_dict(rsp.desired.composite.resource)["status"]["clusters"] == 2
-    assert rsp.meta.ttl.ToTimedelta() == fn.FEDERATION_CLUSTER_TTL
+    assert rsp.meta.ttl.ToTimedelta() == fn.GROUP_TTL
 
 
 def test_a_cluster_always_falls_in_the_same_group():
