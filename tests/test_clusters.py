@@ -682,9 +682,10 @@ def test_a_selector_pool_with_node_authentication_needs_no_control_api_on_any_re
     assert str(fed.flower.superlink) == "1.25.0", "the case needs a release before 1.40"
 
 
-def test_a_federation_is_composed_again_each_minute_and_its_clusters_every_five():
+def test_a_federation_and_its_groups_are_composed_again_each_minute_and_its_clusters_every_five():
     """Crossplane requeues a composite after its response's TTL: a FederationCluster, told of every change by
-    watches, waits longer (fn.FEDERATION_CLUSTER_TTL); its Federation reads the ProviderConfigs unwatched."""
+    watches, waits longer (fn.FEDERATION_CLUSTER_TTL); its Federation reads the ProviderConfigs unwatched, and
+    a group lists keys its clusters report in events Crossplane's circuit breaker may drop (fn.GROUP_TTL)."""
     rsp = answer(SELECTED, {KEY: [config("eu")]}, SERVICE)
     assert rsp.meta.ttl.ToTimedelta() == dt.timedelta(minutes=1)
     parts = [(n, wire.to_dict(r.resource)) for n, r in rsp.desired.resources.items()]
@@ -695,7 +696,7 @@ def test_a_federation_is_composed_again_each_minute_and_its_clusters_every_five(
         req = fnv1.RunFunctionRequest()
         req.observed.composite.resource.update({**group, "metadata": {"name": name}})
         answered = fn.run(req)
-        assert answered.meta.ttl.ToTimedelta() == dt.timedelta(minutes=5), name
+        assert answered.meta.ttl.ToTimedelta() == dt.timedelta(minutes=1), name
         parts += [(n, wire.to_dict(r.resource)) for n, r in answered.desired.resources.items()]
     assert parts, "no FederationCluster composed"
     for name, part in parts:
