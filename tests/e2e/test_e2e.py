@@ -1162,6 +1162,16 @@ def test_a_spoke_key_reaches_the_superlink_through_its_clusters_group(plane, tmp
     )
     wait_for("the key gone from the shard", lambda: public_key not in listed_in_shard(),
              timeout=READY_TIMEOUT, interval=3)  # fmt: skip
+    # Gone before the next test, which holds every Federation still there to its generations.
+    hub.kubectl("delete", "federation", name, "-n", namespace, "--wait=true", timeout=300)
+    kinds = ",".join(
+        f"{k}.flower.crossplane.io" for k in ("xfederations", "xfederationclusters", "xfederationclustergroups")
+    )
+    wait_for("its composite, groups and FederationClusters gone",
+             lambda: not [c for c in hub.get(kinds)
+                          if c["metadata"].get("labels", {}).get("crossplane.io/claim-name") == name
+                          or c["spec"].get("federation") == name],
+             timeout=READY_TIMEOUT, interval=3)  # fmt: skip
     label_site(plane, "site-b", dict.fromkeys(labels))
 
 
