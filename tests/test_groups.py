@@ -172,6 +172,16 @@ BAD_GROUPS = [
         namespace="team-a",
     ),
     BadGroup("a namespaced group not bound to its namespace", {"bound": False}, "spec.bound", namespace="team-a"),
+    BadGroup(
+        "a shard the SuperLink does not mount (two digits, as its volume names them)",
+        {"authorizedKeys": {"shard": "7", "providerConfigRef": {"name": "hub"}}},
+        "spec.authorizedKeys.shard",
+    ),
+    BadGroup(
+        "a shard with no cluster to list it in",
+        {"authorizedKeys": {"shard": "07"}},
+        "spec.authorizedKeys.providerConfigRef",
+    ),
 ]
 
 

@@ -442,7 +442,7 @@ def test_keys_in_a_groups_shard_register_and_a_missing_shard_locks_no_one_out(re
         first = wait_for(runner, "2 SuperNodes online", lambda ls: len(online(ls)) == 2, ONLINE_TIMEOUT, [])
         ids = online(first)
 
-        runner.remove("ConfigMap", NAMESPACE, published_keys.shard_name(name, SHARD))
+        runner.remove("ConfigMap", NAMESPACE, identity.shard_name(name, SHARD))
         time.sleep(UNREGISTER_AFTER + 2 * REGISTER_EVERY)  # a turn past the grace period, at least
         kept = registered(nodes(runner))
         assert {n["node-id"] for n in kept} == ids, f"keys of a named shard not delivered were unregistered: {kept}"

@@ -19,10 +19,12 @@ proof that the key belongs to one of the pool's pods. Here:
   FederationClusterGroup lists its clusters' reports in a ConfigMap of its
   own beside the SuperLink (shard, checked again by reported_lines). A
   Federation of 10,000 SuperNodes would otherwise carry 10,000 Objects in
-  every call and list some 3 MB of keys in one ConfigMap, past the 1 MiB the
-  API server stores. The Federation's own list names the shards that should
-  be there (SHARDS_FIELD), so the registrar can tell a shard that is missing
-  for a moment from one whose clusters left.
+  every call and list some 3 MB of keys in one ConfigMap, where one Object
+  carries about 800: provider-kubernetes keeps what it applied in an
+  annotation, and an object's annotations hold 256 KiB. The Federation's own
+  list names the shards that should be there (SHARDS_FIELD), so the
+  registrar can tell a shard that is missing for a moment from one whose
+  clusters left.
 
 Only the pools' own namespaces are observed, never all namespaces: there the
 pool's ServiceAccount is the publisher the Federation's Role names; a key
@@ -34,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from function.api import names
@@ -51,7 +54,8 @@ AUTHORIZED_KEYS = identity.AUTHORIZED_KEYS_FILE
 # Where the published keys are gathered, beside the SuperLink.
 OWNERS = ("Pod", "PersistentVolumeClaim")
 # What identity_program.ensure_key makes: a P-384 key in OpenSSH's one-line form.
-PUBLIC_KEY = re.compile(r"^ecdsa-sha2-nistp384 [A-Za-z0-9+/]+={0,2}$")
+_KEY = r"ecdsa-sha2-nistp384 [A-Za-z0-9+/]+={0,2}"
+PUBLIC_KEY = re.compile(f"^{_KEY}$")
 
 
 def _digest(*parts: str) -> str:
@@ -206,13 +210,22 @@ def authorized_keys(
 
     shards: the shard ids (shard_id) of the groups the Federation composes or keeps.
     """
-    data = {AUTHORIZED_KEYS: "".join(f"{k.line}\n" for k in keys)}
+    data = {AUTHORIZED_KEYS: _lines(k.line for k in keys)}
     if shards is not None:
-        data[SHARDS_FIELD] = "".join(f"{shard_file(s)}\n" for s in sorted(shards))
+        data[SHARDS_FIELD] = _lines(identity.shard_file(s) for s in sorted(shards))
+    return _listing(identity.authorized_keys_name(federation), namespace, labels, data)
+
+
+def _lines(lines: Iterable[str]) -> str:
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _listing(name: str, namespace: str, labels: dict[str, str], data: dict[str, str]) -> dict[str, Any]:
+    """A list the registrar reads, beside the SuperLink."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": authorized_keys_name(federation), "namespace": namespace, "labels": labels},
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "data": data,
     }
 
@@ -221,24 +234,13 @@ def authorized_keys(
 SHARDS_FIELD = identity.AUTHORIZED_SHARDS_FILE
 # What a FederationCluster reports of a key: a registrar's line, of a holder in its own cluster.
 REPORTED = re.compile(
-    r"(?P<key>ecdsa-sha2-nistp384 [A-Za-z0-9+/]+={0,2}) "
-    r"(?P<cluster>[^/\s]+)/[a-z0-9-]+/(?:Pod|PersistentVolumeClaim)/[a-z0-9.-]+ (?:[0-9]+|-)"
+    f"(?P<key>{_KEY}) (?P<cluster>[^/\\s]+)/[a-z0-9-]+/(?:{'|'.join(OWNERS)})/[a-z0-9.-]+ (?:[0-9]+|-)"
 )
 
 
 def shard_id(group: str) -> str:
     """A group's shard: the number of its share (function/federation/read.py group_resource)."""
     return group.rsplit("-", 1)[-1]
-
-
-def shard_file(shard: str) -> str:
-    """The file a shard is in, in the registrar's volume."""
-    return identity.shard_file(shard)
-
-
-def shard_name(federation: str, shard: str) -> str:
-    """A group's ConfigMap beside the SuperLink."""
-    return identity.shard_name(federation, shard)
 
 
 def reported(keys: list[PublishedKey]) -> list[str]:
@@ -265,9 +267,6 @@ def shard(federation: str, namespace: str, labels: dict[str, str], shard: str, l
     by_key: dict[str, str] = {}
     for line in sorted(lines):
         by_key.setdefault(line.rsplit(" ", 2)[0], line)
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": shard_name(federation, shard), "namespace": namespace, "labels": labels},
-        "data": {AUTHORIZED_KEYS: "".join(f"{line}\n" for line in sorted(by_key.values()))},
-    }
+    return _listing(
+        identity.shard_name(federation, shard), namespace, labels, {AUTHORIZED_KEYS: _lines(sorted(by_key.values()))}
+    )

@@ -1138,7 +1138,7 @@ def test_a_spoke_key_reaches_the_superlink_through_its_clusters_group(plane, tmp
                                                                               namespaced=False)))  # fmt: skip
 
     def listed_in_shard() -> str:
-        live = hub.get("configmap", published_keys.shard_name(name, shard), namespace) or {}
+        live = hub.get("configmap", identity.shard_name(name, shard), namespace) or {}
         return (live.get("data") or {}).get(published_keys.AUTHORIZED_KEYS, "")
 
     wait_for("the key in its group's shard beside the SuperLink", lambda: public_key in listed_in_shard(),
@@ -1147,7 +1147,7 @@ def test_a_spoke_key_reaches_the_superlink_through_its_clusters_group(plane, tmp
     # Not through the Federation: its own list holds no remote key, and names the shard.
     own = hub.get("configmap", published_keys.authorized_keys_name(name), namespace)["data"]
     assert public_key not in own[published_keys.AUTHORIZED_KEYS]
-    assert published_keys.shard_file(shard) in own[published_keys.SHARDS_FIELD].split()
+    assert identity.shard_file(shard) in own[published_keys.SHARDS_FIELD].split()
     part = next(c for c in hub.get("xfederationclusters.flower.crossplane.io")
                 if c["spec"]["federation"] == name and c["spec"]["providerConfigRef"]["name"] == "site-b")  # fmt: skip
     assert f"{public_key} {holder} -" in part["status"]["publishedKeys"]
