@@ -15,8 +15,11 @@ whose event loop only moves bytes, and the composing behind it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import multiprocessing
+import multiprocessing.connection
+import multiprocessing.process
 import os
 import signal
 import threading
@@ -124,13 +127,22 @@ class Processes:
         self.workers = workers
         self.level = level
         self.log = logging.get_logger()
-        self._executor, started = self._start()
+        # What this pool's calls wait on besides their own answers: its death, with the reason (see run).
+        # Made by the first call, on the server's event loop, which does not exist yet; the loop is kept
+        # for the watchers (_watch), which are threads.
+        self._died: asyncio.Future[str] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping = False
+        # Pools _watch saw die, and how; the loop is told, and a call finds it here if none came yet.
+        self._deaths: dict[ProcessPoolExecutor, str] = {}
+        started = self._start()
         # Started up front, not on the first calls: those would wait for the
         # imports, and a worker that cannot start stops the server here.
         pids = [future.result(timeout=START_TIMEOUT_SECONDS) for future in started]
         self.log.info("started workers", pids=sorted(pids))
 
-    def _start(self) -> tuple[ProcessPoolExecutor, list[Future[int]]]:
+    def _start(self) -> list[Future[int]]:
+        """A new pool, the current one from now on, and watched; the futures of its workers' starts."""
         # Not fork: the server's process has gRPC's threads, and a child
         # forked from it inherits their locks in whatever state they were.
         context = multiprocessing.get_context("spawn")
@@ -142,29 +154,100 @@ class Processes:
         )
         # A pool starts a worker for each call submitted while none is idle,
         # so these start all of them.
-        return executor, [executor.submit(_wait_for_all) for _ in range(self.workers)]
+        started = [executor.submit(_wait_for_all) for _ in range(self.workers)]
+        self._executor = executor
+        processes = list(executor._processes.values())  # the pool has no public way to list them (see _discard)
+        threading.Thread(target=self._watch, args=(executor, processes), name="watch-workers", daemon=True).start()
+        return started
+
+    def _watch(self, executor: ProcessPoolExecutor, processes: list[multiprocessing.process.BaseProcess]) -> None:
+        # Python's pool finds a dead worker too and fails the calls it holds,
+        # but not always all of them (see run), and sometimes none: the calls
+        # of a pool this thread saw die fail whatever the pool does.
+        [ready, *_] = multiprocessing.connection.wait([process.sentinel for process in processes])
+        if self._stopping or executor is not self._executor:
+            return  # stopped as asked, or replaced once a call found it broken
+        loop = self._loop
+        dead = next(process for process in processes if process.sentinel == ready)
+        dead.join(ORPHAN_CHECK_SECONDS)  # its pipe closes before the process can be reaped
+        self._deaths[executor] = f"worker {dead.pid} {_how(dead.exitcode)}"
+        if loop is not None:  # else no call came yet: the first finds it here
+            with contextlib.suppress(RuntimeError):  # the loop closed: the server is done
+                loop.call_soon_threadsafe(self._found_dead, executor)
+
+    def _found_dead(self, executor: ProcessPoolExecutor) -> None:
+        if executor is self._executor:  # not replaced since
+            self._worker_died(executor, self._died, self._deaths[executor])
 
     async def run(self, data: bytes) -> bytes:
-        """compose(data) in a worker; a fatal result if the worker died."""
+        """compose(data) in a worker; a fatal result if a worker of the pool died."""
+        loop = self._loop = asyncio.get_running_loop()
+        if self._executor in self._deaths:
+            self._found_dead(self._executor)
         executor = self._executor
+        if self._died is None or self._died.get_loop() is not loop:
+            self._died = loop.create_future()
+        died = self._died
         try:
             # The request as it came off the wire: the server never decodes it.
-            return await asyncio.get_running_loop().run_in_executor(executor, compose, data)
+            call = loop.run_in_executor(executor, compose, data)
         except BrokenProcessPool as err:
-            # A dead worker (killed, out of memory) fails every call the pool
-            # holds. Each gets a fatal result, which applies and deletes
-            # nothing, and Crossplane calls again; the first to see it starts
-            # a new pool for the calls after.
-            if executor is self._executor:
-                self.log.error("a worker died; starting the workers again", error=str(err))
-                _discard(executor)
-                self._executor, _ = self._start()
-            rsp = fn.fatal(fn.answer_to(data), f"cannot compose Federation: a worker process died: {err}")
-            return rsp.SerializeToString()
+            self._worker_died(executor, died, str(err))
+            return self._fatal(data, died.result())
+        try:
+            await asyncio.wait((call, died), return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            call.cancel()  # the caller left: the call is taken off the queue if no worker has it yet
+            raise
+        if call.done():
+            try:
+                return call.result()
+            except BrokenProcessPool as err:
+                self._worker_died(executor, died, str(err))
+                return self._fatal(data, died.result())
+        # A call the broken pool may never answer. Python's pool fails every
+        # call it holds once it finds a worker dead, but a call submitted while
+        # it does so may be left out (CPython 3.11: its table of calls changes
+        # under it, or the call goes in after it was emptied), and would wait
+        # forever. It fails with the others.
+        call.add_done_callback(_retrieve)
+        return self._fatal(data, died.result())
+
+    def _worker_died(self, executor: ProcessPoolExecutor, died: asyncio.Future[str] | None, why: str) -> None:
+        # A dead worker (killed, out of memory) fails every call the pool
+        # holds. Each gets a fatal result, which applies and deletes nothing,
+        # and Crossplane calls again; the first to see it starts a new pool
+        # for the calls after.
+        if executor is self._executor and not self._stopping:
+            self.log.error("a worker died; starting the workers again", error=why)
+            _discard(executor)
+            self._deaths.pop(executor, None)
+            self._start()
+            self._died = None
+        if died is not None and not died.done():
+            died.set_result(why)
+
+    @staticmethod
+    def _fatal(data: bytes, why: str) -> bytes:
+        rsp = fn.fatal(fn.answer_to(data), f"cannot compose Federation: a worker process died: {why}")
+        return rsp.SerializeToString()
 
     def shutdown(self) -> None:
         """Stop the workers once the calls they run have finished."""
+        self._stopping = True
         self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _how(exitcode: int | None) -> str:
+    if exitcode is None:  # reaped by the pool's own thread first, which keeps the code
+        return "died"
+    return f"was killed by signal {-exitcode}" if exitcode < 0 else f"exited with code {exitcode}"
+
+
+def _retrieve(call: asyncio.Future[bytes]) -> None:
+    # A lost call's answer, should it come after all, read so that asyncio does not log it as never read.
+    if not call.cancelled():
+        call.exception()
 
 
 def _discard(executor: ProcessPoolExecutor) -> None:
