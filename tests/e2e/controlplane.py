@@ -4,9 +4,11 @@ Each part is a real process built by hack/e2e/build-tools.sh: per cluster etcd,
 kube-apiserver, kube-controller-manager, kube-scheduler and KWOK (which stands
 in for kubelets), started by kwokctl; Crossplane core and provider-kubernetes;
 a local OCI registry (crane); cert-manager's controllers in the hub, with a
-CA ClusterIssuer `flower-ca` as the examples expect. The function is installed as users install it:
-its package is pushed to the registry and a `Function` applied, so Crossplane's
-package manager pulls it, creates its Deployment, Service and TLS Secret. KWOK
+CA ClusterIssuer `flower-ca` as the examples expect. The packages are installed as users install
+them, the registry standing in for the ones they name (ImageConfigs rewrite them): the README's
+`Function`, then the Configuration, whose dependencies Crossplane's package manager resolves,
+installing provider-kubernetes' package (its CRDs; its controller is the host process above).
+The package manager pulls the function, creates its Deployment, Service and TLS Secret. KWOK
 runs no container, so the harness plays the kubelet for that one pod: it runs
 the pod's container from the image in the registry (its root filesystem,
 entrypoint and user, under chroot) with the pod's environment and the Secret's
@@ -405,9 +407,26 @@ EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 PLATFORM_POLICY = EXAMPLES / "policy" / "gpu-platform.yaml"
 # As a platform team installs it: the provider's ServiceAccount, its rights, the ProviderConfig `default`.
 PROVIDER_INSTALL = EXAMPLES / "install" / "provider-kubernetes.yaml"
+# The Configuration's own metadata: the function and provider it depends on, which the package manager resolves.
+CONFIGURATION_META = EXAMPLES.parent / "apis" / "crossplane.yaml"
 # The ServiceAccount PROVIDER_INSTALL's runtime gives the provider, and the name its token's server goes by.
 PROVIDER_SERVICE_ACCOUNT = "provider-kubernetes"
 IN_CLUSTER_HOST = "kubernetes.default.svc"
+
+
+def dependencies() -> list[dict[str, str]]:
+    """The packages the Configuration depends on (dependsOn), as the package manager reads them."""
+    return yaml.safe_load(CONFIGURATION_META.read_text())["spec"]["dependsOn"]
+
+
+def image_config(name: str, prefix: str, to: str) -> dict[str, Any]:
+    """An ImageConfig pulling the images whose name begins with prefix from to instead."""
+    return {
+        "apiVersion": "pkg.crossplane.io/v1beta1",
+        "kind": "ImageConfig",
+        "metadata": {"name": name},
+        "spec": {"matchImages": [{"type": "Prefix", "prefix": prefix}], "rewriteImage": {"prefix": to}},
+    }
 
 
 def platform_policy(rules: dict[str, Any]) -> dict[str, Any]:
@@ -439,6 +458,10 @@ class ControlPlane:
     processes: dict[str, Process] = field(default_factory=dict)
     registry: str = ""
     function_image: str = ""
+    # provider-kubernetes' CRDs as the e2e installs them, and as its package in the local registry holds them.
+    provider_crds: list[dict[str, Any]] = field(default_factory=list)
+    # The repository the local registry serves for each package the Configuration depends on (_mirror).
+    mirrored: dict[str, str] = field(default_factory=dict)
     # Pods each fake node holds: a scale benchmark puts thousands on each spoke.
     node_pods: int = int(NODE_CAPACITY["pods"])
     # Volumes of the default class on each spoke: a SuperNode with node authentication claims one.
@@ -741,6 +764,7 @@ class ControlPlane:
             if crd["spec"].get("conversion", {}).get("strategy") == "Webhook":
                 crd["spec"]["conversion"] = {"strategy": "None"}
             crds.append(crd)
+        self.provider_crds = crds
         hub.kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(crds))
         webhook = self.workdir / "provider-webhook"
         webhook.mkdir(exist_ok=True)
@@ -812,7 +836,7 @@ class ControlPlane:
             for d in examples
             if d["kind"] == "ProviderConfig" and (secret := d["spec"]["credentials"].get("secretRef"))
         ]
-        configs = [*secrets, *examples]
+        configs = [*secrets, *examples, *self._mirrored_runtimes(examples)]
         for site in SITES:
             configs.append({
                 "apiVersion": "kubernetes.crossplane.io/v1alpha1",
@@ -822,6 +846,21 @@ class ControlPlane:
                     "namespace": CROSSPLANE_NS, "name": f"{site}-kubeconfig", "key": "kubeconfig"}}},
             })  # fmt: skip
         return configs
+
+    def _mirrored_runtimes(self, examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The examples' runtime ImageConfigs, for the repositories the mirror serves (_mirror)."""
+        out = []
+        for doc in examples:
+            if doc["kind"] != "ImageConfig" or "runtime" not in doc["spec"]:
+                continue
+            matches = []
+            for match in doc["spec"]["matchImages"]:
+                package = next((p for p in self.mirrored if match["prefix"].startswith(p)), None)
+                assert package is not None, f"{match['prefix']}: no package of the Configuration's"
+                matches.append({**match, "prefix": self.mirrored[package] + match["prefix"].removeprefix(package)})
+            name = f"{doc['metadata']['name']}-mirrored"
+            out.append({**doc, "metadata": {"name": name}, "spec": {**doc["spec"], "matchImages": matches}})
+        return out
 
     def v2_provider_configs(self, example: pathlib.Path) -> list[dict[str, Any]]:
         """examples/v2/providerconfigs.yaml as it is, and the Secret its ClusterProviderConfig names.
@@ -844,13 +883,54 @@ class ControlPlane:
                        check=True, capture_output=True, text=True, timeout=180)  # fmt: skip
         return ref
 
+    def _mirror(self) -> dict[str, str]:
+        """Make the local registry stand in for the registries the Configuration's dependencies name, as a
+        platform's mirror does: the function's and the provider's packages pushed there, and an ImageConfig
+        per dependency rewriting its repository to the registry's. The rewritten repositories, by package.
+
+        The provider's package holds its CRDs as the e2e installs them (no conversion webhook: see
+        _provider) and no runtime image: the provider runs as a host process, as the function's pod
+        runs from its Deployment. Crossplane matches a runtime ImageConfig against the package's
+        rewritten repository, so the examples' (PROVIDER_INSTALL) is copied for it (provider_configs).
+        """
+        mirrored = {}
+        for dependency in dependencies():
+            package = dependency["package"]
+            repository = package.split("/", 1)[1]
+            mirrored[package] = f"{self.registry}/{repository}"
+            if dependency["kind"] == "Function":
+                self.function_image = self.push(self.package, repository, dependency["version"])
+            else:
+                self.push(self._provider_package(), repository, dependency["version"].removeprefix(">="))
+        self.hub.apply(*(image_config(f"mirror-{n}", package, to) for n, (package, to) in enumerate(mirrored.items())))
+        return mirrored
+
+    def _provider_package(self) -> pathlib.Path:
+        root = self.workdir / "provider-package"
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir()
+        meta = {
+            "apiVersion": "meta.pkg.crossplane.io/v1",
+            "kind": "Provider",
+            "metadata": {"name": "provider-kubernetes"},
+        }
+        (root / "crossplane.yaml").write_text(yaml.safe_dump(meta))
+        for crd in self.provider_crds:
+            (root / f"{crd['metadata']['name']}.yaml").write_text(yaml.safe_dump(crd))
+        xpkg = self.workdir / "provider-kubernetes.xpkg"
+        subprocess.run([self.tools.crank, "xpkg", "build", f"--package-root={root}", "-o", str(xpkg)],
+                       check=True, capture_output=True, text=True, timeout=180)  # fmt: skip
+        return xpkg
+
     def _install_function(self) -> None:
         hub = self.hub
-        self.function_image = self.push(self.package, FUNCTION, RELEASE)
-        # The README's manifest, pointed at the package just pushed.
+        self.mirrored = self._mirror()
+        # The README's manifest as it is, at this release: the mirror serves its package.
         function = yaml.safe_load(self.function_manifest.read_text())
         assert function["metadata"]["name"] == FUNCTION
-        function["spec"]["package"] = self.function_image
+        repository = function["spec"]["package"].rsplit(":", 1)[0]
+        assert repository in self.mirrored, "the README's function is not the one the Configuration depends on"
+        function["spec"]["package"] = f"{repository}:{RELEASE}"
         hub.apply(function)
         revision = wait_for(
             "the FunctionRevision's endpoint",
@@ -980,16 +1060,12 @@ class ControlPlane:
     def install_configuration(self, name: str, ref: str) -> dict[str, Any]:
         """Install the Configuration `name` from `ref` (or move it there) with the
         README's manifest; wait until the revision of `ref` is the active,
-        healthy one and every XRD is Established. The active revision.
-
-        Dependency resolution is skipped: provider-kubernetes runs as a host
-        process, outside the package manager, so its package is not installed
-        (the function is, by _install_function)."""
+        healthy one, every XRD is Established and the package manager has
+        installed every dependency (from the mirror, _mirror). The active revision."""
         hub = self.hub
         manifest = yaml.safe_load(self.configuration_manifest.read_text())
         manifest["metadata"]["name"] = name
         manifest["spec"]["package"] = ref
-        manifest["spec"]["skipDependencyResolution"] = True
         hub.apply(manifest)
 
         def active_revision() -> dict[str, Any] | None:
@@ -1006,7 +1082,20 @@ class ControlPlane:
         wait_for("every XRD Established", lambda: all(
             condition(x, "Established").get("status") == "True" for x in hub.get("compositeresourcedefinitions")
         ), timeout=180)  # fmt: skip
+        for dependency in dependencies():
+            wait_for(f"{dependency['package']} installed and Healthy", lambda d=dependency: self.installed(d),
+                     timeout=240)  # fmt: skip
         return revision
+
+    def installed(self, dependency: dict[str, str]) -> dict[str, Any] | None:
+        """The package installed for one of the Configuration's dependencies, if Installed and Healthy."""
+        plural = f"{dependency['kind'].lower()}s.pkg.crossplane.io"
+        for package in self.hub.get(plural):
+            if package["spec"]["package"].rsplit(":", 1)[0] == dependency["package"] and all(
+                condition(package, c).get("status") == "True" for c in ("Installed", "Healthy")
+            ):
+                return package
+        return None
 
     def logs(self) -> str:
         return "\n\n".join(f"== {p.name}\n{p.tail()}" for p in self.processes.values())

@@ -32,6 +32,7 @@ from controlplane import (
     ControlPlane,
     KubectlError,
     condition,
+    dependencies,
     platform_policy,
     wait_for,
 )
@@ -223,7 +224,10 @@ def test_function_installed_by_the_package_manager(plane):
     assert condition(function, "Installed").get("status") == "True", function.get("status")
     assert condition(function, "Healthy").get("status") == "True", function.get("status")
     revision = next(r for r in hub.get("functionrevisions") if r["spec"]["desiredState"] == "Active")
-    assert revision["spec"]["image"] == plane.function_image
+    # The README's package, pulled from where the platform's ImageConfig points (the e2e's registry).
+    readme = yaml.safe_load(plane.function_manifest.read_text())["spec"]["package"]
+    assert revision["spec"]["image"] == f"{readme.rsplit(':', 1)[0]}:{RELEASE}"
+    assert revision["status"]["resolvedImage"] == plane.function_image
     assert revision["status"]["endpoint"] == f"dns:///{FUNCTION}.{CROSSPLANE_NS}:9443"
     # Crossplane generated the TLS pair the function serves with.
     assert hub.get("secret", f"{FUNCTION}-tls-server", CROSSPLANE_NS)["data"]["tls.crt"]
@@ -241,6 +245,21 @@ def test_api_installed_from_the_configuration_package(plane):
     revision = next(r for r in hub.get("configurationrevisions.pkg.crossplane.io")
                     if r["spec"]["desiredState"] == "Active")  # fmt: skip
     assert revision["spec"]["image"].endswith(f"/configuration-flower:{RELEASE}")
+    # Its dependencies resolved by the package manager, as apis/crossplane.yaml names them: the function
+    # installed from the README, the provider installed by the package manager itself, each pulled from
+    # the registry that stands in for theirs; both in the Lock.
+    lock = {p["source"]: p for p in hub.get("locks.pkg.crossplane.io", "lock")["packages"]}
+    for dependency in dependencies():
+        package = plane.installed(dependency)
+        assert package is not None, dependency
+        assert package["status"]["resolvedPackage"].startswith(plane.mirrored[dependency["package"]] + ":")
+        assert dependency["package"] in lock, sorted(lock)
+    provider = plane.installed(next(d for d in dependencies() if d["kind"] == "Provider"))
+    assert provider["metadata"]["name"] == "crossplane-contrib-provider-kubernetes"
+    # With the examples' runtime: the ServiceAccount the ClusterRoleBinding names.
+    deployment = next(d for d in hub.get("deployments", namespace=CROSSPLANE_NS)
+                      if d["metadata"]["name"].startswith(provider["metadata"]["name"]))  # fmt: skip
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == PROVIDER_SERVICE_ACCOUNT
     # The package manager made the XRD and the Composition, from the files in apis/.
     for kind, name, path in [
         ("compositeresourcedefinitions", "xfederations.flower.crossplane.io", "apis/definition.yaml"),
