@@ -138,15 +138,16 @@ def wait_for(
     """Poll nodes() until test(nodes) holds with every container running; fail with the last listing and the logs.
 
     With restarts, containers that exited are started again, as the kubelet does (after its back-off), and
-    listed there;
+    listed there, and so are SuperNodes whose heartbeat thread died (heartbeat_dead_restarted);
     with liveness too, those its gRPC liveness probe finds unhealthy (live_or_restart: for releases
     whose refused SuperNode stays up).
     """
     deadline, listing, turns, failures = time.monotonic() + timeout, [], itertools.count(), {}
-    backoff = CrashLoopBackOff(*RESTART_BACKOFF)
+    backoff, read = CrashLoopBackOff(*RESTART_BACKOFF), {}
     while time.monotonic() < deadline:
         if restarts is not None:
             restarts += runner.restart_exited(backoff)
+            restarts += heartbeat_dead_restarted(runner, read)
             if liveness and next(turns) % PROBE_EVERY == PROBE_EVERY - 1:
                 restarts += live_or_restart(runner, failures)
         listing = nodes(runner)
@@ -190,6 +191,64 @@ def live_or_restart(runner: PodRunner, failures: dict[tuple[str, str], int]) -> 
                 failures[key] = 0
                 out.append(f"{pod.namespace}/{pod.name}/{spec['name']}: liveness probe failed")
     return out
+
+
+# Flower's heartbeat thread (1.25 to 1.35 at least) retries UNAVAILABLE and DEADLINE_EXCEEDED alone: any other
+# gRPC error (CANCELLED, once under CI's load, as its connection was re-made) ends the thread, and the SuperNode,
+# its process up, pulling messages and its health server SERVING, is listed offline for good. No probe can see
+# that, and it is no matter of identities: the harness restarts such a container, once per death, and the
+# restarted process must come back as the same node (tests/test_real_node_auth.py's claims hold or fail as before).
+HEARTBEAT_DIED = (b"Exception in thread", b"flwr/supercore/heartbeat.py")
+
+
+def heartbeat_died(log: bytes) -> bool:
+    """Whether a SuperNode's output shows its heartbeat thread ended by an exception."""
+    return all(mark in log for mark in HEARTBEAT_DIED)
+
+
+def heartbeat_dead_restarted(runner: PodRunner, read: dict[tuple[str, str], int]) -> list[str]:
+    """Restart each SuperNode container whose output, since its last restart here, shows its heartbeat thread dead.
+
+    read: how much of each container's output was read by the last restart (logs are appended to).
+    """
+    out = []
+    for pod in list(runner.pods):
+        container = pod.containers.get("supernode")
+        if container is None or not container.running() or not container.log.exists():
+            continue
+        data = container.log.read_bytes()
+        key = (pod.namespace, pod.name)
+        if heartbeat_died(data[read.get(key, 0) :]):
+            read[key] = len(data)
+            runner.restart(pod.namespace, pod.name, "supernode")
+            out.append(f"{pod.namespace}/{pod.name}/supernode: its heartbeat thread died (Flower's)")
+    return out
+
+
+@pytest.mark.parametrize(
+    ("reason", "log", "died"),
+    [
+        (
+            "the thread's traceback, as Python prints it (Flower 1.25 under CI's load)",
+            (
+                b"INFO: Connection successful after 24.11 seconds and 7 tries.\n"
+                b"Exception in thread Thread-2 (_run):\nTraceback (most recent call last):\n"
+                b'  File "/opt/venv/lib/python3.11/site-packages/flwr/supercore/heartbeat.py", line 105, in _run\n'
+                b"grpc._channel._InactiveRpcError: <_InactiveRpcError of RPC that terminated with:\n"
+                b"\tstatus = StatusCode.CANCELLED\n"
+            ),
+            True,
+        ),
+        ("retries only", b"WARNING: Connection attempt failed, retrying in 0.49 seconds\n", False),
+        (
+            "another thread's death is not the heartbeat's",
+            b'Exception in thread Thread-3 (run):\n  File "/opt/venv/lib/python3.11/site-packages/grpc/_channel.py"\n',
+            False,
+        ),
+    ],
+)
+def test_a_dead_heartbeat_thread_is_told_from_the_supernodes_output(reason, log, died):
+    assert heartbeat_died(log) is died, reason
 
 
 def registered(listing: list[dict[str, Any]]) -> list[dict[str, Any]]:
