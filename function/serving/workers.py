@@ -133,8 +133,6 @@ class Processes:
         self._died: asyncio.Future[str] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
-        # Pools _watch saw die, and how; the loop is told, and a call finds it here if none came yet.
-        self._deaths: dict[ProcessPoolExecutor, str] = {}
         started = self._start()
         # Started up front, not on the first calls: those would wait for the
         # imports, and a worker that cannot start stops the server here.
@@ -168,22 +166,20 @@ class Processes:
         if self._stopping or executor is not self._executor:
             return  # stopped as asked, or replaced once a call found it broken
         loop = self._loop
+        if loop is None:
+            return  # no call yet, so none to lose: the first finds the pool broken itself
         dead = next(process for process in processes if process.sentinel == ready)
         dead.join(ORPHAN_CHECK_SECONDS)  # its pipe closes before the process can be reaped
-        self._deaths[executor] = f"worker {dead.pid} {_how(dead.exitcode)}"
-        if loop is not None:  # else no call came yet: the first finds it here
-            with contextlib.suppress(RuntimeError):  # the loop closed: the server is done
-                loop.call_soon_threadsafe(self._found_dead, executor)
+        with contextlib.suppress(RuntimeError):  # the loop closed: the server is done
+            loop.call_soon_threadsafe(self._found_dead, executor, f"worker {dead.pid} {_how(dead.exitcode)}")
 
-    def _found_dead(self, executor: ProcessPoolExecutor) -> None:
+    def _found_dead(self, executor: ProcessPoolExecutor, why: str) -> None:
         if executor is self._executor:  # not replaced since
-            self._worker_died(executor, self._died, self._deaths[executor])
+            self._worker_died(executor, self._died, why)
 
     async def run(self, data: bytes) -> bytes:
         """compose(data) in a worker; a fatal result if a worker of the pool died."""
         loop = self._loop = asyncio.get_running_loop()
-        if self._executor in self._deaths:
-            self._found_dead(self._executor)
         executor = self._executor
         if self._died is None or self._died.get_loop() is not loop:
             self._died = loop.create_future()
@@ -221,7 +217,6 @@ class Processes:
         if executor is self._executor and not self._stopping:
             self.log.error("a worker died; starting the workers again", error=why)
             _discard(executor)
-            self._deaths.pop(executor, None)
             self._start()
             self._died = None
         if died is not None and not died.done():
