@@ -18,6 +18,7 @@ import tempfile
 import time
 from typing import Any
 
+import pytest
 import yaml
 
 from controlplane import (
@@ -65,6 +66,11 @@ AS_TENANT = ("--as=alice", "--as-group=team-a")
 # Federation sets (to what the function sets anyway): a policy to tighten under it.
 V2_POLICY = {"podFields": ["automountServiceAccountToken"]}
 V2_POD_TEMPLATE = {"spec": {"automountServiceAccountToken": False}}
+
+
+# Crossplane's and the provider's behaviour alone, which no API server release changes: run on
+# the newest minor only (conftest.py); every other scenario runs on every minor.
+NEWEST_MINOR = pytest.mark.newest_minor
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -305,6 +311,7 @@ def test_invalid_examples_are_refused_at_admission(plane):
     assert plane.hub.get("xfederations.flower.crossplane.io") == []
 
 
+@NEWEST_MINOR
 def test_function_only_errors_show_in_synced_and_compose_nothing(plane):
     # A Kubernetes-typed field the XRD leaves open: only the function checks it.
     claim = claim_of(next(c for c in CLAIMS if c.name == "quickstart.yaml"))
@@ -778,6 +785,7 @@ def test_supernode_keys_reach_the_superlink_through_kubernetes(plane, tmp_path):
              timeout=240)  # fmt: skip
 
 
+@NEWEST_MINOR
 def test_retired_keys_go_back_to_their_pods_which_replace_them(plane, tmp_path):
     """The registrar's report of retired keys, through the real API server, provider and Crossplane.
 
@@ -955,6 +963,7 @@ def patch_moves_one_workload(
     return plane.hub.get(f"{kind.lower()}s.apps", workload_name, namespace)
 
 
+@NEWEST_MINOR
 def test_scale_moves_one_generation(plane):
     name, namespace = "federation-nvidia", "default"
     pool = get_claim(plane, name, namespace)["spec"]["supernodes"]["pools"][0]
@@ -963,6 +972,7 @@ def test_scale_moves_one_generation(plane):
     assert live_set["spec"]["replicas"] == pool["replicas"] + 1
 
 
+@NEWEST_MINOR
 def test_image_change_moves_one_generation(plane):
     name, namespace = "federation-nvidia", "default"
     pool = get_claim(plane, name, namespace)["spec"]["supernodes"]["pools"][0]
@@ -993,6 +1003,7 @@ def test_removing_a_pool_deletes_what_it_alone_used(plane):
     wait_ready(plane, name, namespace)
 
 
+@NEWEST_MINOR
 def test_function_restart_while_reconciling_deletes_nothing(plane):
     name, namespace = "my-federation", "default"
     composite = composite_of(plane, get_claim(plane, name, namespace))["metadata"]["name"]
@@ -1015,6 +1026,7 @@ def test_function_restart_while_reconciling_deletes_nothing(plane):
     assert {o["metadata"]["name"] for o in objects_of(plane, composite)} == objects_before
 
 
+@NEWEST_MINOR
 def test_workload_deleted_by_hand_comes_back(plane):
     name, namespace = "my-federation", "default"
     workload = f"{name}-superlink"
@@ -1059,6 +1071,7 @@ def fleet_workload(plane: ControlPlane, site: str) -> dict[str, Any] | None:
     return plane.sites[site].get("statefulsets.apps", f"federation-fleet-supernode-gpu-{site}", "flower-sites")
 
 
+@NEWEST_MINOR
 def test_clusters_join_and_leave_by_label(plane):
     labels = claim_of(FLEET)["spec"]["supernodes"]["pools"][0]["clusterSelector"]["matchLabels"]
     claim, before = fleet_state(plane)
@@ -1113,6 +1126,7 @@ def test_clusters_join_and_leave_by_label(plane):
     )
 
 
+@NEWEST_MINOR
 def test_a_spoke_key_reaches_the_superlink_through_its_clusters_group(plane, tmp_path):
     """A remote cluster's key comes to the SuperLink's side in its group's shard, never through the Federation.
 
@@ -1303,6 +1317,7 @@ def test_deleting_claims_leaves_nothing(plane):
                  c.get("namespace", ns)["status"].get("phase") == "Terminating", timeout=120)  # fmt: skip
 
 
+@NEWEST_MINOR
 def test_v2_namespaced_federation(plane):
     # The v2 flavor defines the same CRD name, so its package replaces the
     # claim flavor's: uninstalling a Configuration removes its XRD and Composition.
