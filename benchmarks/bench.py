@@ -9,8 +9,9 @@ lifts that cap in its own process and in the server's only.
 "in-process" is the steady state (Crossplane sends the same spec on every
 reconcile, and validation results are cached by content); "cold" empties
 those caches before each call. "grpc" calls the function served as
-`function serve --insecure` runs it (function/serving/main.py: one composing thread,
-function/serving/workers.py), in its own process, over one channel; "grpc-new"
+`function serve --insecure --workers 1` runs it (function/serving/main.py: one composing
+thread, function/serving/workers.py), in its own process, over one channel: the cost of one
+call, which a worker process adds to (benchmarks/bench_load.py measures workers' throughput); "grpc-new"
 does too, with a spec of its own on each call, so the server's caches keep
 filling (many Federations, or changing ones).
 
@@ -190,17 +191,21 @@ class Server:
 
 @contextlib.contextmanager
 def serving(*, lift_cap: bool) -> Iterator[Server]:
-    """`function serve --insecure` on a free port in its own process, once it listens; SIGTERM at the end.
+    """`function serve --insecure --workers 1` on a free port in its own process, once it listens; SIGTERM at the end.
 
-    With lift_cap, this script runs it (--serve-function), having lifted the
-    pool cap first; else `python -m function.serving.main`. The server's exit code is
-    the yielded Server's exit_code afterwards.
+    One composing thread, not the default's one worker process per CPU: what this measures is
+    one call's cost, and only the server's own process has the pool cap lifted (a worker
+    imports the API afresh). With lift_cap, this script runs it (--serve-function), having
+    lifted the pool cap first; else `python -m function.serving.main`. The server's exit code
+    is the yielded Server's exit_code afterwards.
     """
     port = served.free_port()
     program = (str(pathlib.Path(__file__).resolve()), SERVE_FLAG) if lift_cap else ("-m", "function.serving.main")
     with tempfile.TemporaryDirectory() as tmp:
         log = pathlib.Path(tmp) / "function.log"
-        process = served.serve("--insecure", port=port, log=log, program=program, timeout=START_TIMEOUT_SECONDS)
+        process = served.serve(
+            "--insecure", "--workers", "1", port=port, log=log, program=program, timeout=START_TIMEOUT_SECONDS
+        )
         server = Server(f"127.0.0.1:{port}", process, log)
         try:
             yield server

@@ -117,12 +117,13 @@ def crank_validate(crank, validate_cache) -> Validate:
 
 @pytest.fixture(scope="session")
 def function_address(tmp_path_factory):
-    """The function served over real gRPC, as `crossplane render` dials it."""
+    """The function served over real gRPC, as `crossplane render` dials it: as published, its workers by default."""
     port = served.free_port()
     proc = served.serve("--insecure", port=port, log=tmp_path_factory.mktemp("function") / "function.log")
     yield f"127.0.0.1:{port}"
     proc.terminate()
-    proc.wait(timeout=10)
+    # A liveness bound, not a figure: it stops its workers first, on a machine running control planes beside it.
+    proc.wait(timeout=60)
 
 
 @pytest.fixture(scope="session")

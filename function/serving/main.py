@@ -53,7 +53,7 @@ SERVE_OPTIONS = [
         "--workers",
         envvar="FUNCTION_WORKERS",
         type=Workers(),
-        default="1",
+        default="auto",
         show_default=True,
         help="Worker processes composing calls in parallel; auto: one per CPU the container may use (its "
         "CPU limit, else its CPUs up to 8); 1 composes in the serving process.",

@@ -42,6 +42,8 @@ from function.api.refusals import parse
 from function.api.spec import ProviderConfigRef
 from function.builders import identity, identity_program, netpol, published_keys, superlink
 from function.federation import read
+from function.serving import cpus
+from support import served
 from support.peers import CLAIMS, INVALID, ROOT, hack_module, load_all
 
 build_image = hack_module("build_image")
@@ -241,6 +243,10 @@ def test_function_installed_by_the_package_manager(plane):
     assert plane.image_config["User"] == build_image.CONFIG["User"]
     assert plane.image_config["Entrypoint"] == build_image.CONFIG["Entrypoint"]
     assert plane.processes["function"].alive()
+    # As published, with no CPU limit: one worker process per CPU of its node (at most AUTO_CAP).
+    cores = min(len(os.sched_getaffinity(0)), cpus.AUTO_CAP)
+    server = plane.processes["function"].popen.pid
+    wait_for("the function's workers", lambda: len(served.workers(server)) == (cores if cores > 1 else 0), timeout=60)
 
 
 def test_api_installed_from_the_configuration_package(plane):
