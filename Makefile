@@ -41,7 +41,7 @@ E2E_TOOLS := .cache/e2e
 # compile them again.
 GO_BUILD := go build -trimpath -ldflags="-s -w"
 
-.PHONY: render lint unit unit-run unit-tools unit-tools-own unit-tools-kube flower-venvs test e2e e2e-run e2e-tools image package serve crank \
+.PHONY: render lint unit unit-run unit-tools unit-tools-own unit-tools-kube flower-venvs flower-venv-newest test e2e e2e-run e2e-tools image package serve crank \
 	generate bench fuzz clean
 
 $(VENV)/.installed: pyproject.toml requirements.lock
@@ -150,6 +150,10 @@ $(CRDS): hack/e2e/build-tools.sh tools/crossplane/go.mod tools/provider-kubernet
 
 flower-venvs: $(FLWR_VENVS) $(NGINX_ROOT)/.installed
 
+# What the e2e's run of the quick start needs (tests/e2e): its Flower release, the
+# newest, and the Fleet API proxy's nginx.
+flower-venv-newest: .cache/flwr/$(FLWR_NEWEST)/.installed $(NGINX_ROOT)/.installed
+
 # The fast suite: every test but the real control plane. hack/stages.py builds
 # what it needs side by side (lint, the venvs, the Go tools), then unit-run.
 unit:
@@ -205,6 +209,7 @@ e2e:
 e2e-run:
 	E2E_TOOLS="$(CURDIR)/$(E2E_TOOLS)" FUNCTION_XPKG="$(CURDIR)/$(PACKAGE)" CRANK="$(CURDIR)/$(CRANK)" \
 		CONFIGURATION_XPKG="$(CURDIR)/$(CONFIGURATION)" CONFIGURATION_V2_XPKG="$(CURDIR)/$(CONFIGURATION_V2)" \
+		FLWR_VENVS="$(CURDIR)/.cache/flwr" NGINX_ROOT="$(CURDIR)/$(NGINX_ROOT)" \
 		E2E_MINOR=$(E2E_MINOR) $(VENV)/bin/pytest tests/e2e --durations=0 $(PYTEST_ARGS)
 
 # Everything, stages side by side; each prints its wall time when it ends.

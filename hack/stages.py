@@ -91,6 +91,8 @@ def stages() -> dict[str, Stage]:
     e2e = []
     for m in reversed(minors):
         needs = ("venv", "go-e2e", *sorted({f"go-kube-{m}", f"go-kube-{minors[-1]}"}), "package")
+        # The newest runs the quick start as real Flower processes (test_the_quickstart_completes_a_flwr_run).
+        needs += ("flower-venv-newest",) if m == minors[-1] else ()
         e2e.append(Stage(f"e2e-{m}", [MAKE, "--no-print-directory", "e2e-run", f"E2E_MINOR={m}"], needs=needs,
                          pytest=True, nice=2))  # fmt: skip
     podrunner = [MAKE, "--no-print-directory", "unit-run", "UNIT_MARKS=podrunner", "UNIT_WORKERS=0"]
@@ -100,7 +102,10 @@ def stages() -> dict[str, Stage]:
         # are done: behind the builds, not beside them (cold, -j3 pip installs at nice 0
         # took as much CPU as the critical path for their first eight minutes). Once those
         # builds are done, unit-flower lends them its weight (Runner._inherit).
-        Stage("flower-venvs", [MAKE, "--no-print-directory", "-j3", "flower-venvs"], needs=("venv",), nice=10),
+        Stage("flower-venvs", [MAKE, "--no-print-directory", "-j3", "flower-venvs"], needs=("venv", "flower-venv-newest"),
+              nice=10),  # fmt: skip
+        # The one the newest control plane's e2e needs, first: flower-venvs then has it.
+        Stage("flower-venv-newest", [MAKE, "--no-print-directory", "flower-venv-newest"], needs=("venv",), nice=10),
         # The critical path: the control plane's binaries, then the e2e. The
         # Crossplane CLI first: Crossplane core and crane (go-e2e, a module of
         # their own on the same library releases) and the unit suite's tools

@@ -468,11 +468,13 @@ class LocalCli:
     app: pathlib.Path  # a copy of examples/app
 
     @classmethod
-    def at(cls, release: Release, tmp: pathlib.Path, address: str, ca: pathlib.Path) -> LocalCli:
+    def at(cls, release: Release, tmp: pathlib.Path, address: str, ca: pathlib.Path | None) -> LocalCli:
+        """Configured for address, trusting ca (None: a SuperLink without TLS, `insecure = true`)."""
         home, app = tmp / "flwr-home", tmp / "flwr-app"
         home.mkdir()
         shutil.copytree(APP, app, ignore=shutil.ignore_patterns("__pycache__"))
-        connection = f'address = "{address}"\nroot-certificates = "{ca}"\n'
+        security = f'root-certificates = "{ca}"' if ca else "insecure = true"
+        connection = f'address = "{address}"\n{security}\n'
         if release.reads_pyproject:  # up to 1.25: a federation in the app's pyproject.toml
             with (app / "pyproject.toml").open("a") as pyproject:
                 pyproject.write(

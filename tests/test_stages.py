@@ -123,6 +123,7 @@ def test_wanted_adds_what_the_goals_need_and_refuses_an_unknown_one():
     assert not {"unit", "go-unit", "go-unit-kube", "lint", "flower-venvs"} & set(e2e), (
         "the e2e alone builds no unit tools"
     )
+    assert "flower-venv-newest" in e2e, "the quick start's flwr run on the newest control plane"
     assert set(stages.wanted(table, ["test"])) == set(table)
     with pytest.raises(SystemExit, match="unknown stage or goal 'nope'"):
         stages.wanted(table, ["nope"])

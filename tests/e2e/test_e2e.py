@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+import test_real_flower as real_flower
 from controlplane import (
     CA_ISSUER,
     CROSSPLANE_NS,
@@ -42,9 +43,11 @@ from function.api.refusals import parse
 from function.api.spec import ProviderConfigRef
 from function.builders import identity, identity_program, netpol, published_keys, superlink
 from function.federation import read
+from function.releases.flower import CONTROL_PORT
 from function.serving import cpus
 from support import served
-from support.peers import CLAIMS, INVALID, ROOT, hack_module, load_all
+from support.peers import CLAIMS, INVALID, ROOT, hack_module, load_all, need
+from support.podrunner import PodRunner
 
 build_image = hack_module("build_image")
 
@@ -406,6 +409,55 @@ def test_every_example_becomes_ready(plane):
         name, namespace = claim["metadata"]["name"], claim["metadata"]["namespace"]
         live_claim = wait_ready(plane, name, namespace)
         check_status(plane, path, live_claim)
+
+
+QUICKSTART = CLAIMS[0].parent / "quickstart.yaml"
+# What the API server adds to what was applied, which a manifest to apply does not carry.
+SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "ownerReferences")
+
+
+def as_applied(obj: dict[str, Any]) -> dict[str, Any]:
+    """A live object as a manifest: what it holds, less its status and what the API server keeps of it."""
+    manifest = {k: v for k, v in obj.items() if k != "status"}
+    manifest["metadata"] = {k: v for k, v in obj["metadata"].items() if k not in SERVER_FIELDS}
+    return manifest
+
+
+@NEWEST_MINOR
+def test_the_quickstart_completes_a_flwr_run(plane, tmp_path):
+    """README step 5, then docs/operations.md's smoke test, on what Crossplane applied: the quick start's objects,
+    read back from the cluster, run as real Flower processes (the pod runner is the kubelet KWOK's pods lack),
+    and `flwr run` of examples/app through the port-forward the Federation's status names completes."""
+    claim = get_claim(plane, *(claim_of(QUICKSTART)["metadata"][k] for k in ("name", "namespace")))
+    assert ready(claim), claim
+    version = claim["spec"]["superlink"]["image"].rsplit(":", 1)[1]
+    python = real_flower.venv_python(version)
+    need(python is not None, f"a venv of Flower {version} (FLWR_VENVS; `make flower-venv-newest`)")
+    assert python is not None
+    release = real_flower.Release(version, python.parent)
+    composite = composite_of(plane, claim)
+    manifests = [as_applied(live(plane, obj) or {}) for obj in objects_of(plane, composite["metadata"]["name"])]
+    # `kubectl -n default port-forward pod/my-federation-superlink-0 9093:9093`, as the status says.
+    forward = claim["status"]["endpoints"]["portForward"].split()
+    namespace = forward[forward.index("-n") + 1] if "-n" in forward else "default"
+    pod = forward[forward.index("port-forward") + 1].removeprefix("pod/")
+    local, remote = forward[-1].split(":")
+    assert int(remote) == CONTROL_PORT, forward
+    with PodRunner(tmp_path / "cluster", real_flower.images(release.bin)) as runner:
+        runner.start(manifests)
+        # The same port here as there: what the README's flwr configuration names.
+        assert local == remote, forward
+        address = f"127.0.0.1:{runner.port_forward(namespace, pod, int(remote))}"
+        cli = real_flower.LocalCli.at(release, tmp_path, address, None)  # no TLS: the quick start's
+        supernodes = claim["status"]["desiredSupernodes"]
+        deadline = time.monotonic() + release.online_timeout
+        while cli.online() < supernodes and time.monotonic() < deadline and not runner.exited():
+            time.sleep(real_flower.CLI_POLL_SECONDS)
+        assert cli.online() == supernodes, runner.logs()
+        run = cli("run", ".", "k8s", "--stream", timeout=real_flower.RUN_TIMEOUT)
+        out = f"exit {run.returncode}\n{run.stdout}\n{run.stderr}\n{runner.logs()}"
+        # examples/app: two rounds of +1 on every SuperNode, averaged.
+        assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in run.stdout, out
 
 
 def test_pod_security_admission_refuses_a_privileged_pod(plane):
