@@ -436,7 +436,12 @@ def test_the_quickstart_completes_a_flwr_run(plane, tmp_path):
     assert python is not None
     release = real_flower.Release(version, python.parent)
     composite = composite_of(plane, claim)
-    manifests = [as_applied(live(plane, obj) or {}) for obj in objects_of(plane, composite["metadata"]["name"])]
+    applied = {o["metadata"]["name"]: live(plane, o) for o in objects_of(plane, composite["metadata"]["name"])}
+    assert all(applied.values()), [name for name, obj in applied.items() if not obj]
+    manifests = [as_applied(obj) for obj in applied.values() if obj]
+    # The walk, as a user sees it (pytest -s shows it): the README's check, then what the docs run.
+    name, namespace = claim["metadata"]["name"], claim["metadata"]["namespace"]
+    walk = [f"$ kubectl get federation {name}", plane.hub.kubectl("get", "federation", name, "-n", namespace)]
     # `kubectl -n default port-forward pod/my-federation-superlink-0 9093:9093`, as the status says.
     forward = claim["status"]["endpoints"]["portForward"].split()
     namespace = forward[forward.index("-n") + 1] if "-n" in forward else "default"
@@ -455,6 +460,9 @@ def test_the_quickstart_completes_a_flwr_run(plane, tmp_path):
             time.sleep(real_flower.CLI_POLL_SECONDS)
         assert cli.online() == supernodes, runner.logs()
         run = cli("run", ".", "k8s", "--stream", timeout=real_flower.RUN_TIMEOUT)
+        walk += [f"$ {' '.join(forward)}", f"$ cat {cli.home}/config.toml", (cli.home / "config.toml").read_text(),
+                 "$ flwr run examples/app k8s --stream", run.stdout, run.stderr]  # fmt: skip
+        print("\n".join(walk))  # noqa: T201 - the walk's transcript, for whoever runs it with -s
         out = f"exit {run.returncode}\n{run.stdout}\n{run.stderr}\n{runner.logs()}"
         # examples/app: two rounds of +1 on every SuperNode, averaged.
         assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in run.stdout, out
