@@ -31,7 +31,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
 from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
 
-from function.serving import cpus, main, workers
+from function.serving import main, workers
 from support import served
 from support.helpers import BASE, pool, spec, xr
 from support.peers import EXAMPLES, ROOT, need
@@ -341,25 +341,14 @@ def test_calls_a_broken_pool_loses_fail_all_the_same(reason, lost):
 @contextlib.contextmanager
 def cpu_limited(cpus_limit: float) -> Iterator[pathlib.Path]:
     """A new cgroup with this CPU quota, as a kubelet sets a container's CPU limit; removed after."""
-    hierarchies = [(d, v) for _, d, v in cpus.cpu_cgroups(cpus.PROC) if v == cpus.V1 or (d / "cpu.max").exists()]
-    need(bool(hierarchies) and os.geteuid() == 0, "a cgroup CPU controller this test may write (root)")
-    parent, version = hierarchies[0]
-    group = parent / f"function-limit-{os.getpid()}"
-    group.mkdir()
+    group = served.cpu_limit_group(f"function-limit-{os.getpid()}", cpus_limit)
+    need(group is not None, "a cgroup CPU controller this test may write (root)")
+    assert group is not None
     try:
-        period = 100_000
-        if version == cpus.V1:
-            (group / "cpu.cfs_period_us").write_text(str(period))
-            (group / "cpu.cfs_quota_us").write_text(str(int(cpus_limit * period)))
-        else:
-            (group / "cpu.max").write_text(f"{int(cpus_limit * period)} {period}")
         yield group
     finally:
         # The server has exited; multiprocessing's resource tracker leaves once it sees that.
-        deadline = time.monotonic() + EXIT_SECONDS
-        while (group / "cgroup.procs").read_text().strip() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        group.rmdir()
+        served.remove_group(group, EXIT_SECONDS)
 
 
 @pytest.mark.parametrize(

@@ -45,6 +45,7 @@ import yaml
 
 from function.__version__ import __version__
 from function.api import policy
+from support import served
 
 CROSSPLANE_NS = "crossplane-system"
 CERT_MANAGER_NS = "cert-manager"
@@ -407,6 +408,8 @@ EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 PLATFORM_POLICY = EXAMPLES / "policy" / "gpu-platform.yaml"
 # As a platform team installs it: the provider's ServiceAccount, its rights, the ProviderConfig `default`.
 PROVIDER_INSTALL = EXAMPLES / "install" / "provider-kubernetes.yaml"
+# The function's runtime, with a CPU limit: the Function names it as its manifest's comment says.
+FUNCTION_RUNTIME = EXAMPLES / "install" / "deploymentruntimeconfig.yaml"
 # The Configuration's own metadata: the function and provider it depends on, which the package manager resolves.
 CONFIGURATION_META = EXAMPLES.parent / "apis" / "crossplane.yaml"
 # The ServiceAccount PROVIDER_INSTALL's runtime gives the provider, and the name its token's server goes by.
@@ -475,6 +478,10 @@ class ControlPlane:
     # The Go processes' environment (GO_ENV): a scale run bounds their heaps as well.
     go_env: dict[str, str] = field(default_factory=lambda: dict(GO_ENV))
     function_rootfs: pathlib.Path = field(init=False)
+    # The CPUs of the function container's limit, and the cgroup that holds it to them (None: no limit, or no
+    # cgroup this machine lets us write, and then the function sees every CPU).
+    function_cpus: float | None = field(init=False, default=None)
+    function_group: pathlib.Path | None = field(init=False, default=None)
     hosts: pathlib.Path = field(init=False)
 
     # -- names --------------------------------------------------------------------
@@ -538,6 +545,9 @@ class ControlPlane:
         for proc in reversed(list(self.processes.values())):
             proc.stop()
         self.processes.clear()
+        if self.function_group is not None:
+            served.remove_group(self.function_group, timeout=20)
+            self.function_group = None
         self._namespaces_down()
         for name in self.cluster_names:
             self._kwokctl("delete", "cluster", "--name", name, check=False)
@@ -569,7 +579,16 @@ class ControlPlane:
                 pid_file.unlink()
         self._namespaces_down()
 
-    def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None, *, inherit: bool = True) -> Process:
+    def spawn(
+        self,
+        name: str,
+        args: list[str],
+        env: dict[str, str] | None = None,
+        *,
+        inherit: bool = True,
+        cgroup: pathlib.Path | None = None,
+    ) -> Process:
+        """Start a process of the control plane in a session of its own (in cgroup, if given), its output logged."""
         log = self.workdir / "logs" / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         if name not in self.processes and log.exists():
@@ -580,6 +599,7 @@ class ControlPlane:
             stderr=subprocess.STDOUT,
             env={**({**os.environ, **self.go_env} if inherit else {}), **(env or {})},
             start_new_session=True,
+            preexec_fn=served.join_group(cgroup),  # noqa: PLW1509 - it only writes its pid to a cgroup file
         )
         pids = self.workdir / "pids"
         pids.mkdir(exist_ok=True)
@@ -931,7 +951,12 @@ class ControlPlane:
         repository = function["spec"]["package"].rsplit(":", 1)[0]
         assert repository in self.mirrored, "the README's function is not the one the Configuration depends on"
         function["spec"]["package"] = f"{repository}:{RELEASE}"
-        hub.apply(function)
+        # With the runtime config beside it, named as the manifest's comment tells.
+        runtime = yaml.safe_load(FUNCTION_RUNTIME.read_text())
+        told = f"#   runtimeConfigRef:\n#     name: {runtime['metadata']['name']}\n"
+        assert told in self.function_manifest.read_text(), f"{self.function_manifest} does not say {told!r}"
+        function["spec"]["runtimeConfigRef"] = {"name": runtime["metadata"]["name"]}
+        hub.apply(runtime, function)
         revision = wait_for(
             "the FunctionRevision's endpoint",
             lambda: next((r for r in hub.get("functionrevisions") if (r.get("status") or {}).get("endpoint")), None),
@@ -1010,15 +1035,25 @@ class ControlPlane:
         # there, which the image's own directory (root's, 0755) refuses to the function's user.
         # Mounted in the function's own mount namespace (ip netns exec makes one), the host's
         # shell before the chroot: it goes with the process.
-        (self.function_rootfs / "dev" / "shm").mkdir(exist_ok=True)
-        shm = '"$1" -t tmpfs -o mode=1777,size=64m,nosuid,nodev,noexec shm "$0/dev/shm" && shift && exec "$@"'
+        # /proc and /sys too, as a container has them: the function reads its CPU limit from its cgroup there.
+        for point in ("dev/shm", "proc", "sys"):
+            (self.function_rootfs / point).mkdir(exist_ok=True)
+        mounts = ('"$1" -t tmpfs -o mode=1777,size=64m,nosuid,nodev,noexec shm "$0/dev/shm" && '
+                  '"$1" -t proc proc "$0/proc" && "$1" --rbind /sys "$0/sys" && shift && exec "$@"')  # fmt: skip
+        # The container's CPU limit, as a kubelet sets it: a cgroup with that quota.
+        limit = ((container.get("resources") or {}).get("limits") or {}).get("cpu")
+        self.function_cpus = _cpus(limit) if limit is not None else None
+        self.function_group = self.function_group or (
+            served.cpu_limit_group(f"flwr-e2e-{self.tag}-function", self.function_cpus) if self.function_cpus else None
+        )
         proc = self.spawn(
             "function",
-            [shutil.which("ip") or "ip", "netns", "exec", self.function_net.name, "/bin/sh", "-c", shm,
+            [shutil.which("ip") or "ip", "netns", "exec", self.function_net.name, "/bin/sh", "-c", mounts,
              str(self.function_rootfs), shutil.which("mount") or "mount", shutil.which("chroot") or "chroot",
              f"--userspec={user[0]}:{user[1]}", str(self.function_rootfs), *command, *args],
             env=env,
             inherit=False,
+            cgroup=self.function_group,
         )  # fmt: skip
         port = next((p["containerPort"] for p in container.get("ports", []) if p.get("name") == "grpc"), 9443)
         wait_for(
@@ -1166,6 +1201,11 @@ def _creating_clusters() -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _cpus(quantity: str) -> float:
+    """A CPU quantity as Kubernetes writes one ("2", "1.5", "500m"), in CPUs."""
+    return int(quantity.removesuffix("m")) / 1000 if quantity.endswith("m") else float(quantity)
 
 
 def _connects(host: str, port: int) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 import pathlib
 import re
@@ -26,6 +27,7 @@ from controlplane import (
     CA_ISSUER,
     CROSSPLANE_NS,
     FUNCTION,
+    FUNCTION_RUNTIME,
     POLL_SECONDS,
     PROVIDER_SERVICE_ACCOUNT,
     RELEASE,
@@ -246,8 +248,17 @@ def test_function_installed_by_the_package_manager(plane):
     assert plane.image_config["User"] == build_image.CONFIG["User"]
     assert plane.image_config["Entrypoint"] == build_image.CONFIG["Entrypoint"]
     assert plane.processes["function"].alive()
-    # As published, with no CPU limit: one worker process per CPU of its node (at most AUTO_CAP).
-    cores = min(len(os.sched_getaffinity(0)), cpus.AUTO_CAP)
+    # The runtime config example's CPU limit reached the function's container (Crossplane merges the container of
+    # that name), and the function starts one worker process per CPU of it, which it reads from its cgroup.
+    runtime = yaml.safe_load(FUNCTION_RUNTIME.read_text())["spec"]["deploymentTemplate"]["spec"]["template"]["spec"]
+    [wanted] = runtime["containers"]
+    [container] = plane.function_pod()["containers"]
+    assert container["name"] == wanted["name"]
+    assert container["resources"] == wanted["resources"], container["resources"]
+    cores = len(os.sched_getaffinity(0))
+    assert plane.function_cpus is not None
+    # Without a cgroup this machine lets the harness write, nothing holds it to its limit: it sees every CPU.
+    cores = min(cores, math.ceil(plane.function_cpus) if plane.function_group else cpus.AUTO_CAP)
     server = plane.processes["function"].popen.pid
     wait_for("the function's workers", lambda: len(served.workers(server)) == (cores if cores > 1 else 0), timeout=60)
 

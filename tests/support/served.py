@@ -1,6 +1,6 @@
 """The function as Crossplane runs it: its own process, gRPC with mTLS, called over one connection.
 
-Shared by the tests (conftest.py, test_shutdown.py) and benchmarks/bench_load.py.
+Shared by the tests (conftest.py, test_shutdown.py, the e2e's control plane) and benchmarks/bench_load.py.
 """
 
 from __future__ import annotations
@@ -11,9 +11,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
+
+from function.serving import cpus
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -115,11 +118,6 @@ def serve(
     the unit tests has taken over 60 s to start a function with workers.
     cgroup is a cgroup directory the function starts in, as a container's process does.
     """
-
-    def join() -> None:
-        if cgroup is not None:
-            (cgroup / "cgroup.procs").write_text(str(os.getpid()))
-
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, *program, *command, "--address", f"127.0.0.1:{port}", *args],
@@ -127,8 +125,7 @@ def serve(
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
-            # The child only writes its pid to a cgroup file: no lock a thread could hold.
-            preexec_fn=join if cgroup is not None else None,  # noqa: PLW1509
+            preexec_fn=join_group(cgroup),  # noqa: PLW1509 - it only writes its pid to a cgroup file
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -167,3 +164,49 @@ def workers(pid: int) -> list[int]:
         if b"spawn_main" in cmdline:
             found.append(child)
     return found
+
+
+CFS_PERIOD_MICROSECONDS = 100_000  # the kubelet's CPU quota period
+
+
+def cpu_limit_group(name: str, cpus_limit: float) -> pathlib.Path | None:
+    """A new cgroup beside none but this process's own, with this CPU quota, as a kubelet sets a container's CPU
+    limit; None where no CPU controller here may be written (not root, or a cgroup v2 group with processes)."""
+    hierarchies = [(d, v) for _, d, v in cpus.cpu_cgroups(cpus.PROC) if v == cpus.V1 or (d / "cpu.max").exists()]
+    if not hierarchies or os.geteuid() != 0:
+        return None
+    parent, version = hierarchies[0]
+    group = parent / name
+    quota = str(int(cpus_limit * CFS_PERIOD_MICROSECONDS))
+    try:
+        group.mkdir(exist_ok=True)
+        if version == cpus.V1:
+            (group / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_MICROSECONDS))
+            (group / "cpu.cfs_quota_us").write_text(quota)
+        else:
+            (group / "cpu.max").write_text(f"{quota} {CFS_PERIOD_MICROSECONDS}")
+    except OSError:
+        return None
+    return group
+
+
+def remove_group(group: pathlib.Path, timeout: float) -> None:
+    """Remove a cgroup once its processes have left it (they exit first: multiprocessing's tracker a moment late)."""
+    deadline = time.monotonic() + timeout
+    while (group / "cgroup.procs").read_text().strip() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    group.rmdir()
+
+
+def join_group(group: pathlib.Path | None) -> Callable[[], None] | None:
+    """A preexec_fn that moves the child into group before it runs anything, or None without a group.
+
+    The child only writes its pid to a cgroup file: no lock a thread could hold.
+    """
+    if group is None:
+        return None
+
+    def join() -> None:
+        (group / "cgroup.procs").write_text(str(os.getpid()))
+
+    return join
