@@ -1035,11 +1035,21 @@ class ControlPlane:
         # there, which the image's own directory (root's, 0755) refuses to the function's user.
         # Mounted in the function's own mount namespace (ip netns exec makes one), the host's
         # shell before the chroot: it goes with the process.
-        # /proc and /sys too, as a container has them: the function reads its CPU limit from its cgroup there.
+        # /proc, /sys and the CPU's cgroup hierarchies too, as a container runtime mounts them: the function reads
+        # its CPU limit from its cgroup there. (ip netns exec gives /sys a sysfs of the namespace's, which holds no
+        # cgroup mount: each is mounted again, at the host's mount point, on a tmpfs.)
         for point in ("dev/shm", "proc", "sys"):
             (self.function_rootfs / point).mkdir(exist_ok=True)
-        mounts = ('"$1" -t tmpfs -o mode=1777,size=64m,nosuid,nodev,noexec shm "$0/dev/shm" && '
-                  '"$1" -t proc proc "$0/proc" && "$1" --rbind /sys "$0/sys" && shift && exec "$@"')  # fmt: skip
+        mkdir = shutil.which("mkdir") or "mkdir"
+        steps = [
+            '"$1" -t tmpfs -o mode=1777,size=64m,nosuid,nodev,noexec shm "$0/dev/shm"',
+            '"$1" -t proc proc "$0/proc"',
+            '"$1" --rbind /sys "$0/sys"',
+            '"$1" -t tmpfs cgroups "$0/sys/fs/cgroup"',
+        ]
+        for fstype, options, point in _cpu_cgroup_mounts():
+            steps += [f'{mkdir} -p "$0{point}"', f'"$1" -t {fstype} -o {options or "rw"} cgroup "$0{point}"']
+        mounts = " && ".join([*steps, 'shift && exec "$@"'])
         # The container's CPU limit, as a kubelet sets it: a cgroup with that quota.
         limit = ((container.get("resources") or {}).get("limits") or {}).get("cpu")
         self.function_cpus = _cpus(limit) if limit is not None else None
@@ -1201,6 +1211,18 @@ def _creating_clusters() -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _cpu_cgroup_mounts() -> list[tuple[str, str, str]]:
+    """(filesystem type, options, mount point) of this machine's cgroup hierarchies that may hold a CPU quota."""
+    found = []
+    for line in pathlib.Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        dash = fields.index("-")
+        point, fstype, options = fields[4], fields[dash + 1], fields[dash + 3].split(",")
+        if fstype == "cgroup2" or (fstype == "cgroup" and "cpu" in options):
+            found.append((fstype, ",".join(o for o in options if o not in ("rw", "ro")), point))
+    return found
 
 
 def _cpus(quantity: str) -> float:

@@ -471,7 +471,7 @@ def test_the_quickstart_completes_a_flwr_run(plane, tmp_path):
             time.sleep(real_flower.CLI_POLL_SECONDS)
         assert cli.online() == supernodes, runner.logs()
         run = cli("run", ".", "k8s", "--stream", timeout=real_flower.RUN_TIMEOUT)
-        walk += [f"$ {' '.join(forward)}", f"$ cat {cli.home}/config.toml", (cli.home / "config.toml").read_text(),
+        walk += [f"$ {' '.join(forward)}", "$ cat ~/.flwr/config.toml", (cli.home / "config.toml").read_text(),
                  "$ flwr run examples/app k8s --stream", run.stdout, run.stderr]  # fmt: skip
         print("\n".join(walk))  # noqa: T201 - the walk's transcript, for whoever runs it with -s
         out = f"exit {run.returncode}\n{run.stdout}\n{run.stderr}\n{runner.logs()}"
