@@ -102,8 +102,12 @@ def stages() -> dict[str, Stage]:
         # are done: behind the builds, not beside them (cold, -j3 pip installs at nice 0
         # took as much CPU as the critical path for their first eight minutes). Once those
         # builds are done, unit-flower lends them its weight (Runner._inherit).
-        Stage("flower-venvs", [MAKE, "--no-print-directory", "-j3", "flower-venvs"], needs=("venv", "flower-venv-newest"),
-              nice=10),  # fmt: skip
+        Stage(
+            "flower-venvs",
+            [MAKE, "--no-print-directory", "-j3", "flower-venvs"],
+            needs=("venv", "flower-venv-newest"),
+            nice=10,
+        ),
         # The one the newest control plane's e2e needs, first: flower-venvs then has it.
         Stage("flower-venv-newest", [MAKE, "--no-print-directory", "flower-venv-newest"], needs=("venv",), nice=10),
         # The critical path: the control plane's binaries, then the e2e. The

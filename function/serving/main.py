@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -81,6 +82,10 @@ MAX_REQUEST_BYTES = 256 * 1024 * 1024
 def _serve(*, debug: bool, address: str, tls_certs_dir: str | None, insecure: bool, workers: int) -> None:
     level = logging.Level.DEBUG if debug else logging.Level.INFO
     logging.configure(level=level)
+    # What `auto` saw, for whoever sizes the pod: the CPUs it may run on and its cgroup's CPU limit.
+    logging.get_logger().info(
+        "composing", workers=workers, cpus=len(os.sched_getaffinity(0)), cpu_limit=cpus.quota_cpus()
+    )
     pool = None
     try:
         # Started before the server listens: Crossplane's first calls find the workers ready.

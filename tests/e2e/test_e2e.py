@@ -261,6 +261,12 @@ def test_function_installed_by_the_package_manager(plane):
     cores = min(cores, math.ceil(plane.function_cpus) if plane.function_group else cpus.AUTO_CAP)
     server = plane.processes["function"].popen.pid
     wait_for("the function's workers", lambda: len(served.workers(server)) == (cores if cores > 1 else 0), timeout=60)
+    # It read the limit itself, from its own cgroup (its first words since its last start).
+    said = [
+        json.loads(line) for line in plane.processes["function"].log.read_text().splitlines() if '"composing"' in line
+    ]
+    assert said, plane.processes["function"].tail()
+    assert said[-1]["cpu_limit"] == (plane.function_cpus if plane.function_group else None), said[-1]
 
 
 def test_api_installed_from_the_configuration_package(plane):
