@@ -338,6 +338,37 @@ def test_calls_a_broken_pool_loses_fail_all_the_same(reason, lost):
     assert fatal(fnv1.RunFunctionResponse.FromString(again)) == []
 
 
+def test_calls_waiting_in_a_pool_the_watcher_saw_die_get_fatal_results():
+    """The watcher may report a dead worker before the pool notices: replacing the pool then cancels the calls
+    still waiting in its queue, and those get fatal results too. They were re-raised as the caller's own
+    cancellation, so the server sent them no answer: under load, 11 of 16 calls waited for their 300 s deadline.
+    The watcher's report is made here as the watcher makes it (a callback on the server's loop), with real
+    workers, which replacing the pool kills, and calls queued behind the busy ones."""
+    pool = workers.Processes(2)
+    executor = pool._executor
+    data = request(pools=POOLS).SerializeToString()
+    why = "worker 1 was killed by signal 9"
+
+    async def calls() -> list[bytes | BaseException]:
+        held = [asyncio.ensure_future(pool.run(data)) for _ in range(CLIENTS)]
+        await asyncio.sleep(0.05)  # submitted: two composing, one more in the pool's call queue, the rest waiting
+        waiting = [f for f in executor._pending_work_items.values() if not f.future.running()]
+        assert waiting, "no call waiting in the pool: this tests nothing"
+        asyncio.get_running_loop().call_soon(pool._found_dead, executor, why)
+        return await asyncio.gather(*(asyncio.wait_for(c, CALL_SECONDS) for c in held), return_exceptions=True)
+
+    try:
+        answers = asyncio.run(calls())
+        again = asyncio.run(pool.run(data))
+    finally:
+        pool.shutdown()
+    assert all(isinstance(a, bytes) for a in answers), [a for a in answers if not isinstance(a, bytes)]
+    reasons = {tuple(fatal(fnv1.RunFunctionResponse.FromString(a))) for a in answers if isinstance(a, bytes)}
+    assert reasons == {(f"cannot compose Federation: a worker process died: {why}",)}, reasons
+    assert pool._executor is not executor
+    assert fatal(fnv1.RunFunctionResponse.FromString(again)) == []
+
+
 @contextlib.contextmanager
 def cpu_limited(cpus_limit: float) -> Iterator[pathlib.Path]:
     """A new cgroup with this CPU quota, as a kubelet sets a container's CPU limit; removed after."""

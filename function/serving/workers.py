@@ -195,17 +195,21 @@ class Processes:
         except asyncio.CancelledError:
             call.cancel()  # the caller left: the call is taken off the queue if no worker has it yet
             raise
-        if call.done():
+        if call.done() and not call.cancelled():
             try:
                 return call.result()
             except BrokenProcessPool as err:
                 self._worker_died(executor, died, str(err))
                 return self._fatal(data, died.result())
-        # A call the broken pool may never answer. Python's pool fails every
-        # call it holds once it finds a worker dead, but a call submitted while
-        # it does so may be left out (CPython 3.11: its table of calls changes
-        # under it, or the call goes in after it was emptied), and would wait
-        # forever. It fails with the others.
+        # A call the broken pool will never answer, which fails with the others.
+        # Python's pool fails every call it holds once it finds a worker dead,
+        # but a call submitted while it does so may be left out (CPython 3.11:
+        # its table of calls changes under it, or the call goes in after it was
+        # emptied), and would wait forever. And when the watcher saw the death
+        # first, replacing the pool cancelled the calls still in its queue: not
+        # the caller's cancellation, which would leave the caller no answer.
+        if not died.done():  # cancelled by shutdown(): the server has stopped serving
+            raise asyncio.CancelledError
         call.add_done_callback(_retrieve)
         return self._fatal(data, died.result())
 
