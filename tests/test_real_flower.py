@@ -489,6 +489,13 @@ class LocalCli:
         return subprocess.run([str(self.release.bin / "flwr"), *argv], cwd=self.app, env=env, capture_output=True,
                               text=True, timeout=timeout, check=False)  # fmt: skip
 
+    def wait_online(self, count: int, runner: PodRunner) -> None:
+        """Until count SuperNodes are online, within its release's bound, or a container exited; asserts it."""
+        deadline = time.monotonic() + self.release.online_timeout
+        while self.online() < count and time.monotonic() < deadline and not runner.exited():
+            time.sleep(CLI_POLL_SECONDS)
+        assert self.online() == count, runner.logs()
+
     def online(self) -> int:
         listing = ["supernode", "ls", ".", "k8s"] if self.release.reads_pyproject else ["supernode", "list"]
         proc = self(*listing, "--format", "json")
@@ -513,10 +520,7 @@ def test_a_federated_run_completes(release: Release, tmp_path: pathlib.Path, iso
             superlink = next(p for p in runner.pods if p.labels.get("app.kubernetes.io/name") == "superlink")
             local = runner.port_forward(NAMESPACE, superlink.name, CONTROL_PORT)
             cli = LocalCli.at(release, tmp, f"127.0.0.1:{local}", tmp / "ca.crt")
-            deadline = time.monotonic() + release.online_timeout
-            while cli.online() < len(supernodes) and time.monotonic() < deadline and not runner.exited():
-                time.sleep(CLI_POLL_SECONDS)
-            assert cli.online() == len(supernodes), runner.logs()
+            cli.wait_online(len(supernodes), runner)
             return cli("run", ".", "k8s", "--stream", timeout=RUN_TIMEOUT), runner.logs(lines=200)
 
     proc, logs = run_once_more_after_pull_race(attempt)

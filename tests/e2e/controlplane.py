@@ -483,9 +483,8 @@ class ControlPlane:
     # The Go processes' environment (GO_ENV): a scale run bounds their heaps as well.
     go_env: dict[str, str] = field(default_factory=lambda: dict(GO_ENV))
     function_rootfs: pathlib.Path = field(init=False)
-    # The CPUs of the function container's limit, and the cgroup that holds it to them (None: no limit, or no
-    # cgroup this machine lets us write, and then the function sees every CPU).
-    function_cpus: float | None = field(init=False, default=None)
+    # The cgroup that holds the function to its container's CPU limit (None: no limit, or no cgroup this
+    # machine lets us write, and then the function sees every CPU).
     function_group: pathlib.Path | None = field(init=False, default=None)
     hosts: pathlib.Path = field(init=False)
 
@@ -1066,10 +1065,8 @@ class ControlPlane:
         mounts = " && ".join([*steps, 'shift && exec "$@"'])
         # The container's CPU limit, as a kubelet sets it: a cgroup with that quota.
         limit = ((container.get("resources") or {}).get("limits") or {}).get("cpu")
-        self.function_cpus = _cpus(limit) if limit is not None else None
-        self.function_group = self.function_group or (
-            served.cpu_limit_group(f"flwr-e2e-{self.tag}-function", self.function_cpus) if self.function_cpus else None
-        )
+        group = f"flwr-e2e-{self.tag}-function"
+        self.function_group = served.cpu_limit_group(group, cpu_quantity(limit)) if limit is not None else None
         proc = self.spawn(
             "function",
             [shutil.which("ip") or "ip", "netns", "exec", self.function_net.name, "/bin/sh", "-c", mounts,
@@ -1239,7 +1236,7 @@ def _cpu_cgroup_mounts() -> list[tuple[str, str, str]]:
     return found
 
 
-def _cpus(quantity: str) -> float:
+def cpu_quantity(quantity: str) -> float:
     """A CPU quantity as Kubernetes writes one ("2", "1.5", "500m"), in CPUs."""
     return int(quantity.removesuffix("m")) / 1000 if quantity.endswith("m") else float(quantity)
 

@@ -35,6 +35,7 @@ from controlplane import (
     ControlPlane,
     KubectlError,
     condition,
+    cpu_quantity,
     dependencies,
     platform_policy,
     wait_for,
@@ -254,10 +255,9 @@ def test_function_installed_by_the_package_manager(plane):
     [container] = plane.function_pod()["containers"]
     assert container["name"] == wanted["name"]
     assert container["resources"] == wanted["resources"], container["resources"]
-    cores = len(os.sched_getaffinity(0))
-    assert plane.function_cpus is not None
+    limit = cpu_quantity(container["resources"]["limits"]["cpu"])
     # Without a cgroup this machine lets the harness write, nothing holds it to its limit: it sees every CPU.
-    cores = min(cores, math.ceil(plane.function_cpus) if plane.function_group else cpus.AUTO_CAP)
+    cores = min(len(os.sched_getaffinity(0)), math.ceil(limit) if plane.function_group else cpus.AUTO_CAP)
     server = plane.processes["function"].popen.pid
     wait_for("the function's workers", lambda: len(served.workers(server)) == (cores if cores > 1 else 0), timeout=60)
     # It read the limit itself, from its own cgroup (its first words since its last start).
@@ -265,7 +265,7 @@ def test_function_installed_by_the_package_manager(plane):
         json.loads(line) for line in plane.processes["function"].log.read_text().splitlines() if '"composing"' in line
     ]
     assert said, plane.processes["function"].tail()
-    assert said[-1]["cpu_limit"] == (plane.function_cpus if plane.function_group else None), said[-1]
+    assert said[-1]["cpu_limit"] == (limit if plane.function_group else None), said[-1]
 
 
 def test_api_installed_from_the_configuration_package(plane):
@@ -460,21 +460,16 @@ def test_the_quickstart_completes_a_flwr_run(plane, tmp_path):
     walk = [f"$ kubectl get federation {name}", plane.hub.kubectl("get", "federation", name, "-n", namespace)]
     # `kubectl -n default port-forward pod/my-federation-superlink-0 9093:9093`, as the status says.
     forward = claim["status"]["endpoints"]["portForward"].split()
-    namespace = forward[forward.index("-n") + 1] if "-n" in forward else "default"
+    pod_namespace = forward[forward.index("-n") + 1] if "-n" in forward else "default"
     pod = forward[forward.index("port-forward") + 1].removeprefix("pod/")
     local, remote = forward[-1].split(":")
-    assert int(remote) == CONTROL_PORT, forward
+    # The same port here as there, the SuperLink's Control API: what the README's flwr configuration names.
+    assert local == remote and int(remote) == CONTROL_PORT, forward
     with PodRunner(tmp_path / "cluster", real_flower.images(release.bin)) as runner:
         runner.start(manifests)
-        # The same port here as there: what the README's flwr configuration names.
-        assert local == remote, forward
-        address = f"127.0.0.1:{runner.port_forward(namespace, pod, int(remote))}"
+        address = f"127.0.0.1:{runner.port_forward(pod_namespace, pod, int(remote))}"
         cli = real_flower.LocalCli.at(release, tmp_path, address, None)  # no TLS: the quick start's
-        supernodes = claim["status"]["desiredSupernodes"]
-        deadline = time.monotonic() + release.online_timeout
-        while cli.online() < supernodes and time.monotonic() < deadline and not runner.exited():
-            time.sleep(real_flower.CLI_POLL_SECONDS)
-        assert cli.online() == supernodes, runner.logs()
+        cli.wait_online(claim["status"]["desiredSupernodes"], runner)
         run = cli("run", ".", "k8s", "--stream", timeout=real_flower.RUN_TIMEOUT)
         walk += [f"$ {' '.join(forward)}", "$ cat ~/.flwr/config.toml", (cli.home / "config.toml").read_text(),
                  "$ flwr run examples/app k8s --stream", run.stdout, run.stderr]  # fmt: skip

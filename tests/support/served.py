@@ -170,8 +170,9 @@ CFS_PERIOD_MICROSECONDS = 100_000  # the kubelet's CPU quota period
 
 
 def cpu_limit_group(name: str, cpus_limit: float) -> pathlib.Path | None:
-    """A new cgroup beside none but this process's own, with this CPU quota, as a kubelet sets a container's CPU
-    limit; None where no CPU controller here may be written (not root, or a cgroup v2 group with processes)."""
+    """A cgroup under this process's own, with this CPU quota, as a kubelet sets a container's CPU limit (made, or
+    its quota set again); None where no CPU controller here may be written (not root, or a cgroup v2 group with
+    processes)."""
     hierarchies = [(d, v) for _, d, v in cpus.cpu_cgroups(cpus.PROC) if v == cpus.V1 or (d / "cpu.max").exists()]
     if not hierarchies or os.geteuid() != 0:
         return None
