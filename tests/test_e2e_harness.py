@@ -209,3 +209,21 @@ def test_kwokctl_passes_the_go_settings_to_the_clusters_components(monkeypatch, 
     plane_in(tmp_path)._kwokctl("get", "clusters")
     (args, env), *_ = [call for call in seen if "clusters" in call[0]]
     assert env["GOGC"] == "400", args
+
+
+def _collected(minor: str) -> set[str]:
+    """The e2e scenarios pytest would run on one minor's control plane (E2E_MINOR), collected for real."""
+    env = {**os.environ, "E2E_MINOR": minor}
+    argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "tests/e2e"]
+    out = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=True).stdout
+    return {line.split("::")[1].split("[")[0] for line in out.splitlines() if "::" in line}
+
+
+def test_scenarios_of_crossplane_alone_run_on_the_newest_minor_only():
+    minors = sorted((p.name.removeprefix("kube-") for p in (ROOT / "tools").glob("kube-1.*")),
+                    key=lambda m: int(m.split(".")[1]))  # fmt: skip
+    newest, oldest = _collected(minors[-1]), _collected(minors[0])
+    source = (ROOT / "tests" / "e2e" / "test_e2e.py").read_text()
+    marked = {name for name in newest if f"@NEWEST_MINOR\ndef {name}(" in source}
+    assert marked, "no scenario is marked newest_minor: this tests nothing"
+    assert oldest == newest - marked, sorted(oldest ^ (newest - marked))
