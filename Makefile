@@ -16,6 +16,8 @@ CELCHECK := .cache/bin/celcheck
 XRD2CRD := .cache/bin/xrd2crd
 PSSCHECK := .cache/bin/psscheck
 NETPOLICY := .cache/bin/netpolicy
+# The typed Go function benchmarks/bench_vs_go.py measures the function against.
+TYPEDGO := .cache/bin/typedgo
 # The CRDs of the pinned Crossplane and provider-kubernetes, from their modules (tests/support/peers.py).
 CRDS := .cache/crds/.installed
 # Supported Kubernetes minors: one CRD validator each. A minor the e2e runs
@@ -82,6 +84,10 @@ $(CELCHECK): tools/crank/go.mod tools/crank/go.sum tools/crank/celcheck/main.go
 	cd tools/crank && $(GO_BUILD) -o "$(CURDIR)/$(CELCHECK)" ./celcheck
 
 # The CRDs Crossplane generates from an XRD, by Crossplane's own conversion.
+$(TYPEDGO): benchmarks/typedgo/go.mod benchmarks/typedgo/go.sum $(wildcard benchmarks/typedgo/*.go)
+	mkdir -p $(dir $@)
+	cd benchmarks/typedgo && $(GO_BUILD) -o "$(CURDIR)/$@" .
+
 $(XRD2CRD): tools/crank/go.mod tools/crank/go.sum tools/crank/xrd2crd/main.go
 	mkdir -p $(dir $(XRD2CRD))
 	cd tools/crank && $(GO_BUILD) -o "$(CURDIR)/$(XRD2CRD)" ./xrd2crd
@@ -141,7 +147,7 @@ unit-tools: unit-tools-own unit-tools-kube
 
 # Those with modules of their own, and those built from the control planes'
 # modules (hack/stages.py builds these after the control planes, reusing them).
-unit-tools-own: $(CRANK) $(CELCHECK) $(XRD2CRD) $(filter-out $(CRDCHECKS_KUBE),$(CRDCHECKS)) $(CRDS)
+unit-tools-own: $(CRANK) $(CELCHECK) $(XRD2CRD) $(TYPEDGO) $(filter-out $(CRDCHECKS_KUBE),$(CRDCHECKS)) $(CRDS)
 unit-tools-kube: $(PSSCHECK) $(NETPOLICY) $(CRDCHECKS_KUBE)
 
 $(CRDS): hack/e2e/build-tools.sh tools/crossplane/go.mod tools/provider-kubernetes/go.mod
@@ -216,9 +222,10 @@ e2e-run:
 test:
 	$(PYTHON) hack/stages.py test
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed $(TYPEDGO)
 	$(VENV)/bin/python benchmarks/bench.py
 	$(VENV)/bin/python benchmarks/bench_clusters.py
+	$(VENV)/bin/python benchmarks/bench_vs_go.py
 
 # The property tests' long run: 10,000 fresh examples per invariant (about an hour).
 fuzz: $(VENV)/.installed .cache/flwr/$(FLWR_NEWEST)/.installed

@@ -69,6 +69,19 @@ CASES = [
         (r"^calls 300, server errors 0, wrong answers 0, exit code on SIGTERM 0$", r"requests/s", r"^RSS growth "),
     ),
     Case(
+        "the function against the typed Go peer (benchmarks/typedgo, built by `make unit-tools`): the same "
+        "answer at 1 and 16 pools, then latency warm and cold at 1 pool, and throughput of the function at "
+        "auto, 1 and 2 workers; about 10 s",
+        "bench_vs_go.py",
+        ("--smoke",),
+        (
+            r"^same desired resources, composite status and TTL at 1, 16 pools$",
+            r"^ +1 +warm +function --workers auto +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+$",
+            r"^ +1 +cold +typed Go +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+ +1\.00$",
+            r"^ +function --workers 2 +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+$",
+        ),
+    ),
+    Case(
         "20 derandomized examples per invariant, then Flower's parser reads the --node-config texts back; about 6 s",
         "fuzz.py",
         ("--smoke",),

@@ -1,0 +1,352 @@
+"""The function against a typed Go function, side by side, in one run: latency, throughput, CPU, memory.
+
+The peer is benchmarks/typedgo: a composition function on function-sdk-go that reads the spec
+into Go types and builds its workloads from k8s.io/api types (`make .cache/bin/typedgo` builds
+it; this script does so when it is missing). It composes the Federations this script sends, and
+before anything is timed the script checks that its desired resources, composite status and TTL
+equal the function's, at 1 and 16 pools (exit 1 if not).
+
+Both are served on this machine, without TLS, and called over one HTTP/2 connection as
+Crossplane holds one per function pod, by a load client in Go (`typedgo load`), so that the
+client costs little and the same for both. The function runs as installed by default
+(`--workers auto`: one worker per CPU it may use).
+
+Latency, for 1, 16 and 128 pools, each warm (the same request on every call: one Federation
+reconciled again) and cold (a new spec on every call: its first pool's replicas, so every call
+misses the function's caches): --calls calls, 8 under way at once. The two servers take turns
+(--rounds rounds of each), so that the machine's noise falls on both. Prints p50 and p95 ms,
+the server's CPU ms per call (its process and its workers, from /proc) and the ratio of the
+function's p50 to the peer's.
+
+Throughput, 16 pools, cold, 16 calls under way: requests/s and CPU ms per call of the function
+with --workers auto, 1 and 2, and of the peer, with the resident memory of each server (its
+process and its workers) after the run, and the ratio of each to the peer's requests/s.
+
+--smoke runs 1 pool, 20 calls, one round, and 40 calls of throughput: it proves the script runs
+(the equality check still fails it). Its figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import pathlib
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from google.protobuf import json_format
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+import bench  # the Federation both compose: pools using most features
+
+from support import served
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PEER = ROOT / ".cache" / "bin" / "typedgo"
+POOLS = (1, 16, 128)
+SMOKE_POOLS = (1,)
+IN_FLIGHT = 8
+THROUGHPUT_POOLS = 16
+THROUGHPUT_IN_FLIGHT = 16
+WORKERS = ("auto", "1", "2")
+CHECKED_POOLS = (1, 16)
+# Liveness bounds, not figures: in `make test` this runs beside both control planes.
+START_TIMEOUT_SECONDS = 300
+CALL_TIMEOUT = "5m"
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One load client's run against one server."""
+
+    milliseconds: list[float]
+    seconds: float
+    cpu_seconds: float
+
+    def percentile(self, p: float) -> float:
+        """The p-quantile of the calls' milliseconds."""
+        return self.milliseconds[min(len(self.milliseconds) - 1, int(len(self.milliseconds) * p))]
+
+    @property
+    def cpu_ms_per_call(self) -> float:
+        """The server's CPU milliseconds per call."""
+        return self.cpu_seconds * 1000 / len(self.milliseconds)
+
+    @property
+    def per_second(self) -> float:
+        """Calls answered per second."""
+        return len(self.milliseconds) / self.seconds
+
+
+@dataclass
+class Server:
+    """A function served in its own process."""
+
+    name: str
+    address: str
+    process: subprocess.Popen[bytes]
+    log: pathlib.Path
+
+    def processes(self) -> list[int]:
+        """The server's process and its children."""
+        return [self.process.pid, *served.children(self.process.pid)]
+
+    def cpu_seconds(self) -> float:
+        """CPU time of the server and of its live children (workers live as long as it does)."""
+        total = 0
+        for pid in self.processes():
+            with contextlib.suppress(FileNotFoundError):
+                fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12])  # utime, stime
+        return total / HZ
+
+    def rss_mib(self) -> float:
+        """Resident memory of the server and its children."""
+        total = 0
+        for pid in self.processes():
+            with contextlib.suppress(FileNotFoundError):
+                for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        return total / 1024
+
+
+def build_peer(peer: pathlib.Path) -> None:
+    """The peer, built as the Makefile builds it, when it is the Makefile's and missing or stale."""
+    if peer == PEER:
+        # A fixed command: make and the Makefile's target.
+        subprocess.run(["make", "--no-print-directory", str(PEER.relative_to(ROOT))], cwd=ROOT, check=True)  # noqa: S603, S607
+
+
+@contextlib.contextmanager
+def serving_ours(workers: str, logs: pathlib.Path) -> Iterator[Server]:
+    """The function, served with --workers workers, until the block ends."""
+    port = served.free_port()
+    log = logs / f"function-{workers}.log"
+    proc = served.serve("--insecure", "--workers", workers, port=port, log=log, timeout=START_TIMEOUT_SECONDS)
+    try:
+        yield Server(f"function --workers {workers}", f"127.0.0.1:{port}", proc, log)
+    finally:
+        stop(proc, log)
+
+
+@contextlib.contextmanager
+def serving_peer(peer: pathlib.Path, logs: pathlib.Path) -> Iterator[Server]:
+    """The typed Go peer, served until the block ends."""
+    port = served.free_port()
+    log = logs / "typedgo.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(  # noqa: S603 - the peer the caller named, with fixed arguments
+            [str(peer), "serve", "--address", f"127.0.0.1:{port}"], stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while not listening(port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                msg = f"typed Go peer did not start: {log.read_text()}"
+                raise RuntimeError(msg)
+            time.sleep(0.1)
+        yield Server("typed Go", f"127.0.0.1:{port}", proc, log)
+    finally:
+        stop(proc, log)
+
+
+def listening(port: int) -> bool:
+    """Whether something accepts connections at port."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def stop(proc: subprocess.Popen[bytes], log: pathlib.Path) -> None:
+    """Stop a server; show its log if it did not exit cleanly."""
+    proc.terminate()
+    try:
+        code = proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        code = None
+    if code not in (0, -15):
+        print(f"{log.name} exited with {code}:\n{log.read_text()[-4000:]}", file=sys.stderr)
+
+
+def cold_requests(pools: int, count: int) -> list[fnv1.RunFunctionRequest]:
+    """As many requests as count, each a spec of its own: its first pool's replicas."""
+    return list(itertools.islice(bench.variants(bench.request(pools), count), count))
+
+
+def write_requests(path: pathlib.Path, requests: list[fnv1.RunFunctionRequest]) -> pathlib.Path:
+    """requests, length-prefixed, as `typedgo load` reads them."""
+    with path.open("wb") as out:
+        for req in requests:
+            raw = req.SerializeToString()
+            out.write(struct.pack(">I", len(raw)))
+            out.write(raw)
+    return path
+
+
+def load(peer: pathlib.Path, server: Server, requests: pathlib.Path, calls: int, in_flight: int) -> Run:
+    """Time calls calls, in_flight at a time, cycling through requests; an error or fatal result fails the script."""
+    before = server.cpu_seconds()
+    proc = subprocess.run(  # noqa: S603 - the peer the caller named, with fixed arguments
+        [
+            str(peer),
+            "load",
+            "--address",
+            server.address,
+            "--requests",
+            str(requests),
+            "--calls",
+            str(calls),
+            "--in-flight",
+            str(in_flight),
+            "--timeout",
+            CALL_TIMEOUT,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    cpu = server.cpu_seconds() - before
+    if proc.returncode != 0:
+        msg = f"load client failed against {server.name}: {proc.stderr}"
+        raise RuntimeError(msg)
+    report = json.loads(proc.stdout)
+    if report["errors"] or report["fatalResults"]:
+        msg = (
+            f"{server.name}: {report['errors']} errors, {report['fatalResults']} fatal results: {report['firstError']}"
+        )
+        raise RuntimeError(msg)
+    return Run(report["milliseconds"], report["seconds"], cpu)
+
+
+def answer(server: Server, req: fnv1.RunFunctionRequest) -> dict[str, Any]:
+    """What server answers req, as JSON: its desired state and TTL."""
+    with grpc.insecure_channel(
+        server.address, options=[("grpc.max_receive_message_length", served.MAX_MESSAGE_BYTES)]
+    ) as channel:
+        rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(req, timeout=300)
+    got = json_format.MessageToDict(rsp)
+    return {"desired": got.get("desired"), "ttl": got.get("meta", {}).get("ttl")}
+
+
+def check_same_answers(ours: Server, peer: Server) -> list[str]:
+    """The pool counts at which the peer's answer differs from the function's (none, or the figures mean nothing)."""
+    differ = []
+    for pools in CHECKED_POOLS:
+        req = bench.request(pools)
+        mine, theirs = answer(ours, req), answer(peer, req)
+        if mine != theirs or not mine["desired"]["resources"]:
+            differ.append(f"{pools} pools")
+    return differ
+
+
+def merged(runs: list[Run]) -> Run:
+    """Several runs as one."""
+    return Run(
+        sorted(itertools.chain.from_iterable(r.milliseconds for r in runs)),
+        sum(r.seconds for r in runs),
+        sum(r.cpu_seconds for r in runs),
+    )
+
+
+def latency(peer: pathlib.Path, ours: Server, theirs: Server, work: pathlib.Path, args: argparse.Namespace) -> None:
+    """Print the latency table: each pool count, warm and cold, the two servers taking turns."""
+    print(f"latency: {args.calls} calls per round, {IN_FLIGHT} in flight, {args.rounds} rounds each, interleaved")
+    print(
+        f"{'pools':>6} {'spec':>6} {'server':>24} {'p50 ms':>8} {'p95 ms':>8} {'p95/p50':>8} "
+        f"{'CPU ms/call':>12} {'p50 ratio':>10}"
+    )
+    for pools in args.pools:
+        for temperature in ("warm", "cold"):
+            if temperature == "warm":
+                requests = [bench.request(pools)]
+            else:
+                # A spec per call of every round: none is seen twice by the function.
+                requests = cold_requests(pools, args.calls * args.rounds * 2)
+            path = write_requests(work / f"{pools}-{temperature}.bin", requests)
+            runs: dict[str, list[Run]] = {ours.name: [], theirs.name: []}
+            for _ in range(args.rounds):
+                for server in (ours, theirs):
+                    runs[server.name].append(load(peer, server, path, args.calls, IN_FLIGHT))
+            peer_p50 = statistics.median(merged(runs[theirs.name]).milliseconds)
+            for server in (ours, theirs):
+                run = merged(runs[server.name])
+                p50 = statistics.median(run.milliseconds)
+                print(
+                    f"{pools:>6} {temperature:>6} {server.name:>24} {p50:>8.2f} {run.percentile(0.95):>8.2f} "
+                    f"{run.percentile(0.95) / p50:>8.2f} {run.cpu_ms_per_call:>12.2f} {p50 / peer_p50:>10.2f}"
+                )
+
+
+def throughput(peer: pathlib.Path, work: pathlib.Path, args: argparse.Namespace) -> None:
+    """Print the throughput table: the peer, then the function at each number of workers."""
+    calls = args.throughput_calls
+    path = write_requests(work / "throughput.bin", cold_requests(THROUGHPUT_POOLS, calls))
+    print(f"throughput: {THROUGHPUT_POOLS} pools, cold, {calls} calls, {THROUGHPUT_IN_FLIGHT} in flight")
+    print(f"{'server':>24} {'requests/s':>11} {'CPU ms/call':>12} {'RSS MiB':>8} {'vs peer':>8}")
+    results: list[tuple[str, Run, float]] = []
+    with serving_peer(peer, work) as theirs:
+        run = load(peer, theirs, path, calls, THROUGHPUT_IN_FLIGHT)
+        results.append((theirs.name, run, theirs.rss_mib()))
+    for workers in args.workers:
+        with serving_ours(workers, work) as ours:
+            run = load(peer, ours, path, calls, THROUGHPUT_IN_FLIGHT)
+            results.append((ours.name, run, ours.rss_mib()))
+    peer_rate = results[0][1].per_second
+    for name, run, rss in results:
+        print(
+            f"{name:>24} {run.per_second:>11.1f} {run.cpu_ms_per_call:>12.2f} {rss:>8.1f} "
+            f"{run.per_second / peer_rate:>8.2f}"
+        )
+
+
+def main() -> int:
+    """Check the two answer alike, then print both tables."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=200, help="timed calls per server, pool count and round")
+    parser.add_argument("--rounds", type=int, default=3, help="turns each server takes per pool count")
+    parser.add_argument("--throughput-calls", type=int, default=2000, help="calls of each throughput run")
+    parser.add_argument("--peer", type=pathlib.Path, default=PEER, help="the typed Go peer's binary")
+    parser.add_argument("--smoke", action="store_true", help="1 pool, a few calls: does it run")
+    args = parser.parse_args()
+    args.pools = POOLS
+    args.workers = WORKERS
+    if args.smoke:
+        args.calls, args.rounds, args.throughput_calls, args.pools = 20, 1, 40, SMOKE_POOLS
+    build_peer(args.peer)
+    with tempfile.TemporaryDirectory(prefix="bench-vs-go-") as tmp:
+        work = pathlib.Path(tmp)
+        with serving_ours("auto", work) as ours, serving_peer(args.peer, work) as theirs:
+            differ = check_same_answers(ours, theirs)
+            if differ:
+                print(f"the typed Go peer's answer differs from the function's at {', '.join(differ)}")
+                return 1
+            print(f"same desired resources, composite status and TTL at {', '.join(map(str, CHECKED_POOLS))} pools")
+            latency(args.peer, ours, theirs, work, args)
+        throughput(args.peer, work, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
