@@ -28,11 +28,13 @@ nothing that exists removed.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sized
 from typing import Any, TypeVar
 
 import pydantic
 
+from function import caching
 from function.api import k8s_schema, names, nodeconfig, rules, versions
 from function.api.cluster_spec import FederationClusterGroupSpec, FederationClusterSpec
 from function.api.spec import K8S_TYPE, FederationSpec, pool_ref, remote, superlink_ref
@@ -51,8 +53,21 @@ class SpecError(Exception):
 
 
 def parse(raw: Any) -> FederationSpec:
-    """Parse and fully check a spec; raise SpecError naming every bad field."""
-    spec = _validated(FederationSpec, raw)
+    """Parse and fully check a spec; raise SpecError naming every bad field.
+
+    Once per spec: Crossplane sends the same spec on every reconcile, and checking it was a
+    quarter of such a call. The models are frozen, so the one parsed spec can be shared.
+    """
+    if not isinstance(raw, dict):
+        raise SpecError([("spec", "must be an object")])
+    return _parsed(caching.Content(raw))
+
+
+# A parsed spec is large (128 pools: thousands of objects), and there is one per Federation.
+@caching.memoize(share=16)
+def _parsed(content: caching.Content) -> FederationSpec:
+    # From the canonical text, so that the spec shows its maps in one order whichever was sent.
+    spec = _validated(FederationSpec, json.loads(content.text))
     errors = check(spec)
     if errors:
         raise SpecError(errors)

@@ -20,6 +20,7 @@ the Service's Fleet port leads there too.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Literal
 
@@ -205,8 +206,14 @@ _1_40 = dataclasses.replace(_1_38, since=Release(1, 40), fleet_api="http")
 DIALECTS = (_1_24, _1_26, _1_28, _1_29, _1_32, _1_35, _1_36, _1_37, _1_38, _1_40)
 
 
+# Not a content cache (function/caching.py): a handful of releases run at once, and a cache
+# bounded by them never fills.
+@functools.lru_cache(maxsize=64)
 def dialect(release: Release) -> Dialect:
-    """The dialect of a supported release: the last row at or before it (the newest for newer releases)."""
+    """The dialect of a supported release: the last row at or before it (the newest for newer releases).
+
+    Looked up once per release: a call asks about six times per pool.
+    """
     if not supported(release):
         msg = f"Flower {release} is not supported"
         raise ValueError(msg)
