@@ -24,12 +24,11 @@ MAXSIZE = 4096
 _CACHES: list[functools._lru_cache_wrapper[Any]] = []
 
 
-def memoize(*, typed: bool = False, share: int = 1) -> Callable[[Callable[..., T]], functools._lru_cache_wrapper[T]]:
-    """Cache a pure function: functools.lru_cache of MAXSIZE // share entries, emptied by clear_caches().
+def memoize(*, typed: bool = False) -> Callable[[Callable[..., T]], functools._lru_cache_wrapper[T]]:
+    """Cache a pure function: functools.lru_cache of MAXSIZE entries, emptied by clear_caches().
 
     typed keeps True, 1 and 1.0 apart when they are arguments themselves;
-    inside a JSON value Content does. share > 1 bounds a cache whose entries
-    are large (a whole parsed spec) to a part of MAXSIZE.
+    inside a JSON value Content does.
     A Content argument lets go of its value once the function has read it: the
     cache keeps the key's text, not the document (see Content).
     """
@@ -44,7 +43,7 @@ def memoize(*, typed: bool = False, share: int = 1) -> Callable[[Callable[..., T
                     if isinstance(arg, Content):
                         arg.value = None
 
-        cached = functools.lru_cache(maxsize=max(1, MAXSIZE // share), typed=typed)(forgetting)
+        cached = functools.lru_cache(maxsize=MAXSIZE, typed=typed)(forgetting)
         _CACHES.append(cached)
         return cached
 

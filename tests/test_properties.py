@@ -186,8 +186,8 @@ def test_content_caches_are_bounded():
     # caches must forget, or memory grows with every spec ever seen. A small
     # bound (caches take it at import, so in a fresh process) fills in a few
     # calls; the real one is the same code with 4096 entries.
-    assert all(0 < c.cache_info().maxsize <= caching.MAXSIZE for c in caching._CACHES)
-    bound, more = 64, 60
+    assert all(c.cache_info().maxsize == caching.MAXSIZE for c in caching._CACHES)
+    bound, more = 64, 128
     proc = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "support" / "cache_growth.py"), str(bound), str(more)],
         cwd=ROOT,
@@ -197,9 +197,7 @@ def test_content_caches_are_bounded():
         check=True,
     )
     report = json.loads(proc.stdout)
-    # Each cache's share of the bound, as at 4096 entries.
-    shares = [caching.MAXSIZE // c.cache_info().maxsize for c in caching._CACHES]
-    assert report["bounds"] == [max(1, bound // share) for share in shares]
+    assert report["bounds"] == [bound] * len(caching._CACHES)
     assert report["sizes"] == report["bounds"], report
     # Twice as many distinct specs as it took to fill them, and full caches
     # only replace entries: memory stays where it was, give or take noise.

@@ -125,12 +125,13 @@ def _flower_parse(key: str, token: str) -> Any:
     return parsed
 
 
-# typed: True, 1 and 1.0 are equal keys to a plain cache, but not to Flower.
-@caching.memoize(typed=True)
 def value_token(value: NodeConfigValue, key: str, context: Context) -> str:
     """The argument text of one value, before kubelet expansion.
 
-    Pure, and called for the same values on every reconcile: cached.
+    The render-time placeholders are filled here; what is left is cached by
+    the value and key alone (_token), not the whole context: a pool's total
+    replicas are in every pool's context, and a change of one pool's
+    replicas made every pool's values miss the cache.
     """
     if isinstance(value, str):
         text = value.replace("{pool}", context.pool).replace("{cluster}", context.cluster)
@@ -145,6 +146,13 @@ def value_token(value: NodeConfigValue, key: str, context: Context) -> str:
             # Expands to a pod ordinal: an integer, so unquoted.
             return RUNTIME[text]
         value = text if any(p in text for p in RUNTIME) else _typed(text)
+    return _token(value, key)
+
+
+# typed: True, 1 and 1.0 are equal keys to a plain cache, but not to Flower.
+@caching.memoize(typed=True)
+def _token(value: NodeConfigValue, key: str) -> str:
+    """The argument text of a value with its render-time placeholders filled: pure, and cached."""
     token = _literal(value)
     # Check with a sample expansion that Flower reads back what was meant.
     sample = token

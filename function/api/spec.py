@@ -63,7 +63,7 @@ class Model(BaseModel):
     # quietly change what gets deployed. Strict types, as the XRD's schema:
     # lax pydantic read replicas "3" as 3 and insecure "true" as true, which
     # admission refuses (found by tests/test_properties.py).
-    model_config = ConfigDict(extra="forbid", validate_default=True, strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, strict=True)
 
 
 K8sObject = dict[str, Any] | None
