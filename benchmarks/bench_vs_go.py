@@ -19,8 +19,9 @@ the server's CPU ms per call (its process and its workers, from /proc) and the r
 function's p50 to the peer's.
 
 Throughput, 16 pools, cold, 16 calls under way: requests/s and CPU ms per call of the function
-with --workers auto, 1 and 2, and of the peer, with the resident memory of each server (its
-process and its workers) after the run, and the ratio of each to the peer's requests/s.
+with --workers auto, 1 and 2, and of the peer, all served at once and taking turns (--rounds
+rounds of --throughput-calls calls each), with the resident memory of each server (its process
+and its workers) after the run, and the ratio of each to the peer's requests/s.
 
 --smoke runs 1 pool, 20 calls, one round, and 40 calls of throughput: it proves the script runs
 (the equality check still fails it). Its figures mean nothing.
@@ -300,19 +301,24 @@ def latency(peer: pathlib.Path, ours: Server, theirs: Server, work: pathlib.Path
 
 
 def throughput(peer: pathlib.Path, work: pathlib.Path, args: argparse.Namespace) -> None:
-    """Print the throughput table: the peer, then the function at each number of workers."""
-    calls = args.throughput_calls
-    path = write_requests(work / "throughput.bin", cold_requests(THROUGHPUT_POOLS, calls))
-    print(f"throughput: {THROUGHPUT_POOLS} pools, cold, {calls} calls, {THROUGHPUT_IN_FLIGHT} in flight")
+    """Print the throughput table: the peer and the function at each number of workers, taking turns."""
+    calls, rounds = args.throughput_calls, args.rounds
+    specs = cold_requests(THROUGHPUT_POOLS, calls * rounds)
+    # Each round's specs are new to every server; every server gets the same ones.
+    paths = [write_requests(work / f"throughput-{r}.bin", specs[r * calls : (r + 1) * calls]) for r in range(rounds)]
+    print(
+        f"throughput: {THROUGHPUT_POOLS} pools, cold, {calls} calls per round, {THROUGHPUT_IN_FLIGHT} in flight, "
+        f"{rounds} rounds each, interleaved"
+    )
     print(f"{'server':>24} {'requests/s':>11} {'CPU ms/call':>12} {'RSS MiB':>8} {'vs peer':>8}")
-    results: list[tuple[str, Run, float]] = []
-    with serving_peer(peer, work) as theirs:
-        run = load(peer, theirs, path, calls, THROUGHPUT_IN_FLIGHT)
-        results.append((theirs.name, run, theirs.rss_mib()))
-    for workers in args.workers:
-        with serving_ours(workers, work) as ours:
-            run = load(peer, ours, path, calls, THROUGHPUT_IN_FLIGHT)
-            results.append((ours.name, run, ours.rss_mib()))
+    with contextlib.ExitStack() as stack:
+        servers = [stack.enter_context(serving_peer(peer, work))]
+        servers += [stack.enter_context(serving_ours(workers, work)) for workers in args.workers]
+        runs: dict[str, list[Run]] = {server.name: [] for server in servers}
+        for path in paths:
+            for server in servers:
+                runs[server.name].append(load(peer, server, path, calls, THROUGHPUT_IN_FLIGHT))
+        results = [(server.name, merged(runs[server.name]), server.rss_mib()) for server in servers]
     peer_rate = results[0][1].per_second
     for name, run, rss in results:
         print(
@@ -326,7 +332,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=200, help="timed calls per server, pool count and round")
     parser.add_argument("--rounds", type=int, default=3, help="turns each server takes per pool count")
-    parser.add_argument("--throughput-calls", type=int, default=2000, help="calls of each throughput run")
+    parser.add_argument("--throughput-calls", type=int, default=1000, help="calls per server and round of throughput")
     parser.add_argument("--peer", type=pathlib.Path, default=PEER, help="the typed Go peer's binary")
     parser.add_argument("--smoke", action="store_true", help="1 pool, a few calls: does it run")
     args = parser.parse_args()
