@@ -1,0 +1,75 @@
+"""The pure steps Crossplane repeats on every reconcile are done once, and the caches keep no documents."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from function import caching
+from function.api import nodeconfig, refusals
+from function.releases import flower
+from support.helpers import BASE, spec
+
+
+@pytest.fixture(autouse=True)
+def _empty_caches():
+    caching.clear_caches()
+    flower.dialect.cache_clear()
+    yield
+    caching.clear_caches()
+
+
+def test_a_content_key_lets_go_of_its_document_once_the_cached_function_has_read_it():
+    seen = []
+
+    @caching.memoize()
+    def size(content: caching.Content) -> int:
+        seen.append(content.value)
+        return len(content.value)
+
+    key = caching.Content({"a": [1, 2]})
+    assert size(key) == 1
+    assert seen == [{"a": [1, 2]}]
+    # The cache holds key: its text, not the document.
+    assert key.value is None
+    assert size(caching.Content({"a": [1, 2]})) == 1
+    assert len(seen) == 1
+
+
+def test_a_spec_is_checked_once_however_often_it_is_sent(monkeypatch):
+    calls = []
+    check = refusals.check
+    monkeypatch.setattr(refusals, "check", lambda s: calls.append(s) or check(s))
+    given = spec(BASE)
+    first = refusals.parse(copy.deepcopy(given))
+    second = refusals.parse(copy.deepcopy(given))
+    assert len(calls) == 1
+    # Each call still gets a spec parsed from what it was sent.
+    assert first == second and first is not second
+
+
+def test_a_refused_spec_is_refused_again_with_the_same_errors(monkeypatch):
+    bad = spec(BASE, supernodes__pools=[{"name": "p", "replicas": 1, "nodeConfig": {"k": "a'b\"c"}}])
+    with pytest.raises(refusals.SpecError) as first:
+        refusals.parse(copy.deepcopy(bad))
+    monkeypatch.setattr(refusals, "check", lambda s: pytest.fail("checked again"))
+    with pytest.raises(refusals.SpecError) as second:
+        refusals.parse(copy.deepcopy(bad))
+    assert second.value.errors == first.value.errors
+    assert first.value.errors[0][0].startswith("spec.supernodes.pools[0].nodeConfig.k")
+
+
+def test_a_node_config_value_is_cached_by_itself_not_by_its_pools_context():
+    nodeconfig.value_token("{index}-x", "k", nodeconfig.Context("p", replicas=2, total_replicas=4))
+    misses = nodeconfig._token.cache_info().misses
+    # Another pool's replicas change the total; this value does not use it.
+    token = nodeconfig.value_token("{index}-x", "k", nodeconfig.Context("p", replicas=2, total_replicas=5))
+    assert nodeconfig._token.cache_info().misses == misses
+    assert token == '"$(FLOWER_INDEX)-x"'
+
+
+def test_a_releases_dialect_is_looked_up_once():
+    release = flower.Release(1, 41)
+    assert flower.dialect(release) is flower.dialect(release)
+    assert flower.dialect.cache_info().hits == 1
