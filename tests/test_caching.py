@@ -53,7 +53,7 @@ def test_a_refused_spec_is_refused_again_with_the_same_errors(monkeypatch):
     bad = spec(BASE, supernodes__pools=[{"name": "p", "replicas": 1, "nodeConfig": {"k": "a'b\"c"}}])
     with pytest.raises(refusals.SpecError) as first:
         refusals.parse(copy.deepcopy(bad))
-    monkeypatch.setattr(refusals, "check", lambda s: pytest.fail("checked again"))
+    monkeypatch.setattr(refusals, "check", lambda _spec: pytest.fail("checked again"))
     with pytest.raises(refusals.SpecError) as second:
         refusals.parse(copy.deepcopy(bad))
     assert second.value.errors == first.value.errors
@@ -64,9 +64,9 @@ def test_a_node_config_value_is_cached_by_itself_not_by_its_pools_context():
     nodeconfig.value_token("{index}-x", "k", nodeconfig.Context("p", replicas=2, total_replicas=4))
     misses = nodeconfig._token.cache_info().misses
     # Another pool's replicas change the total; this value does not use it.
-    token = nodeconfig.value_token("{index}-x", "k", nodeconfig.Context("p", replicas=2, total_replicas=5))
+    text = nodeconfig.value_token("{index}-x", "k", nodeconfig.Context("p", replicas=2, total_replicas=5))
     assert nodeconfig._token.cache_info().misses == misses
-    assert token == '"$(FLOWER_INDEX)-x"'
+    assert text == '"$(FLOWER_INDEX)-x"'
 
 
 def test_a_releases_dialect_is_looked_up_once():
