@@ -20,23 +20,27 @@ def _empty_caches():
     caching.clear_caches()
 
 
-def test_a_content_key_lets_go_of_its_document_once_the_cached_function_has_read_it(monkeypatch):
+@pytest.mark.parametrize("kind", [caching.Content, caching.Built], ids=["Content", "Built"])
+def test_a_key_keeps_only_a_digest_once_the_cached_function_has_read_it(monkeypatch, kind):
     # memoize registers every cache it makes; this one is the test's own and
     # must not join the function's (test_properties counts those).
     monkeypatch.setattr(caching, "_CACHES", list(caching._CACHES))
     seen = []
 
     @caching.memoize()
-    def size(content: caching.Content) -> int:
+    def size(content: caching.Content | caching.Built) -> int:
         seen.append(content.value)
         return len(content.value)
 
-    key = caching.Content({"a": [1, 2]})
-    assert size(key) == 1
-    assert seen == [{"a": [1, 2]}]
-    # The cache holds key: its text, not the document.
+    document = {"a": [1, 2], "b": "x" * 1000}
+    key = kind(document)
+    assert size(key) == len(document)
+    assert seen == [document]
+    # The cache holds key: a digest, not the document nor its text.
     assert key.value is None
-    assert size(caching.Content({"a": [1, 2]})) == 1
+    assert getattr(key, "text", None) is None
+    assert len(key.key) == 16
+    assert size(kind({"a": [1, 2], "b": "x" * 1000})) == len(document)
     assert len(seen) == 1
 
 

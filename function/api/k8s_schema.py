@@ -79,9 +79,7 @@ def check(type_name: str, value: Any, field: str) -> list[tuple[str, str]]:
 @caching.memoize()
 def _problems(type_name: str, value: caching.Content) -> tuple[tuple[tuple[str | int, ...], str], ...]:
     # The canonical form, so a message naming a map's keys reads the same whatever order they came in.
-    errors = sorted(
-        _validator(type_name).iter_errors(json.loads(value.text)), key=lambda e: list(map(str, e.absolute_path))
-    )
+    errors = sorted(_validator(type_name).iter_errors(value.canonical()), key=lambda e: list(map(str, e.absolute_path)))
     out = []
     for error in errors:
         inner = _innermost(error)

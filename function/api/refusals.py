@@ -28,7 +28,6 @@ nothing that exists removed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sized
 from typing import Any, TypeVar
 
@@ -70,8 +69,8 @@ def parse(raw: Any) -> FederationSpec:
 
 @caching.memoize()
 def _problems(content: caching.Content) -> tuple[tuple[str, str], ...]:
-    # From the canonical text, so that a message names a map's keys in one order whichever was sent.
-    return tuple(check(_validated(FederationSpec, json.loads(content.text))))
+    # From the canonical form, so that a message names a map's keys in one order whichever was sent.
+    return tuple(check(_validated(FederationSpec, content.canonical())))
 
 
 def _validated(model: type[Validated], raw: Any) -> Validated:

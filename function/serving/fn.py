@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import TYPE_CHECKING, Any, cast
 
@@ -44,8 +45,47 @@ GROUP_TTL = response.DEFAULT_TTL
 FEDERATION_CLUSTER_TTL = dt.timedelta(minutes=5)
 
 
+@dataclasses.dataclass
+class Answer:
+    """A response, and the resources it composed as serialized Structs, with whether each is ready.
+
+    Kept apart until sent: run_bytes writes them into the response's bytes as
+    they are (wire.desired_resources), where parsing each into the response
+    and serializing it again took a tenth of a call.
+    """
+
+    rsp: fnv1.RunFunctionResponse
+    composed: dict[str, tuple[bytes, bool]] = dataclasses.field(default_factory=dict)
+
+    def message(self) -> fnv1.RunFunctionResponse:
+        """The whole response as one message, resources parsed in."""
+        for name, (struct, ready) in self.composed.items():
+            self.rsp.desired.resources[name].resource.ParseFromString(struct)
+            self.rsp.desired.resources[name].ready = fnv1.READY_TRUE if ready else fnv1.READY_FALSE
+        self.composed = {}
+        return self.rsp
+
+    def serialized(self) -> bytes:
+        """The whole response's bytes: a second `desired` field after the response's merges the resources in."""
+        return self.rsp.SerializeToString() + self.resources_field()
+
+    def resources_field(self) -> bytes:
+        """The `desired` field that carries the composed resources, b"" without any."""
+        return wire.desired_resources(
+            {
+                name: (struct, fnv1.READY_TRUE if ready else fnv1.READY_FALSE)
+                for name, (struct, ready) in self.composed.items()
+            }
+        )
+
+
 def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     """Answer one request; every failure is a fatal result with no desired resources."""
+    return answer(req).message()
+
+
+def answer(req: fnv1.RunFunctionRequest) -> Answer:
+    """Answer one request (see run), the composed resources kept serialized."""
     rsp = response.to(req)
     if _kind(req) in read.GROUP_KINDS:
         # A group only fans out FederationClusters, each judged under the policy by its own call.
@@ -53,28 +93,27 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     try:
         given = policy.load(wire.to_dict(req.input) if req.HasField("input") else None)
     except SpecError as err:
-        return fatal(rsp, f"invalid function input (the Composition's policy): {err}")
+        return Answer(fatal(rsp, f"invalid function input (the Composition's policy): {err}"))
     if given.environmentConfig and policy.REQUIREMENT not in req.required_resources:
         # First ask for the policy, then judge: Crossplane calls again with it at once, and
         # would not after a fatal result. Nothing desired here is applied.
         _require_policy(rsp, given)
-        return rsp
+        return Answer(rsp)
     return _compose(req, rsp, given)
 
 
-def _compose(
-    req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse, given: policy.Policy
-) -> fnv1.RunFunctionResponse:
+def _compose(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse, given: policy.Policy) -> Answer:
     """Compose the Federation under the platform's policy into rsp, or a fatal result."""
     xr = wire.to_dict(req.observed.composite.resource)
     observed = {name: wire.to_dict(r.resource) for name, r in req.observed.resources.items()}
     required = {
-        key: [wire.to_dict(item.resource) for item in answer.items] for key, answer in req.required_resources.items()
+        key: [wire.to_dict(item.resource) for item in answered.items]
+        for key, answered in req.required_resources.items()
     }
     try:
         platform = policy.effective(given, required.get(policy.REQUIREMENT) or [])
     except SpecError as err:
-        return fatal(rsp, f"invalid platform policy: {err}")
+        return Answer(fatal(rsp, f"invalid platform policy: {err}"))
     try:
         fed = read.cluster(xr) if read.is_cluster(xr) else read.federation(xr, required, observed)
         remembered = ((xr.get("status") or {}).get("endpoints") or {}).get("external")
@@ -85,26 +124,29 @@ def _compose(
         desired = compose.desired(fed, built)
         report = status.report(fed, built, observed, (xr.get("metadata") or {}).get("generation"))
     except SpecError as err:
-        return fatal(rsp, f"invalid Federation: {err}")
+        return Answer(fatal(rsp, f"invalid Federation: {err}"))
     except Exception as err:  # a bug must not crash the server or drop resources
         logging.get_logger().exception("cannot compose Federation")
-        return fatal(rsp, f"cannot compose Federation: {type(err).__name__}: {err}")
-    _answer(rsp, fed, built, desired, report)
+        return Answer(fatal(rsp, f"cannot compose Federation: {type(err).__name__}: {err}"))
+    composed = _answer(rsp, fed, built, desired, report)
     _require_policy(rsp, given)
     rsp.meta.ttl.FromTimedelta(FEDERATION_TTL if fed.part is None else FEDERATION_CLUSTER_TTL)
-    return _within_limit(rsp, "Federation")
+    return _within_limit(composed, "Federation")
 
 
-def _within_limit(rsp: fnv1.RunFunctionResponse, kind: str) -> fnv1.RunFunctionResponse:
-    """rsp, or a fatal result if Crossplane could not read it: it would fail with a gRPC error that names nothing."""
-    if rsp.ByteSize() <= MAX_RESPONSE_BYTES:
-        return rsp
-    return fatal(
-        rsp,
-        f"invalid {kind}: its {len(rsp.desired.resources)} composed resources take "
-        f"{rsp.ByteSize() / 2**20:.1f} MiB, more than Crossplane reads from a function (4 MiB): select fewer "
-        "clusters (clusterSelector.maxClusters) or pools, make the pools' pod templates smaller, or split the "
-        "Federation",
+def _within_limit(composed: Answer, kind: str) -> Answer:
+    """composed, or a fatal result if Crossplane could not read it (a gRPC error that names nothing)."""
+    size = composed.rsp.ByteSize() + len(composed.resources_field())
+    if size <= MAX_RESPONSE_BYTES:
+        return composed
+    return Answer(
+        fatal(
+            composed.rsp,
+            f"invalid {kind}: its {len(composed.composed)} composed resources take "
+            f"{size / 2**20:.1f} MiB, more than Crossplane reads from a function (4 MiB): select fewer "
+            "clusters (clusterSelector.maxClusters) or pools, make the pools' pod templates smaller, or split the "
+            "Federation",
+        )
     )
 
 
@@ -113,24 +155,22 @@ def _kind(req: fnv1.RunFunctionRequest) -> str:
     return fields["kind"].string_value if "kind" in fields else ""
 
 
-def _compose_group(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> fnv1.RunFunctionResponse:
+def _compose_group(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> Answer:
     """Compose a FederationClusterGroup's FederationClusters into rsp, or a fatal result."""
     xr = wire.to_dict(req.observed.composite.resource)
     observed = {name: wire.to_dict(r.resource) for name, r in req.observed.resources.items()}
     try:
-        answer = groups.compose(xr, observed)
+        group = groups.compose(xr, observed)
     except SpecError as err:
-        return fatal(rsp, f"invalid FederationClusterGroup: {err}")
+        return Answer(fatal(rsp, f"invalid FederationClusterGroup: {err}"))
     except Exception as err:  # a bug must not crash the server or drop resources
         logging.get_logger().exception("cannot compose FederationClusterGroup")
-        return fatal(rsp, f"cannot compose FederationClusterGroup: {type(err).__name__}: {err}")
-    for name, obj in answer.desired.items():
-        rsp.desired.resources[name].resource.ParseFromString(wire.struct_bytes(obj))
-        rsp.desired.resources[name].ready = fnv1.READY_TRUE if answer.ready[name] else fnv1.READY_FALSE
-    resource.update(rsp.desired.composite, {"status": answer.status.wire()})
-    response.set_conditions(rsp, answer.condition)
+        return Answer(fatal(rsp, f"cannot compose FederationClusterGroup: {type(err).__name__}: {err}"))
+    composed = {name: (wire.struct_bytes(obj), group.ready[name]) for name, obj in group.desired.items()}
+    resource.update(rsp.desired.composite, {"status": group.status.wire()})
+    response.set_conditions(rsp, group.condition)
     rsp.meta.ttl.FromTimedelta(GROUP_TTL)
-    return _within_limit(rsp, "FederationClusterGroup")
+    return _within_limit(Answer(rsp, composed), "FederationClusterGroup")
 
 
 def _answer(
@@ -139,11 +179,8 @@ def _answer(
     built: compose.Plan,
     desired: dict[str, dict[str, Any]],
     report: status.Report,
-) -> None:
-    """Write what was composed and judged into rsp: resources, status, what to read next, conditions."""
-    for name, obj in desired.items():
-        rsp.desired.resources[name].resource.ParseFromString(wire.struct_bytes(obj))
-        rsp.desired.resources[name].ready = fnv1.READY_TRUE if report.ready.get(name) else fnv1.READY_FALSE
+) -> Answer:
+    """Write what was judged into rsp (status, what to read next, conditions); rsp with what was composed."""
     # Not the SDK's update_status: it leaves out unset fields, where the ones
     # left out here are those set to None (no generation, no external address).
     resource.update(rsp.desired.composite, {"status": report.status.wire()})
@@ -171,6 +208,7 @@ def _answer(
         rsp.results.append(
             fnv1.Result(severity=fnv1.SEVERITY_WARNING, message=warning, target=fnv1.TARGET_COMPOSITE_AND_CLAIM)
         )
+    return Answer(rsp, {name: (wire.struct_bytes(obj), bool(report.ready.get(name))) for name, obj in desired.items()})
 
 
 def _require(rsp: fnv1.RunFunctionResponse, fed: Federation, built: compose.Plan) -> None:
@@ -220,11 +258,11 @@ def run_bytes(data: bytes) -> bytes:
         req = fnv1.RunFunctionRequest.FromString(data)
     except DecodeError as err:
         return undecodable(data, err).SerializeToString()
-    rsp = run(req)
+    composed = answer(req)
     logging.get_logger().bind(tag=req.meta.tag).debug(
-        "ran function", resources=len(rsp.desired.resources), results=len(rsp.results)
+        "ran function", resources=len(composed.composed), results=len(composed.rsp.results)
     )
-    return rsp.SerializeToString()
+    return composed.serialized()
 
 
 # The parts of a too deep path a message shows: enough to find where it is.
