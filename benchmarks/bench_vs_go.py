@@ -20,8 +20,11 @@ function's p50 to the peer's.
 
 Throughput, 16 pools, cold, 16 calls under way: requests/s and CPU ms per call of the function
 with --workers auto, 1 and 2, and of the peer, all served at once and taking turns (--rounds
-rounds of --throughput-calls calls each), with the resident memory of each server (its process
-and its workers) after the run, and the ratio of each to the peer's requests/s.
+rounds of --throughput-calls calls each), with the memory of each server after the run (its
+processes' proportional set size, PSS: a page shared by n processes counts 1/n in each, so the
+libraries and imports the workers share are counted once), what of it is one worker's (the
+mean PSS of the function's worker processes: what each worker more costs), and the ratio of
+each to the peer's requests/s.
 
 --smoke runs 1 pool, 20 calls, one round, and 40 calls of throughput: it proves the script runs
 (the equality check still fails it). Its figures mean nothing.
@@ -118,15 +121,23 @@ class Server:
                 total += int(fields[11]) + int(fields[12])  # utime, stime
         return total / HZ
 
-    def rss_mib(self) -> float:
-        """Resident memory of the server and its children."""
-        total = 0
-        for pid in self.processes():
-            with contextlib.suppress(FileNotFoundError):
-                for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-        return total / 1024
+    def pss_mib(self) -> float:
+        """Proportional memory of the server and its children: what they share counted once."""
+        return sum(pss_mib(pid) for pid in self.processes())
+
+    def worker_pss_mib(self) -> float | None:
+        """The mean proportional memory of the function's worker processes; None without any."""
+        found = [pss_mib(pid) for pid in served.workers(self.process.pid)]
+        return statistics.mean(found) if found else None
+
+
+def pss_mib(pid: int) -> float:
+    """A process's proportional set size (0 once it has ended)."""
+    with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+        for line in pathlib.Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def build_peer(peer: pathlib.Path) -> None:
@@ -310,7 +321,7 @@ def throughput(peer: pathlib.Path, work: pathlib.Path, args: argparse.Namespace)
         f"throughput: {THROUGHPUT_POOLS} pools, cold, {calls} calls per round, {THROUGHPUT_IN_FLIGHT} in flight, "
         f"{rounds} rounds each, interleaved"
     )
-    print(f"{'server':>24} {'requests/s':>11} {'CPU ms/call':>12} {'RSS MiB':>8} {'vs peer':>8}")
+    print(f"{'server':>24} {'requests/s':>11} {'CPU ms/call':>12} {'PSS MiB':>8} {'a worker':>9} {'vs peer':>8}")
     with contextlib.ExitStack() as stack:
         servers = [stack.enter_context(serving_peer(peer, work))]
         servers += [stack.enter_context(serving_ours(workers, work)) for workers in args.workers]
@@ -318,12 +329,14 @@ def throughput(peer: pathlib.Path, work: pathlib.Path, args: argparse.Namespace)
         for path in paths:
             for server in servers:
                 runs[server.name].append(load(peer, server, path, calls, THROUGHPUT_IN_FLIGHT))
-        results = [(server.name, merged(runs[server.name]), server.rss_mib()) for server in servers]
+        results = [
+            (server.name, merged(runs[server.name]), server.pss_mib(), server.worker_pss_mib()) for server in servers
+        ]
     peer_rate = results[0][1].per_second
-    for name, run, rss in results:
+    for name, run, pss, worker in results:
         print(
-            f"{name:>24} {run.per_second:>11.1f} {run.cpu_ms_per_call:>12.2f} {rss:>8.1f} "
-            f"{run.per_second / peer_rate:>8.2f}"
+            f"{name:>24} {run.per_second:>11.1f} {run.cpu_ms_per_call:>12.2f} {pss:>8.1f} "
+            f"{'-' if worker is None else f'{worker:.1f}':>9} {run.per_second / peer_rate:>8.2f}"
         )
 
 

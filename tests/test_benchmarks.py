@@ -78,7 +78,9 @@ CASES = [
             r"^same desired resources, composite status and TTL at 1, 16 pools$",
             r"^ +1 +warm +function --workers auto +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+$",
             r"^ +1 +cold +typed Go +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+ +1\.00$",
-            r"^ +function --workers 2 +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+$",
+            # requests/s, CPU, PSS, a worker's PSS (each of the 2 workers' own), ratio.
+            r"^ +function --workers 2 +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+$",
+            r"^ +typed Go +[\d.]+ +[\d.]+ +[\d.]+ +- +1\.00$",
         ),
     ),
     Case(
