@@ -49,7 +49,7 @@ def memoize(*, typed: bool = False) -> Callable[[Callable[..., T]], functools._l
                 return func(*args)
             finally:
                 for arg in args:
-                    if isinstance(arg, Content | Built):
+                    if isinstance(arg, _Key):
                         arg.forget()
 
         cached = functools.lru_cache(maxsize=MAXSIZE, typed=typed)(forgetting)
@@ -64,7 +64,29 @@ def _digest(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
-class Content:
+class _Key:
+    """What Content and Built share: equal by the digest (key), which is all a cache keeps of them."""
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, value: Any, key: bytes) -> None:
+        self.value = value
+        self.key = key
+
+    def forget(self) -> None:
+        """Let go of the document: what is left is the key a cache keeps."""
+        self.value = None
+
+    def __eq__(self, other: object) -> bool:
+        """The same kind of key, of the same content."""
+        return isinstance(other, _Key) and type(other) is type(self) and self.key == other.key
+
+    def __hash__(self) -> int:
+        """Hash of the digest."""
+        return hash(self.key)
+
+
+class Content(_Key):
     """A JSON value (string keys, as Structs and YAML give) as a cache key.
 
     Equal to another when their canonical texts are: maps sorted, nothing else
@@ -73,13 +95,12 @@ class Content:
     a result that could show the order of a map is computed from canonical().
     """
 
-    __slots__ = ("key", "text", "value")
+    __slots__ = ("text",)
 
     def __init__(self, value: Any) -> None:
         """Key value by its content."""
-        self.value = value
         self.text: str | None = json.dumps(value, sort_keys=True, separators=(",", ":"))
-        self.key = _digest(self.text.encode())
+        super().__init__(value, _digest(self.text.encode()))
 
     def canonical(self) -> Any:
         """The value with every map in sorted order."""
@@ -89,20 +110,12 @@ class Content:
         return json.loads(self.text)
 
     def forget(self) -> None:
-        """Let go of the document: what is left is the key a cache keeps."""
-        self.value = None
+        """Let go of the document and its text."""
+        super().forget()
         self.text = None
 
-    def __eq__(self, other: object) -> bool:
-        """Same content."""
-        return isinstance(other, Content) and self.key == other.key
 
-    def __hash__(self) -> int:
-        """Hash of the digest."""
-        return hash(self.key)
-
-
-class Built:
+class Built(_Key):
     """A JSON value the function built itself (a composed resource) as a cache key.
 
     Compared by a digest of its pickle, which takes a fifth of the time
@@ -116,24 +129,11 @@ class Built:
     content are two keys, a miss, never a wrong answer.
     """
 
-    __slots__ = ("key", "value")
+    __slots__ = ()
 
     def __init__(self, value: Any) -> None:
         """Key value by its content, in the order of its maps."""
-        self.value = value
-        self.key = _digest(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-
-    def forget(self) -> None:
-        """Let go of the document: what is left is the key a cache keeps."""
-        self.value = None
-
-    def __eq__(self, other: object) -> bool:
-        """Same content, in the same order."""
-        return isinstance(other, Built) and self.key == other.key
-
-    def __hash__(self) -> int:
-        """Hash of the digest."""
-        return hash(self.key)
+        super().__init__(value, _digest(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)))
 
 
 def clear_caches() -> None:

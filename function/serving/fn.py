@@ -55,13 +55,14 @@ class Answer:
     """
 
     rsp: fnv1.RunFunctionResponse
-    composed: dict[str, tuple[bytes, bool]] = dataclasses.field(default_factory=dict)
+    # name -> (the Struct's bytes, fnv1.READY_TRUE or READY_FALSE)
+    composed: dict[str, tuple[bytes, fnv1.Ready]] = dataclasses.field(default_factory=dict)
 
     def message(self) -> fnv1.RunFunctionResponse:
         """The whole response as one message, resources parsed in."""
         for name, (struct, ready) in self.composed.items():
             self.rsp.desired.resources[name].resource.ParseFromString(struct)
-            self.rsp.desired.resources[name].ready = fnv1.READY_TRUE if ready else fnv1.READY_FALSE
+            self.rsp.desired.resources[name].ready = ready
         self.composed = {}
         return self.rsp
 
@@ -71,12 +72,12 @@ class Answer:
 
     def resources_field(self) -> bytes:
         """The `desired` field that carries the composed resources, b"" without any."""
-        return wire.desired_resources(
-            {
-                name: (struct, fnv1.READY_TRUE if ready else fnv1.READY_FALSE)
-                for name, (struct, ready) in self.composed.items()
-            }
-        )
+        return wire.desired_resources(self.composed)
+
+
+def _composed(obj: dict[str, Any], *, ready: bool) -> tuple[bytes, fnv1.Ready]:
+    """A composed resource as Answer keeps it."""
+    return wire.struct_bytes(obj), fnv1.READY_TRUE if ready else fnv1.READY_FALSE
 
 
 def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
@@ -166,7 +167,7 @@ def _compose_group(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) 
     except Exception as err:  # a bug must not crash the server or drop resources
         logging.get_logger().exception("cannot compose FederationClusterGroup")
         return Answer(fatal(rsp, f"cannot compose FederationClusterGroup: {type(err).__name__}: {err}"))
-    composed = {name: (wire.struct_bytes(obj), group.ready[name]) for name, obj in group.desired.items()}
+    composed = {name: _composed(obj, ready=group.ready[name]) for name, obj in group.desired.items()}
     resource.update(rsp.desired.composite, {"status": group.status.wire()})
     response.set_conditions(rsp, group.condition)
     rsp.meta.ttl.FromTimedelta(GROUP_TTL)
@@ -208,7 +209,7 @@ def _answer(
         rsp.results.append(
             fnv1.Result(severity=fnv1.SEVERITY_WARNING, message=warning, target=fnv1.TARGET_COMPOSITE_AND_CLAIM)
         )
-    return Answer(rsp, {name: (wire.struct_bytes(obj), bool(report.ready.get(name))) for name, obj in desired.items()})
+    return Answer(rsp, {name: _composed(obj, ready=bool(report.ready.get(name))) for name, obj in desired.items()})
 
 
 def _require(rsp: fnv1.RunFunctionResponse, fed: Federation, built: compose.Plan) -> None:

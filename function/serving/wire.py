@@ -14,7 +14,7 @@ deep, and a field of a message that does not decode.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
@@ -70,7 +70,7 @@ def _encoded(content: caching.Built) -> bytes:
     return struct.SerializeToString(deterministic=True)
 
 
-def desired_resources(composed: dict[str, tuple[bytes, int]]) -> bytes:
+def desired_resources(composed: Mapping[str, tuple[bytes, int]]) -> bytes:
     """A RunFunctionResponse's `desired` field with only the composed resources: name -> (Struct bytes, ready).
 
     Written as bytes, not built as messages: appended to a serialized
