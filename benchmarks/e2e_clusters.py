@@ -20,7 +20,17 @@ and prints:
   SuperNode's key as its identity container would (a ConfigMap in its spoke,
   owned by its identity claim, labelled with its pool) as soon as the claim is
   there; the keys are made up, of a real key's size (the function checks their
-  form, and no registrar runs here).
+  form, and no registrar runs here);
+- a timeline: when each kind of object was created and became Ready (the
+  composites, the Objects by the kind they carry, the spokes' StatefulSets and
+  pods), from their own timestamps, so a slow stage shows.
+
+--crossplane-arg and --provider-arg pass more flags to Crossplane and
+provider-kubernetes (docs/operations.md, Large federations, says which a large
+federation needs). --spokes-alone measures the floor instead: what the
+FederationClusters would have applied, rendered in this process and applied
+straight to the spokes, with the time until every pod is Ready and the spokes'
+CPU; no run of the whole control plane can beat it on the same machine.
 
 Needs `make e2e-tools package` (and root).
 
@@ -34,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import calendar
 import dataclasses
 import hashlib
 import json
@@ -66,7 +77,7 @@ from controlplane import (  # noqa: E402
 )
 from function.api import names  # noqa: E402
 from function.builders import identity, identity_program, published_keys  # noqa: E402
-from function.serving import render  # noqa: E402
+from function.serving import fn, render, wire  # noqa: E402
 from function.topology import clusters  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -83,6 +94,8 @@ PROGRESS_EVERY = 60  # seconds between the lines that say how many SuperNodes ar
 KEYS_EVERY = 20  # seconds between the looks for identity claims whose keys to publish (--keys)
 KEYS_PER_APPLY = 500  # key ConfigMaps per kubectl call
 IDLE_SECONDS = 60  # how long the run watches the composites once every SuperNode is Ready
+FLOOR_BATCH = 200  # objects per `kubectl apply` in --spokes-alone
+FLOOR_LOOK_EVERY = 20  # seconds between its counts of Ready pods
 KINDS = ("xfederations", "xfederationclustergroups", "xfederationclusters")
 
 
@@ -219,6 +232,78 @@ def call_sizes(plane: ControlPlane) -> list[str]:
         ("its largest FederationCluster's", max(parts, key=lambda p: len(json.dumps(p)), default=None)),
     ]
     return [f"{what}: {live_call(c, composed, required)}" for what, c in calls if c is not None]
+
+
+def _offset(stamp: str | None, started: float) -> float | None:
+    """Seconds from the run's apply to an API timestamp (whole seconds, UTC), or None when there is none."""
+    if not stamp:
+        return None
+    return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) - started
+
+
+def _ready_since(obj: dict[str, Any]) -> str | None:
+    """When an object's Ready condition last became True (None when it is not True)."""
+    ready = condition(obj, "Ready")
+    return ready.get("lastTransitionTime") if ready.get("status") == "True" else None
+
+
+def _spread(what: str, offsets: list[float | None]) -> str:
+    """A line: how many of what happened, and after how long from the apply at p10, p50, p90 and the last."""
+    seen = sorted(o for o in offsets if o is not None)
+    if not seen:
+        return f"  {what}: none of {len(offsets)}"
+
+    def at(q: float) -> float:
+        return seen[min(len(seen) - 1, int(q * len(seen)))]
+
+    return (
+        f"  {what}: {len(seen)} of {len(offsets)}, after p10 {at(0.1):.0f} s, p50 {at(0.5):.0f} s, "
+        f"p90 {at(0.9):.0f} s, last {seen[-1]:.0f} s"
+    )
+
+
+def timeline(plane: ControlPlane, started: float) -> list[str]:
+    """Where the time went, stage by stage: when each kind of object was created, and when it became Ready.
+
+    From the objects' own timestamps (the API server's clock is this machine's):
+    the composites, the Objects by the kind they carry, the spokes' StatefulSets
+    and pods. A stage that ends long after the one before it is where to look.
+    """
+    hub = plane.hub
+    lines = ["timeline, seconds from the Federation's apply:"]
+    for kind in PARTS.split(","):
+        parts = hub.get(kind)
+        lines.append(
+            _spread(
+                f"{kind.split('.')[0]} created", [_offset(p["metadata"]["creationTimestamp"], started) for p in parts]
+            )
+        )
+        lines.append(_spread(f"{kind.split('.')[0]} Ready", [_offset(_ready_since(p), started) for p in parts]))
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for obj in hub.get("objects.kubernetes.crossplane.io"):
+        kind = obj["spec"]["forProvider"]["manifest"].get("kind", "?")
+        owners = {o.get("kind") for o in obj["metadata"].get("ownerReferences") or []}
+        if "ObservedObjectCollection" in owners:
+            kind += " (a published key)"
+        elif obj["spec"].get("managementPolicies") == ["Observe"]:
+            kind += " (observed)"
+        by_kind.setdefault(kind, []).append(obj)
+    for kind, objs in sorted(by_kind.items()):
+        lines.append(
+            _spread(f"Objects of {kind} created", [_offset(o["metadata"]["creationTimestamp"], started) for o in objs])
+        )
+        lines.append(_spread(f"Objects of {kind} Ready", [_offset(_ready_since(o), started) for o in objs]))
+    sets, pods = [], []
+    for site in SITES:
+        spoke = plane.sites[site]
+        sets += spoke.get("statefulsets", namespace=NAMESPACE)
+        pods += spoke.get("pods", namespace=NAMESPACE)
+    lines.append(
+        _spread("spokes' StatefulSets created", [_offset(s["metadata"]["creationTimestamp"], started) for s in sets])
+    )
+    lines.append(_spread("spokes' pods created", [_offset(p["metadata"]["creationTimestamp"], started) for p in pods]))
+    lines.append(_spread("spokes' pods Ready", [_offset(_ready_since(p), started) for p in pods]))
+    return lines
 
 
 def cpu_seconds(pid: int) -> float:
@@ -461,6 +546,97 @@ def wait(plane: ControlPlane, progress: Progress, timeout: float) -> None:
         time.sleep(5)
 
 
+def spoke_manifests(count: int, replicas: int) -> dict[str, list[dict[str, Any]]]:
+    """What the run's FederationClusters would have provider-kubernetes apply, by spoke: rendered in this process.
+
+    The Federation's call (its CA answered with a made-up one: KWOK's pods read
+    nothing), each group's, each FederationCluster's; every Object's manifest
+    that is applied (not only observed), once per name, in the spoke its
+    ProviderConfig names.
+    """
+    xr = render.composite(claim(count, replicas))
+    ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nfloor\n-----END CERTIFICATE-----\n").decode()
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": f"{names.superlink(NAME)}-tls", "namespace": NAMESPACE},
+        "data": {"ca.crt": ca},
+    }
+    _, federation = render.satisfied(xr, [], [*provider_configs(count), secret])
+    spoke_of = {c["metadata"]["name"]: c["spec"]["credentials"]["secretRef"]["name"] for c in provider_configs(count)}
+    out: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+    for name in [n for n in federation.desired.resources if n.startswith("cluster-group-")]:
+        group = fn.run(_part_call(federation, name))
+        for part in [n for n in group.desired.resources if n.startswith("cluster-config-")]:
+            answer = fn.run(_part_call(group, part))
+            for composed in answer.desired.resources.values():
+                obj = wire.to_dict(composed.resource)
+                if obj.get("kind") != "Object" or obj["spec"].get("managementPolicies") == ["Observe"]:
+                    continue
+                manifest = obj["spec"]["forProvider"]["manifest"]
+                site = spoke_of[obj["spec"]["providerConfigRef"]["name"]].removesuffix("-kubeconfig")
+                out.setdefault(site, {})[(manifest["kind"], manifest["metadata"]["name"])] = manifest
+    return {site: list(by_name.values()) for site, by_name in out.items()}
+
+
+def _part_call(rsp: fnv1.RunFunctionResponse, name: str) -> fnv1.RunFunctionRequest:
+    """The call Crossplane makes for a composite rsp composed: a group's, or a FederationCluster's."""
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.CopyFrom(rsp.desired.resources[name].resource)
+    req.observed.composite.resource.update({"metadata": {"name": name}})
+    return req
+
+
+def spokes_alone(plane: ControlPlane, count: int, replicas: int, timeout: float) -> int:
+    """The floor: the spokes' share of the run, with no hub in the way; the exit status.
+
+    Applies what the FederationClusters would (spoke_manifests) straight to the
+    spokes, as fast as the API servers take it, and prints when every pod was
+    Ready and the CPU the spokes' processes took. A run of the whole control
+    plane cannot be faster than this on the same machine: it is the work 1,000
+    real clusters would share, done here by three.
+    """
+    manifests = spoke_manifests(count, replicas)
+    spokes = {site: plane.sites[site] for site in manifests}
+    pids = [pid for pid in plane_processes(plane.workdir) if process_role(pid).endswith("(spokes)")]
+    before = {pid: cpu_seconds(pid) for pid in pids}
+    start = time.monotonic()
+    for site, given in manifests.items():
+        # The shared objects first (a StatefulSet's pods need its ServiceAccount), then the workloads.
+        docs = sorted(given, key=lambda d: d["kind"] == "StatefulSet")
+        for at in range(0, len(docs), FLOOR_BATCH):
+            batch = yaml.safe_dump_all(docs[at : at + FLOOR_BATCH])
+            spokes[site].kubectl("apply", "--server-side", "-f", "-", stdin=batch, timeout=600)
+    applied = time.monotonic() - start
+    want, ready, shown = count * replicas, 0, 0.0
+    while time.monotonic() - start < timeout:
+        # The StatefulSets' counts, not the pods: listing 10,000 pods every few seconds took a
+        # quarter of a core here and more of the spokes' API servers, the very thing measured.
+        ready = sum(
+            (s.get("status") or {}).get("readyReplicas", 0)
+            for spoke in spokes.values()
+            for s in spoke.get("statefulsets", namespace=NAMESPACE)
+        )
+        if ready >= want:
+            break
+        if time.monotonic() - shown >= PROGRESS_EVERY:
+            shown = time.monotonic()
+            print(f"after {shown - start:.0f} s: {ready}/{want} pods Ready", flush=True)
+        time.sleep(FLOOR_LOOK_EVERY)
+    took = time.monotonic() - start
+    used = {pid: max(0.0, cpu_seconds(pid) - b) for pid, b in before.items()}
+    docs = sum(len(d) for d in manifests.values())
+    print(f"spokes alone: {count} clusters' objects ({docs} after repeats) on {len(spokes)} spokes, "
+          f"{want} SuperNodes ({replicas} each); applied in {applied:.0f} s")  # fmt: skip
+    verdict = (
+        f"every pod Ready after {took:.0f} s" if ready >= want else f"{ready}/{want} pods Ready after {took:.0f} s"
+    )
+    print(f"{verdict}; the spokes' CPU {sum(used.values()):.0f} s", flush=True)
+    for line in cpu_by_role(used):
+        print(line, flush=True)
+    return 0 if ready >= want else 1
+
+
 def run(plane: ControlPlane, count: int, replicas: int, timeout: float, *, keys: bool = False) -> int:
     """Apply the Federation at once and report; the exit status.
 
@@ -472,14 +648,16 @@ def run(plane: ControlPlane, count: int, replicas: int, timeout: float, *, keys:
     port = metrics_port(plane)
     calls_before, _, _ = function_calls(metrics(port))
     progress = Progress(count * replicas, keys)
+    started = time.time()
     plane.hub.apply(claim(count, replicas))
     wait(plane, progress, timeout)
     served = metrics(port)
     calls, p50, p99 = function_calls(served)
     used = {pid: max(0.0, cpu_seconds(pid) - before) for pid, before in cpu_before.items()}
     flags = " ".join([f"--sync-interval={SYNC}", *plane.crossplane_args])
+    provider = " ".join([f"--poll={plane.provider_poll}", *plane.provider_args])
     print(f"clusters {count}, SuperNodes {progress.want} ({replicas} each), node authentication and TLS on, "
-          f"Crossplane {flags}, provider-kubernetes --poll={plane.provider_poll}")  # fmt: skip
+          f"Crossplane {flags}, provider-kubernetes {provider}")  # fmt: skip
     if keys:
         after = f", all listed after {progress.keys_after:.0f} s" if progress.keys_after is not None else ""
         print(f"keys: {len(progress.published)} published, {listed_keys(plane.hub)} listed beside the SuperLink{after}")
@@ -497,6 +675,11 @@ def run(plane: ControlPlane, count: int, replicas: int, timeout: float, *, keys:
     print(f"control plane CPU {sum(used.values()):.0f} s over {len(pids)} processes", flush=True)
     for line in cpu_by_role(used):
         print(line, flush=True)
+    try:
+        for line in timeline(plane, started):
+            print(line, flush=True)
+    except (subprocess.TimeoutExpired, subprocess.CalledProcessError) as err:
+        print(f"timeline not measured: {err}: {getattr(err, 'stderr', '') or ''}"[:1000])
     try:
         for line in call_sizes(plane):
             print(line)
@@ -520,6 +703,25 @@ def main() -> int:
         type=int,
         help="Crossplane's --circuit-breaker-burst (its default, 100, when not given)",
     )
+    parser.add_argument(
+        "--crossplane-arg",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="one more flag for Crossplane, e.g. --crossplane-arg=--max-reconcile-rate=10 (repeatable)",
+    )
+    parser.add_argument(
+        "--provider-arg",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="one more flag for provider-kubernetes, e.g. --provider-arg=--max-reconcile-rate=300 (repeatable)",
+    )
+    parser.add_argument(
+        "--spokes-alone",
+        action="store_true",
+        help="the floor: apply what the FederationClusters would straight to the spokes; no Crossplane in the way",
+    )
     parser.add_argument("--keys", action="store_true", help="publish every SuperNode's key, wait for all listed")
     parser.add_argument("--provider-poll", default=PROVIDER_POLL, help="provider-kubernetes' --poll")
     args = parser.parse_args()
@@ -542,13 +744,21 @@ def main() -> int:
         # again); changes reach both by watch, the polls only look for what a watch missed.
         crossplane_intervals=("1m", SYNC),
         provider_poll=args.provider_poll,
-        crossplane_args=(f"--circuit-breaker-burst={args.circuit_breaker_burst}",)
-        if args.circuit_breaker_burst
-        else (),
+        provider_args=tuple(args.provider_arg),
+        crossplane_args=(
+            *([f"--circuit-breaker-burst={args.circuit_breaker_burst}"] if args.circuit_breaker_burst else []),
+            *args.crossplane_arg,
+        ),
         # The hub's API server holds every Object (each with its live manifest twice): at a thousand
         # clusters its heap, collected at a quarter of Go's default rate, outgrew this machine's memory.
         go_env={**GO_ENV, "GOMEMLIMIT": "6GiB"},
     )
+    if args.spokes_alone and args.dry_run:
+        manifests = spoke_manifests(args.clusters, args.replicas)
+        kinds = sorted({d["kind"] for docs in manifests.values() for d in docs})
+        print(f"spokes alone: would apply {sum(len(d) for d in manifests.values())} objects "
+              f"({', '.join(kinds)}) to {len(manifests)} spokes")  # fmt: skip
+        return 0
     if args.dry_run:
         configs = provider_configs(args.clusters)
         spokes = sorted({c["spec"]["credentials"]["secretRef"]["name"] for c in configs})
@@ -557,6 +767,8 @@ def main() -> int:
         print(f"each spoke: 3 nodes of {plane.node_pods} pods, {plane.spoke_volumes} volumes")
         return 0
     with running(plane):
+        if args.spokes_alone:
+            return spokes_alone(plane, args.clusters, args.replicas, args.timeout)
         return run(plane, args.clusters, args.replicas, args.timeout, keys=args.keys)
 
 

@@ -106,6 +106,18 @@ CASES = [
         ),
     ),
     Case(
+        "the floor needs a real control plane too, so only what it would apply: the 2 clusters' objects, "
+        "rendered through the Federation's, a group's and each FederationCluster's call; about 2 s",
+        "e2e_clusters.py",
+        ("--smoke", "--spokes-alone", "--dry-run"),
+        (
+            (
+                r"^spokes alone: would apply 14 objects \(ConfigMap, NetworkPolicy, Role, RoleBinding, Secret, "
+                r"ServiceAccount, StatefulSet\) to 2 spokes$"
+            ),
+        ),
+    ),
+    Case(
         "needs a real control plane (and root), so only set up: the control plane's settings and the "
         "Federations, nothing started; under 1 s",
         "e2e_load.py",
@@ -188,6 +200,22 @@ def test_the_scale_benchmark_counts_each_kinds_reconciles_in_its_idle_window():
         "reconciles in 60 s after Ready, nothing changing: "
         "xfederations 0, xfederationclustergroups 17, xfederationclusters 0"
     )
+
+
+def test_the_scale_benchmarks_timeline_says_when_each_stage_happened_from_the_apply():
+    module = _e2e_clusters()
+    started = module.calendar.timegm((2026, 11, 29, 12, 0, 0, 0, 0, 0))
+    assert module._offset("2026-11-29T12:01:40Z", started) == 100
+    assert module._offset(None, started) is None
+    ready = {"status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "T"}]}}
+    unready = {"status": {"conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": "T"}]}}
+    assert module._ready_since(ready) == "T"
+    assert module._ready_since(unready) is None
+    # Ten stamps and two that never happened: the quantiles are of those that did, the count of all.
+    assert module._spread("pods Ready", [*range(100, 0, -10), None, None]) == (
+        "  pods Ready: 10 of 12, after p10 20 s, p50 60 s, p90 100 s, last 100 s"
+    )
+    assert module._spread("pods Ready", [None]) == "  pods Ready: none of 1"
 
 
 def test_the_scale_runs_publications_are_what_the_function_accepts_from_a_pod():

@@ -77,8 +77,16 @@ class FakeApiServer:
                     with contextlib.suppress(OSError):
                         self.connection.recv(1)
                     return
-                path = urllib.parse.urlsplit(self.path).path
+                url = urllib.parse.urlsplit(self.path)
+                path = url.path
                 answer = discovery(path) if path in DISCOVERY else server.objects.get(path)
+                query = urllib.parse.parse_qs(url.query)
+                if isinstance(answer, dict) and "items" in answer and "limit" in query:
+                    # A page, as an API server gives one: the next page's token while items are left.
+                    at, limit = int(query.get("continue", ["0"])[0]), int(query["limit"][0])
+                    more = at + limit < len(answer["items"])
+                    answer = {**answer, "items": answer["items"][at : at + limit],
+                              "metadata": {"continue": str(at + limit) if more else ""}}  # fmt: skip
                 body = json.dumps(answer or {"kind": "Status", "reason": "NotFound"}).encode()
                 self.send_response(200 if answer else 404)
                 self.send_header("Content-Length", str(len(body)))
@@ -103,6 +111,10 @@ class FakeApiServer:
             "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
             "users": [{"name": "fake", "user": {"client-certificate-data": pem, "client-key-data": key}}],
         }))  # fmt: skip
+
+    def requested(self) -> list[str]:
+        """The paths requested, without their queries."""
+        return [urllib.parse.urlsplit(p).path for p in self.paths]
 
     def close(self) -> None:
         self.httpd.shutdown()
@@ -135,12 +147,21 @@ def test_reads_name_resources_as_kubectl_does(api):
     # A group's resources in a version other than its preferred one, and two kinds at once.
     assert [i["kind"] for i in cluster.get("compositions,statefulsets")] == ["Composition", "StatefulSet"]
     assert cluster.get("objects.kubernetes.m.crossplane.io", namespace="team") == []
-    assert "/apis/kubernetes.m.crossplane.io/v1alpha1/namespaces/team/objects" in api.paths
+    assert "/apis/kubernetes.m.crossplane.io/v1alpha1/namespaces/team/objects" in api.requested()
     with pytest.raises(subprocess.CalledProcessError) as refused:
         cluster.get("widgets.example.com")
     assert 'does not have a resource type "widgets.example.com"' in refused.value.stderr
     # Discovery once for every read above, and once more for the unknown name (a CRD created since?).
     assert api.paths.count("/apis") == 2
+
+
+def test_a_long_list_is_read_a_page_at_a_time(api):
+    """As kubectl reads it: a hub's 20,000 Objects in one answer came back cut short."""
+    items = [{"metadata": {"name": f"node-{i}"}} for i in range(2 * controlplane.LIST_CHUNK + 1)]
+    api.objects["/api/v1/nodes"] = {"apiVersion": "v1", "items": items}
+    cluster = controlplane.Cluster("hub", api.kubeconfig, "kubectl")
+    assert [n["metadata"]["name"] for n in cluster.get("nodes")] == [i["metadata"]["name"] for i in items]
+    assert api.requested().count("/api/v1/nodes") == 3
 
 
 def test_a_read_that_hangs_is_asked_again(api):
@@ -149,7 +170,7 @@ def test_a_read_that_hangs_is_asked_again(api):
     cluster.get("nodes")  # discovery done
     api.hang = controlplane.GET_ATTEMPTS - 1
     assert cluster.get("nodes") == [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"}}]
-    assert api.paths.count("/api/v1/nodes") == 1 + controlplane.GET_ATTEMPTS
+    assert api.requested().count("/api/v1/nodes") == 1 + controlplane.GET_ATTEMPTS
 
 
 def test_a_read_that_keeps_hanging_fails(api):

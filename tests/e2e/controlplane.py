@@ -92,6 +92,7 @@ POLL_SECONDS = 2
 # there the same step has taken twice that (measured: every example Ready in 159 s
 # alone, 351 s beside the rest). A wait that passes returns at once all the same.
 SLACK = 2
+LIST_CHUNK = 500  # items per page of a list (kubectl's --chunk-size)
 GET_ATTEMPTS = 3  # Cluster.get: a read that hangs is asked again, up to this many times
 
 
@@ -253,21 +254,42 @@ class ApiReader:
         if namespaced and (namespace or name):
             group_version, _, plural = collection.rpartition("/")
             collection = f"{group_version}/namespaces/{namespace or self.namespace}/{plural}"
-        path = f"{collection}/{name}" if name else collection
-        if selector:
-            path += "?" + urllib.parse.urlencode({"labelSelector": selector})
-        status, body = self.request(path)
-        if status == 404 and name:
-            return None
-        if status != 200:
-            raise subprocess.CalledProcessError(1, ["GET", path], "", body.decode(errors="replace"))
-        answer = json.loads(body)
-        items = [answer] if name else answer["items"]
+        if name:
+            path = f"{collection}/{name}"
+            status, body = self.request(path)
+            if status == 404:
+                return None
+            if status != 200:
+                raise subprocess.CalledProcessError(1, ["GET", path], "", body.decode(errors="replace"))
+            answer = json.loads(body)
+            items = [answer]
+        else:
+            answer, items = self._list(collection, selector)
         for item in items:
             item.setdefault("apiVersion", answer.get("apiVersion"))  # a list's items leave these out;
             item.setdefault("kind", kind)  # kubectl fills them in
             item.get("metadata", {}).pop("managedFields", None)  # and leaves this out
         return answer if name else items
+
+    def _list(self, collection: str, selector: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """A collection's first page and every page's items, LIST_CHUNK at a time, as kubectl reads them.
+
+        In one piece, the 20,000 Objects of a scale run's hub came back cut short.
+        """
+        query: dict[str, str] = {"limit": str(LIST_CHUNK), **({"labelSelector": selector} if selector else {})}
+        first: dict[str, Any] | None = None
+        items: list[dict[str, Any]] = []
+        while True:
+            path = f"{collection}?{urllib.parse.urlencode(query)}"
+            status, body = self.request(path)
+            if status != 200:
+                raise subprocess.CalledProcessError(1, ["GET", path], "", body.decode(errors="replace"))
+            page = json.loads(body)
+            first = first or page
+            items += page["items"]
+            query["continue"] = (page.get("metadata") or {}).get("continue") or ""
+            if not query["continue"]:
+                return first, items
 
 
 class KubectlError(subprocess.CalledProcessError):
@@ -480,6 +502,8 @@ class ControlPlane:
     provider_poll: str = PROVIDER_POLL
     # More flags for `crossplane core start`: a scale benchmark may set the circuit breaker's.
     crossplane_args: tuple[str, ...] = ()
+    # And for provider-kubernetes: a scale benchmark may set its workers (--max-reconcile-rate).
+    provider_args: tuple[str, ...] = ()
     # The Go processes' environment (GO_ENV): a scale run bounds their heaps as well.
     go_env: dict[str, str] = field(default_factory=lambda: dict(GO_ENV))
     function_rootfs: pathlib.Path = field(init=False)
@@ -815,7 +839,7 @@ class ControlPlane:
             [shutil.which("ip") or "ip", "netns", "exec", self.provider_net.name, "sh", "-c", mounts,
              str(hosts), str(identity),
              self.tools.provider_kubernetes, f"--poll={self.provider_poll}", "--enable-management-policies",
-             "--enable-watches"],
+             "--enable-watches", *self.provider_args],
             env={"KUBECONFIG": str(kubeconfig), "POD_NAMESPACE": CROSSPLANE_NS,
                  "TLS_SERVER_CERTS_DIR": str(webhook),
                  "KUBERNETES_SERVICE_HOST": IN_CLUSTER_HOST, "KUBERNETES_SERVICE_PORT": port},
