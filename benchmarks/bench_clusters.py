@@ -102,12 +102,18 @@ def request(count: int, observed: dict[str, Any] | None = None) -> fnv1.RunFunct
     return req
 
 
-def part_request(rsp: fnv1.RunFunctionResponse, name: str) -> fnv1.RunFunctionRequest:
-    """The request Crossplane sends for a composite composed in rsp: a group's call, or one cluster's."""
+def part_request(
+    rsp: fnv1.RunFunctionResponse, name: str, policy: dict[str, Any] | None = PLATFORM_POLICY
+) -> fnv1.RunFunctionRequest:
+    """The request Crossplane sends for a composite composed in rsp: a group's call, or one cluster's.
+
+    policy: the Composition step's input, None for none.
+    """
     req = fnv1.RunFunctionRequest()
     req.observed.composite.resource.CopyFrom(rsp.desired.resources[name].resource)
     req.observed.composite.resource.update({"metadata": {"name": name}})
-    req.input.update(PLATFORM_POLICY)
+    if policy is not None:
+        req.input.update(policy)
     return req
 
 

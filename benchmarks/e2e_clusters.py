@@ -64,6 +64,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "e2e"), str(ROOT / "tests")]
 
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1  # noqa: E402
 
+from benchmarks.bench_clusters import part_request  # noqa: E402
 from controlplane import (  # noqa: E402
     CA_ISSUER,
     CROSSPLANE_NS,
@@ -247,6 +248,11 @@ def _ready_since(obj: dict[str, Any]) -> str | None:
     return ready.get("lastTransitionTime") if ready.get("status") == "True" else None
 
 
+def _created(objs: list[dict[str, Any]], started: float) -> list[float | None]:
+    """Seconds from the run's apply to each object's creation."""
+    return [_offset(o["metadata"]["creationTimestamp"], started) for o in objs]
+
+
 def _spread(what: str, offsets: list[float | None]) -> str:
     """A line: how many of what happened, and after how long from the apply at p10, p50, p90 and the last."""
     seen = sorted(o for o in offsets if o is not None)
@@ -273,11 +279,7 @@ def timeline(plane: ControlPlane, started: float) -> list[str]:
     lines = ["timeline, seconds from the Federation's apply:"]
     for kind in PARTS.split(","):
         parts = hub.get(kind)
-        lines.append(
-            _spread(
-                f"{kind.split('.')[0]} created", [_offset(p["metadata"]["creationTimestamp"], started) for p in parts]
-            )
-        )
+        lines.append(_spread(f"{kind.split('.')[0]} created", _created(parts, started)))
         lines.append(_spread(f"{kind.split('.')[0]} Ready", [_offset(_ready_since(p), started) for p in parts]))
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for obj in hub.get("objects.kubernetes.crossplane.io"):
@@ -289,19 +291,15 @@ def timeline(plane: ControlPlane, started: float) -> list[str]:
             kind += " (observed)"
         by_kind.setdefault(kind, []).append(obj)
     for kind, objs in sorted(by_kind.items()):
-        lines.append(
-            _spread(f"Objects of {kind} created", [_offset(o["metadata"]["creationTimestamp"], started) for o in objs])
-        )
+        lines.append(_spread(f"Objects of {kind} created", _created(objs, started)))
         lines.append(_spread(f"Objects of {kind} Ready", [_offset(_ready_since(o), started) for o in objs]))
     sets, pods = [], []
     for site in SITES:
         spoke = plane.sites[site]
         sets += spoke.get("statefulsets", namespace=NAMESPACE)
         pods += spoke.get("pods", namespace=NAMESPACE)
-    lines.append(
-        _spread("spokes' StatefulSets created", [_offset(s["metadata"]["creationTimestamp"], started) for s in sets])
-    )
-    lines.append(_spread("spokes' pods created", [_offset(p["metadata"]["creationTimestamp"], started) for p in pods]))
+    lines.append(_spread("spokes' StatefulSets created", _created(sets, started)))
+    lines.append(_spread("spokes' pods created", _created(pods, started)))
     lines.append(_spread("spokes' pods Ready", [_offset(_ready_since(p), started) for p in pods]))
     return lines
 
@@ -566,9 +564,9 @@ def spoke_manifests(count: int, replicas: int) -> dict[str, list[dict[str, Any]]
     spoke_of = {c["metadata"]["name"]: c["spec"]["credentials"]["secretRef"]["name"] for c in provider_configs(count)}
     out: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
     for name in [n for n in federation.desired.resources if n.startswith("cluster-group-")]:
-        group = fn.run(_part_call(federation, name))
+        group = fn.run(part_request(federation, name, policy=None))
         for part in [n for n in group.desired.resources if n.startswith("cluster-config-")]:
-            answer = fn.run(_part_call(group, part))
+            answer = fn.run(part_request(group, part, policy=None))
             for composed in answer.desired.resources.values():
                 obj = wire.to_dict(composed.resource)
                 if obj.get("kind") != "Object" or obj["spec"].get("managementPolicies") == ["Observe"]:
@@ -577,14 +575,6 @@ def spoke_manifests(count: int, replicas: int) -> dict[str, list[dict[str, Any]]
                 site = spoke_of[obj["spec"]["providerConfigRef"]["name"]].removesuffix("-kubeconfig")
                 out.setdefault(site, {})[(manifest["kind"], manifest["metadata"]["name"])] = manifest
     return {site: list(by_name.values()) for site, by_name in out.items()}
-
-
-def _part_call(rsp: fnv1.RunFunctionResponse, name: str) -> fnv1.RunFunctionRequest:
-    """The call Crossplane makes for a composite rsp composed: a group's, or a FederationCluster's."""
-    req = fnv1.RunFunctionRequest()
-    req.observed.composite.resource.CopyFrom(rsp.desired.resources[name].resource)
-    req.observed.composite.resource.update({"metadata": {"name": name}})
-    return req
 
 
 def spokes_alone(plane: ControlPlane, count: int, replicas: int, timeout: float) -> int:

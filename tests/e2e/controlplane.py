@@ -255,13 +255,9 @@ class ApiReader:
             group_version, _, plural = collection.rpartition("/")
             collection = f"{group_version}/namespaces/{namespace or self.namespace}/{plural}"
         if name:
-            path = f"{collection}/{name}"
-            status, body = self.request(path)
-            if status == 404:
+            answer = self._json(f"{collection}/{name}")
+            if answer is None:
                 return None
-            if status != 200:
-                raise subprocess.CalledProcessError(1, ["GET", path], "", body.decode(errors="replace"))
-            answer = json.loads(body)
             items = [answer]
         else:
             answer, items = self._list(collection, selector)
@@ -270,6 +266,15 @@ class ApiReader:
             item.setdefault("kind", kind)  # kubectl fills them in
             item.get("metadata", {}).pop("managedFields", None)  # and leaves this out
         return answer if name else items
+
+    def _json(self, path: str) -> Any:
+        """What the API server answers at path, decoded; None when it is not found."""
+        status, body = self.request(path)
+        if status == 404:
+            return None
+        if status != 200:
+            raise subprocess.CalledProcessError(1, ["GET", path], "", body.decode(errors="replace"))
+        return json.loads(body)
 
     def _list(self, collection: str, selector: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """A collection's first page and every page's items, LIST_CHUNK at a time, as kubectl reads them.
@@ -280,11 +285,9 @@ class ApiReader:
         first: dict[str, Any] | None = None
         items: list[dict[str, Any]] = []
         while True:
-            path = f"{collection}?{urllib.parse.urlencode(query)}"
-            status, body = self.request(path)
-            if status != 200:
-                raise subprocess.CalledProcessError(1, ["GET", path], "", body.decode(errors="replace"))
-            page = json.loads(body)
+            page = self._json(f"{collection}?{urllib.parse.urlencode(query)}")
+            if page is None:  # a collection is never missing; a 404 here is an error like any other
+                raise subprocess.CalledProcessError(1, ["GET", collection], "", "NotFound")
             first = first or page
             items += page["items"]
             query["continue"] = (page.get("metadata") or {}).get("continue") or ""
