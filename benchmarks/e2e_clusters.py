@@ -729,6 +729,7 @@ def main() -> int:
         # Room on each spoke's three nodes, and a volume for each SuperNode's identity claim.
         node_pods=max(250, per_spoke(args.clusters, args.replicas)),
         spoke_volumes=max(24, per_spoke(args.clusters, args.replicas) + 10),
+        spokes_unlimited=True,
         # Not the e2e's short intervals: every composite's reconcile applies each of its resources
         # again, and every provider poll of an Object may write its status (so compose its composite
         # again); changes reach both by watch, the polls only look for what a watch missed.
@@ -754,7 +755,7 @@ def main() -> int:
         spokes = sorted({c["spec"]["credentials"]["secretRef"]["name"] for c in configs})
         print(f"kubernetes {minor}: would apply {len(configs)} ProviderConfigs over {len(spokes)} spoke clusters")
         print(f"and one Federation of {args.clusters * args.replicas} SuperNodes, node authentication and TLS on")
-        print(f"each spoke: 3 nodes of {plane.node_pods} pods, {plane.spoke_volumes} volumes")
+        print(f"each spoke: 3 nodes of {plane.node_pods} pods, {plane.spoke_volumes} volumes, no client rate limits")
         return 0
     with running(plane):
         if args.spokes_alone:

@@ -499,6 +499,12 @@ class ControlPlane:
     node_pods: int = int(NODE_CAPACITY["pods"])
     # Volumes of the default class on each spoke: a SuperNode with node authentication claims one.
     spoke_volumes: int = 24
+    # A scale benchmark's spoke stands in for hundreds of clusters, so it gets the API budget of
+    # hundreds: with its controller manager's default client limit (20 requests a second) binding
+    # each SuperNode's claim (four writes) and creating its pod paced a whole spoke at about one
+    # pod a second. kwokctl's --disable-qps-limits lifts the limits of the spoke's API server, its
+    # controller manager and its scheduler (KWOK's own benchmarks run so); the hub keeps its defaults.
+    spokes_unlimited: bool = False
     # How often Crossplane composes each XR again, and re-lists everything, with no event to prompt
     # it: short here so the e2e sees drift mended within its waits (Crossplane's defaults: 1m, 1h).
     crossplane_intervals: tuple[str, str] = ("15s", "1m")
@@ -552,10 +558,10 @@ class ControlPlane:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._cleanup_leftovers()
         self.hub = self._cluster(f"e2e-{self.tag}-hub")
-        self.spoke = self._cluster(f"e2e-{self.tag}-spoke", self.spoke_volumes)
+        self.spoke = self._cluster(f"e2e-{self.tag}-spoke", self.spoke_volumes, self.spokes_unlimited)
         self.sites = {"site-a": self.spoke}
         for site in SITES[1:]:
-            self.sites[site] = self._cluster(f"e2e-{self.tag}-{site}", self.spoke_volumes)
+            self.sites[site] = self._cluster(f"e2e-{self.tag}-{site}", self.spoke_volumes, self.spokes_unlimited)
         self._stopping = threading.Event()
         threading.Thread(target=self._load_balancer_loop, daemon=True).start()
         self._registry()
@@ -657,7 +663,7 @@ class ControlPlane:
             raise RuntimeError(msg)
         return proc.stdout
 
-    def _cluster(self, name: str, volumes: int = 24) -> Cluster:
+    def _cluster(self, name: str, volumes: int = 24, unlimited: bool = False) -> Cluster:
         with _creating_clusters():
             self._kwokctl(
                 "create", "cluster", "--name", name, "--runtime", "binary",
@@ -671,6 +677,7 @@ class ControlPlane:
                 # and kwokctl does not restart it: pods stayed Pending for the rest of the run.
                 "--extra-args", "kube-scheduler=leader-elect=false",
                 "--extra-args", "kube-controller-manager=leader-elect=false",
+                *(["--disable-qps-limits"] if unlimited else []),
                 "--wait", "3m",
             )  # fmt: skip
         kubeconfig = self.workdir / f"{name}.kubeconfig"
