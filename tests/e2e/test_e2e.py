@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -31,6 +32,7 @@ from controlplane import (
     PROVIDER_SERVICE_ACCOUNT,
     RELEASE,
     SITES,
+    ClaimBinder,
     Cluster,
     ControlPlane,
     KubectlError,
@@ -229,6 +231,40 @@ def test_no_cluster_elects_a_scheduler_or_controller_manager(plane):
             lease["metadata"]["name"] for lease in cluster.get("leases.coordination.k8s.io", namespace="kube-system")
         }
         assert not held & {"kube-scheduler", "kube-controller-manager"}, (cluster.name, held)
+
+
+def test_the_scale_harness_binds_a_new_claim_and_the_volume_controller_keeps_it(plane):
+    # The scale benchmark's spokes stand in for hundreds of clusters' volume controllers with a ClaimBinder;
+    # here it binds a claim on a real spoke, its controller manager running. A class no volume has, so
+    # only the binder can bind it, and a wait after: the controller finds the binding whole and keeps it.
+    spoke, namespace, name = plane.sites["site-c"], "default", "e2e-claim-binder"
+    stopping = threading.Event()
+    binder = ClaimBinder(spoke.reader, stopping, storage_class="made-on-demand")
+    threading.Thread(target=binder.run, daemon=True).start()
+    try:
+        spoke.apply({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                     "metadata": {"name": name, "namespace": namespace},
+                     "spec": {"storageClassName": "made-on-demand", "accessModes": ["ReadWriteOnce"],
+                              "resources": {"requests": {"storage": "1Mi"}}}})  # fmt: skip
+        claim = wait_for(
+            "the binder binds the claim",
+            lambda: (c := spoke.get("pvc", name, namespace)) and c["status"].get("phase") == "Bound" and c,
+            timeout=60,
+        )
+        volume = spoke.get("pv", claim["spec"]["volumeName"])
+        assert volume["spec"]["claimRef"]["uid"] == claim["metadata"]["uid"], volume["spec"]["claimRef"]
+        assert volume["spec"]["storageClassName"] == "made-on-demand", volume["spec"]
+        time.sleep(3 * POLL_SECONDS)  # the volume controller's look at both, by its watch
+        assert spoke.get("pvc", name, namespace)["status"]["phase"] == "Bound"
+        assert spoke.get("pv", volume["metadata"]["name"])["status"]["phase"] == "Bound"
+        assert (binder.bound, binder.failures) == (1, [])
+    finally:
+        stopping.set()
+        spoke.kubectl("delete", "pvc", name, "-n", namespace, "--ignore-not-found")
+        # Its volume's hostPath deleter works under /tmp alone: the volume goes by hand, as an admin's would.
+        for volume in spoke.get("pv"):
+            if (volume["spec"].get("claimRef") or {}).get("name") == name:
+                spoke.kubectl("delete", "pv", volume["metadata"]["name"], "--ignore-not-found")
 
 
 def test_function_installed_by_the_package_manager(plane):
