@@ -38,13 +38,11 @@ import itertools
 import json
 import os
 import pathlib
-import socket
 import statistics
 import struct
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -164,29 +162,13 @@ def serving_peer(peer: pathlib.Path, logs: pathlib.Path) -> Iterator[Server]:
     """The typed Go peer, served until the block ends."""
     port = served.free_port()
     log = logs / "typedgo.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(  # noqa: S603 - the peer the caller named, with fixed arguments
-            [str(peer), "serve", "--address", f"127.0.0.1:{port}"], stdout=out, stderr=subprocess.STDOUT
-        )
+    proc = served.launch(
+        [str(peer), "serve", "--address", f"127.0.0.1:{port}"], port=port, log=log, timeout=START_TIMEOUT_SECONDS
+    )
     try:
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while not listening(port):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                msg = f"typed Go peer did not start: {log.read_text()}"
-                raise RuntimeError(msg)
-            time.sleep(0.1)
         yield Server("typed Go", f"127.0.0.1:{port}", proc, log)
     finally:
         stop(proc, log)
-
-
-def listening(port: int) -> bool:
-    """Whether something accepts connections at port."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def stop(proc: subprocess.Popen[bytes], log: pathlib.Path) -> None:

@@ -57,6 +57,8 @@ class Answer:
     rsp: fnv1.RunFunctionResponse
     # name -> (the Struct's bytes, fnv1.READY_TRUE or READY_FALSE)
     composed: dict[str, tuple[bytes, fnv1.Ready]] = dataclasses.field(default_factory=dict)
+    # resources_field's bytes, once written: the size check and the response share them.
+    _field: bytes | None = dataclasses.field(default=None, init=False, repr=False)
 
     def message(self) -> fnv1.RunFunctionResponse:
         """The whole response as one message, resources parsed in."""
@@ -64,6 +66,7 @@ class Answer:
             self.rsp.desired.resources[name].resource.ParseFromString(struct)
             self.rsp.desired.resources[name].ready = ready
         self.composed = {}
+        self._field = None
         return self.rsp
 
     def serialized(self) -> bytes:
@@ -72,7 +75,9 @@ class Answer:
 
     def resources_field(self) -> bytes:
         """The `desired` field that carries the composed resources, b"" without any."""
-        return wire.desired_resources(self.composed)
+        if self._field is None:
+            self._field = wire.desired_resources(self.composed)
+        return self._field
 
 
 def _composed(obj: dict[str, Any], *, ready: bool) -> tuple[bytes, fnv1.Ready]:

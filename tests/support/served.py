@@ -118,9 +118,33 @@ def serve(
     the unit tests has taken over 60 s to start a function with workers.
     cgroup is a cgroup directory the function starts in, as a container's process does.
     """
+    return launch(
+        [sys.executable, *program, *command, "--address", f"127.0.0.1:{port}", *args],
+        port=port,
+        log=log,
+        env=env,
+        timeout=timeout,
+        cgroup=cgroup,
+    )
+
+
+def launch(
+    argv: list[str],
+    *,
+    port: int,
+    log: pathlib.Path,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+    cgroup: pathlib.Path | None = None,
+) -> subprocess.Popen:
+    """Start argv, a gRPC server that listens at 127.0.0.1:port, and return it once it listens; its output in log.
+
+    Any server: the function (serve) or a peer a benchmark compares it with. Raises, the server killed, when it
+    exits first or is not listening after timeout seconds.
+    """
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, *program, *command, "--address", f"127.0.0.1:{port}", *args],
+            argv,
             cwd=ROOT,
             env=env,
             stdout=out,
@@ -130,7 +154,7 @@ def serve(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            msg = f"function exited with {proc.returncode}: {log.read_text()}"
+            msg = f"{pathlib.Path(argv[0]).name} exited with {proc.returncode}: {log.read_text()}"
             raise RuntimeError(msg)
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
@@ -138,7 +162,7 @@ def serve(
         except OSError:
             time.sleep(0.1)
     proc.kill()
-    msg = f"function did not start listening within {timeout}s: {log.read_text()}"
+    msg = f"{pathlib.Path(argv[0]).name} did not start listening within {timeout}s: {log.read_text()}"
     raise RuntimeError(msg)
 
 
