@@ -248,3 +248,18 @@ def test_scenarios_of_crossplane_alone_run_on_the_newest_minor_only():
     marked = {name for name in newest if f"@NEWEST_MINOR\ndef {name}(" in source}
     assert marked, "no scenario is marked newest_minor: this tests nothing"
     assert oldest == newest - marked, sorted(oldest ^ (newest - marked))
+
+
+@pytest.mark.parametrize(
+    ("pods", "cpu", "memory", "reason"),
+    [
+        (250, "64", "512Gi", "the e2e's nodes keep the capacity they always had"),
+        (251, "128", "1024Gi", "a pod past 250 brings another share"),
+        (3340, "896", "7168Gi", "a third of 10,000 SuperNodes (and their 115m of CPU each) fit on three nodes"),
+    ],
+)
+def test_a_fake_node_has_cpu_and_memory_for_the_pods_it_holds(pods, cpu, memory, reason):
+    capacity = controlplane.node_capacity(pods)
+    assert (capacity["pods"], capacity["cpu"], capacity["memory"]) == (str(pods), cpu, memory), reason
+    # A spoke's three nodes hold this many SuperNodes, each asking 115m of CPU (its containers').
+    assert 3 * int(capacity["cpu"]) * 1000 >= pods * 115, reason

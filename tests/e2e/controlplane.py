@@ -809,15 +809,7 @@ class ControlPlane:
         kubeconfig.write_text(self._kwokctl("get", "kubeconfig", "--name", name))
         cluster = Cluster(name, kubeconfig, self.tools.kubectl)
         wait_for(f"{name} API", lambda: cluster.kubectl("get", "--raw", "/readyz") == "ok", timeout=120)
-        # CPU and memory grow with the pods a node holds: at 64 CPUs, a scale run's nodes were full
-        # (Insufficient cpu) at 1,827 SuperNodes a spoke, a third of those a thousand clusters bring.
-        room = max(1, math.ceil(self.node_pods / int(NODE_CAPACITY["pods"])))
-        capacity = {
-            **NODE_CAPACITY,
-            "pods": str(self.node_pods),
-            "cpu": str(int(NODE_CAPACITY["cpu"]) * room),
-            "memory": f"{int(NODE_CAPACITY['memory'].removesuffix('Gi')) * room}Gi",
-        }
+        capacity = node_capacity(self.node_pods)
         nodes = [
             {
                 "apiVersion": "v1",
@@ -1322,6 +1314,21 @@ class ControlPlane:
 
     def logs(self) -> str:
         return "\n\n".join(f"== {p.name}\n{p.tail()}" for p in self.processes.values())
+
+
+def node_capacity(pods: int) -> dict[str, str]:
+    """A fake node's capacity for this many pods: NODE_CAPACITY's CPU and memory for each 250 pods or part of it.
+
+    At 64 CPUs, a scale run's nodes were full (Insufficient cpu) at 1,827 SuperNodes a spoke, a third of
+    those a thousand clusters bring.
+    """
+    room = max(1, math.ceil(pods / int(NODE_CAPACITY["pods"])))
+    return {
+        **NODE_CAPACITY,
+        "pods": str(pods),
+        "cpu": str(int(NODE_CAPACITY["cpu"]) * room),
+        "memory": f"{int(NODE_CAPACITY['memory'].removesuffix('Gi')) * room}Gi",
+    }
 
 
 def _volumes(default_class: int) -> list[dict[str, Any]]:
