@@ -184,10 +184,12 @@ class ApiReader:
 
     def _connection(self) -> http.client.HTTPSConnection:
         if getattr(self.local, "connection", None) is None:
-            self.local.connection = http.client.HTTPSConnection(
-                self.host, self.port, context=self.tls, timeout=self.TIMEOUT
-            )
+            self.local.connection = self.connect(self.TIMEOUT)
         return self.local.connection
+
+    def connect(self, timeout: float) -> http.client.HTTPSConnection:
+        """A new connection to the API server, as this kubeconfig's user."""
+        return http.client.HTTPSConnection(self.host, self.port, context=self.tls, timeout=timeout)
 
     def request(
         self, path: str, accept: str = "application/json", *, method: str = "GET", body: Any = None
@@ -349,9 +351,7 @@ class ClaimBinder:
 
     def _watch(self, pool: futures.ThreadPoolExecutor, version: str) -> None:
         query = {"watch": "1", "resourceVersion": version, "timeoutSeconds": str(self.WATCH_SECONDS)}
-        connection = http.client.HTTPSConnection(
-            self.reader.host, self.reader.port, context=self.reader.tls, timeout=self.WATCH_SECONDS + 30
-        )
+        connection = self.reader.connect(self.WATCH_SECONDS + 30)
         try:
             connection.request("GET", f"/api/v1/persistentvolumeclaims?{urllib.parse.urlencode(query)}")
             response = connection.getresponse()
@@ -400,13 +400,12 @@ class ClaimBinder:
             for method, path, body in steps:
                 status, answer = self.reader.request(path, method=method, body=body)
                 if status not in (200, 201, 409):  # 409: made by an earlier try
-                    self._failed(f"{method} {path}: {status} {answer[:200]!r}")
-                    self.seen.discard(meta["uid"])  # offered again at its next event
-                    return
+                    msg = f"{method} {path}: {status} {answer[:200]!r}"
+                    raise RuntimeError(msg)
             self.bound += 1
         except Exception as e:
             self._failed(f"{meta['name']}: {e}")
-            self.seen.discard(meta["uid"])
+            self.seen.discard(meta["uid"])  # offered again at its next event
 
     def _failed(self, what: str) -> None:
         if len(self.failures) < 10:
