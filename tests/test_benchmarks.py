@@ -112,8 +112,9 @@ CASES = [
         ("--smoke", "--spokes-alone", "--dry-run"),
         (
             (
-                r"^spokes alone: would apply 14 objects \(ConfigMap, NetworkPolicy, Role, RoleBinding, Secret, "
-                r"ServiceAccount, StatefulSet\) to 2 spokes$"
+                r"^spokes alone: would apply 18 objects \(ConfigMap, NetworkPolicy, Role, RoleBinding, Secret, "
+                r"ServiceAccount, StatefulSet, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding\) "
+                r"to 2 spokes$"
             ),
         ),
     ),

@@ -16,7 +16,7 @@ from function.serving import render
 from support.peers import composition_for, policy_for, policy_path
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
-KUBERNETES_VERSIONS = ["1.28", "1.33"]  # 1.28: the first with the pod-index label
+KUBERNETES_VERSIONS = ["1.30", "1.35"]  # the oldest and newest supported minors (admission policies are v1 from 1.30)
 EXAMPLE_FILES = [*CLAIMS, EXAMPLES / "xr.yaml"]
 # The warnings an example is meant to draw; every other example renders without any.
 EXPLAIN_PLAIN = "Service carries the Fleet API without TLS to every address that reaches it: set spec.tls"

@@ -87,10 +87,13 @@ def listed(*keys, hint=None, source=LIST, missing=()):
             listed(K1, hint="7"),
             {"7": "online"},
             {},
+            [K1],
             [],
-            [],
-            {K1: Registered("7", source=LIST)},
-            "registered by its SuperNode before the registrar: adopted, not registered twice",
+            {},
+            (
+                "a node ID in the line names a node, not the key's: registered as any new key, never adopted "
+                "(a publication naming another's node would get that node unregistered when it goes)"
+            ),
         ),
         (listed(K1, hint="7"), {"7": "unregistered"}, {}, [K1], [], {}, "a hint whose node is gone adopts nothing"),
         (

@@ -39,18 +39,19 @@ def member(  # noqa: PLR0913 - a keyword per field a case changes
     namespace: str = NAMESPACE,
     owner_kind: str = "PersistentVolumeClaim",
     uid: str = "2f1c",
-    node_id: str | None = None,
+    holder: str = "supernode-identity-fed-default-0",
+    created: str = "2026-12-01T10:00:00Z",
     pool: str = "default",
     **changes: Any,
 ) -> dict[str, Any]:
     """A member Object of a key collection, observing the ConfigMap a SuperNode pod of pool published."""
     configmap = identity_program.key_configmap(
-        identity_program.Owner(owner_kind, "supernode-identity-fed-default-0", uid),
+        identity_program.Owner(owner_kind, holder, uid),
         namespace,
         identity.publication_labels(FED, pool),
         key,
-        node_id,
     )
+    configmap["metadata"]["creationTimestamp"] = created
     for path, value in changes.items():
         node = configmap
         *parents, last = path.split("__")
@@ -74,9 +75,27 @@ PLACES = {COLLECTION: published_keys.Place("default", NAMESPACE)}
         ([member()], [KEY], "a key a pool's claim owns, observed by this Federation's collection"),
         ([member(owner_kind="Pod")], [KEY], "a DaemonSet pod owns its key"),
         ([member(), member(uid="9a9a")], [KEY], "one line per key"),
-        ([member(node_id="123")], [KEY], "published with the node ID it registered as"),
-        ([member(data={"public-key": KEY, "node-id": "12; rm"})], [], "a node ID that is not a number"),
-        ([member(OTHER_KEY, uid="b"), member(uid="a")], sorted([KEY, OTHER_KEY]), "sorted by key"),
+        ([member(data={"public-key": KEY, "node-id": "12"})], [KEY], "a node ID beside the key is not carried"),
+        (
+            [member(OTHER_KEY, uid="b", holder="supernode-identity-fed-default-1"), member(uid="a")],
+            sorted([KEY, OTHER_KEY]),
+            "sorted by key",
+        ),
+        (
+            [member(created="2026-12-01T10:00:00Z"), member(OTHER_KEY, created="2026-12-01T10:05:00Z")],
+            [OTHER_KEY],
+            "one holder, one key: the newest (a rekeyed pod's new key), however many it publishes",
+        ),
+        (
+            [member(OTHER_KEY, created="2026-12-01T10:00:00Z"), member(created="2026-12-01T10:05:00Z")],
+            [KEY],
+            "the newest, whatever order the Objects come in",
+        ),
+        (
+            [member(), member(OTHER_KEY, owner_kind="Pod")],
+            sorted([KEY, OTHER_KEY]),
+            "a claim and a pod of one name are two holders",
+        ),
         ([member(collection="someone-elses-keys")], [], "an Object of another collection"),
         ([member(carried="other-fed-0123456789")], [], "an Object carried for another Federation"),
         ([member(namespace="team-b")], [], "a ConfigMap of another namespace than the collection observes"),
@@ -103,12 +122,12 @@ def test_authorized_keys_name_each_key_and_its_holder():
     assert configmap["metadata"]["name"] == "fed-superlink-authorized-keys"
     holder = f"default/{NAMESPACE}/PersistentVolumeClaim/supernode-identity-fed-default-0"
     assert configmap["data"] == {"authorized-keys": f"{KEY} {holder} -\n"}
-    with_node = published_keys.published(FED, NAMESPACE, PLACES, [member(node_id="42")])
+    # A node ID in the publication is not carried: the registrar would not trust it anyway.
+    with_node = published_keys.published(FED, NAMESPACE, PLACES, [member(data={"public-key": KEY, "node-id": "42"})])
     text = published_keys.authorized_keys(FED, NAMESPACE, {}, with_node)["data"]["authorized-keys"]
-    assert text == f"{KEY} {holder} 42\n"
-    # What the registrar reads from it: each key, its holder and the node it registered as, if any.
-    assert identity_program.authorized(text) == {KEY: (holder, "42")}
-    assert identity_program.authorized(f"{KEY} {holder} -\n") == {KEY: (holder, None)}
+    assert text == f"{KEY} {holder} -\n"
+    # What the registrar reads from it: each key and its holder.
+    assert identity_program.authorized(text) == {KEY: (holder, None)}
 
 
 def test_names_fit_the_member_label_and_stay_apart():
@@ -124,9 +143,11 @@ def test_names_fit_the_member_label_and_stay_apart():
 def test_the_pools_service_account_may_create_configmaps_and_nothing_more():
     built = manifests(AUTH)
     role = built[resource_names.key_role_resource("default", NAMESPACE)]
+    # Its pods' claims alone, by name (`resourceNames`): every ordinal of the pool's StatefulSet.
+    claims = [f"supernode-identity-fed-supernode-default-{i}" for i in range(2)]
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
-        {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get"], "resourceNames": claims},
     ]
     binding = built[resource_names.key_binding_resource("default", NAMESPACE)]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fed-flower", "namespace": NAMESPACE}]
@@ -134,6 +155,37 @@ def test_the_pools_service_account_may_create_configmaps_and_nothing_more():
     # A DaemonSet's pods own their keys: no claim to read.
     ds_role = manifests(AUTH_DS)[resource_names.key_role_resource("default", NAMESPACE)]
     assert ds_role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
+
+
+def test_the_api_server_narrows_the_pools_create_to_each_pods_own_publication():
+    """RBAC cannot restrict a create by name: an admission policy, in the pool's cluster, does.
+
+    What the API server makes of it, from a pool pod's token, is tried in the e2e
+    (test_supernode_keys_reach_the_superlink_through_kubernetes).
+    """
+    built = manifests(AUTH)
+    policy = built[resource_names.key_policy_resource("default", NAMESPACE)]
+    binding = built[resource_names.key_policy_binding_resource("default", NAMESPACE)]
+    assert policy["kind"] == "ValidatingAdmissionPolicy"
+    assert "namespace" not in policy["metadata"], "cluster-scoped"
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    # Only the pool's ServiceAccount is judged: the provider, controllers and people are not.
+    assert spec["matchConditions"] == [
+        {
+            "name": "pool-service-account",
+            "expression": f"request.userInfo.username == 'system:serviceaccount:{NAMESPACE}:fed-flower'",
+        }
+    ]
+    rules = " ".join(v["expression"] for v in spec["validations"])
+    for needed in ("startsWith('flwr-key-')", "== 'fed'", "variables.pod", "variables.podUID", "'supernode-identity-'"):
+        assert needed in rules, needed
+    # A DaemonSet's pods own their keys themselves: no claim may own one.
+    ds = manifests(AUTH_DS)[resource_names.key_policy_resource("default", NAMESPACE)]
+    assert "PersistentVolumeClaim" not in " ".join(v["expression"] for v in ds["spec"]["validations"])
+    # Unique per Federation, its namespace, cluster and pool namespace: cluster-wide names cannot clash.
+    assert len({identity.publication_policy_name("fed", ns, c, p) for ns in "ab" for c in "cd" for p in "ef"}) == 8
 
 
 def test_nothing_is_published_without_identities_made_in_pods():

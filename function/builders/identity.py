@@ -419,15 +419,115 @@ def kube_api_volume() -> dict[str, Any]:
 PUBLISHER = "supernode-keys"
 
 
-def publisher_role(federation: str, namespace: str, labels: dict[str, str], *, claims: bool) -> dict[str, Any]:
-    """What the pool's ServiceAccount may do in its namespace: create ConfigMaps (and read the pods' claims).
+def claim_name(workload: str, ordinal: int) -> str:
+    """The identity claim of a StatefulSet's pod: `<template>-<pod name>`, as the StatefulSet names it."""
+    return f"{IDENTITY_VOLUME}-{workload}-{ordinal}"
 
-    Create only: it cannot read, change or delete what others published.
+
+def publisher_role(federation: str, namespace: str, labels: dict[str, str], *, claims: list[str]) -> dict[str, Any]:
+    """What the pool's ServiceAccount may do in its namespace: create ConfigMaps (and read its pods' claims).
+
+    Create only: it cannot read, change or delete what others published. What
+    it may create is narrowed further by publication_policy (RBAC cannot
+    restrict a create by name). claims: the identity claims of the pools'
+    pods there, the only ones it may read (an empty list would mean all).
     """
     rules: list[dict[str, Any]] = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
     if claims:
-        rules.append({"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get"]})
+        rules.append(
+            {
+                "apiGroups": [""],
+                "resources": ["persistentvolumeclaims"],
+                "verbs": ["get"],
+                "resourceNames": sorted(claims),
+            }
+        )
     return _role(f"{federation}-{PUBLISHER}", namespace, labels, rules)
+
+
+# The pod a projected ServiceAccount token is bound to, as the API server tells admission.
+_POD_NAME = "authentication.kubernetes.io/pod-name"
+_POD_UID = "authentication.kubernetes.io/pod-uid"
+
+
+def publication_policy_name(federation: str, namespace: str, cluster: str, pool_namespace: str) -> str:
+    """The admission policy's name: cluster-wide, so unique per Federation, cluster and pool namespace."""
+    digest = hashlib.sha256(f"{namespace}/{federation}/{cluster}/{pool_namespace}".encode()).hexdigest()[:12]
+    return f"flower-{federation[:30]}-key-publications-{digest}"
+
+
+def publication_policy(
+    name: str, federation: str, pool_namespace: str, labels: dict[str, str], *, claims: bool
+) -> dict[str, Any]:
+    """What the API server lets the pool's ServiceAccount create: only its own pod's key publication.
+
+    RBAC lets the account create any ConfigMap in the namespace; this policy
+    has the API server refuse all but a `flwr-key-` ConfigMap of this
+    Federation owned by the pod the request's token is bound to (or, on a
+    StatefulSet, by that pod's identity claim). So a pool's pod cannot name
+    another holder, publish for another Federation, or take a name the
+    function's own objects use (a shard of the key list, the retired-keys
+    report) before they are made.
+    """
+    account = f"system:serviceaccount:{pool_namespace}:{pods.service_account(federation)}"
+    extra = "request.userInfo.extra"
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}
+                ],
+            },
+            "matchConditions": [
+                {"name": "pool-service-account", "expression": f"request.userInfo.username == '{account}'"}
+            ],
+            "variables": [
+                {"name": "pod", "expression": f"'{_POD_NAME}' in {extra} ? {extra}['{_POD_NAME}'][0] : ''"},
+                {"name": "podUID", "expression": f"'{_POD_UID}' in {extra} ? {extra}['{_POD_UID}'][0] : ''"},
+            ],
+            "validations": _publication_rules(federation, claims=claims),
+        },
+    }
+
+
+def _publication_rules(federation: str, *, claims: bool) -> list[dict[str, str]]:
+    """The policy's checks: a publication's name, its Federation, and that its one owner is the requesting pod."""
+    owner = "object.metadata.ownerReferences[0]"
+    own_pod = f"({owner}.kind == 'Pod' && {owner}.name == variables.pod && {owner}.uid == variables.podUID)"
+    own_claim = f"({owner}.kind == 'PersistentVolumeClaim' && {owner}.name == '{IDENTITY_VOLUME}-' + variables.pod)"
+    label = names.INSTANCE_LABEL
+    return [
+        {
+            "expression": f"object.metadata.name.startsWith('{identity_program.CONFIGMAP_PREFIX}')",
+            "message": "a SuperNode pool's ServiceAccount may create only key publications (flwr-key-...)",
+        },
+        {
+            "expression": f"has(object.metadata.labels) && '{label}' in object.metadata.labels"
+            f" && object.metadata.labels['{label}'] == '{federation}'",
+            "message": f"a key publication of this pool is labelled {label}={federation}",
+        },
+        {
+            "expression": "variables.pod != '' && has(object.metadata.ownerReferences)"
+            " && size(object.metadata.ownerReferences) == 1"
+            f" && ({own_pod}{f' || {own_claim}' if claims else ''})",
+            "message": "a key publication is owned by the pod whose token creates it"
+            + (" or by that pod's identity claim" if claims else ""),
+        },
+    ]
+
+
+def publication_policy_binding(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    """The policy in force: the API server denies what it refuses."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }
 
 
 def publisher_binding(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:

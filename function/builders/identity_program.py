@@ -84,7 +84,6 @@ GONE = ("unregistered", "deleted")
 # Written once Kubernetes holds the published public key (its content: the key).
 PUBLISHED = "published"
 PUBLIC_KEY_FIELD = "public-key"
-NODE_ID_FIELD = "node-id"
 CONFIGMAP_PREFIX = "flwr-key-"
 # The registrar's memory of what it registered, beside the SuperLink's state.
 REGISTRATIONS = "registrations.json"
@@ -357,17 +356,9 @@ class Owner:
         return {"apiVersion": "v1", "kind": self.kind, "name": self.name, "uid": self.uid}
 
 
-def key_configmap(
-    owner: Owner, namespace: str, labels: dict[str, str], public_key: str, node_id: str | None = None
-) -> dict[str, Any]:
-    """The ConfigMap that publishes public_key for owner: immutable, named after the owner's uid and the key.
-
-    node_id: the node the key registered as, where the SuperNode registered it
-    itself (up to this release): the registrar adopts that registration.
-    """
+def key_configmap(owner: Owner, namespace: str, labels: dict[str, str], public_key: str) -> dict[str, Any]:
+    """The ConfigMap that publishes public_key for owner: immutable, named after the owner's uid and the key."""
     data = {PUBLIC_KEY_FIELD: public_key}
-    if node_id is not None:
-        data[NODE_ID_FIELD] = node_id
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -407,13 +398,12 @@ def publish(
     claim: str | None,
     labels: dict[str, str],
     public: pathlib.Path,
-    node_id: str | None = None,
 ) -> tuple[bool, str]:
     """Publish the public key through the Kubernetes API; whether Kubernetes now holds it, and what happened."""
     owner, why = find_owner(api, namespace, claim)
     if owner is None:
         return False, why
-    body = key_configmap(owner, namespace, labels, public.read_text().strip(), node_id)
+    body = key_configmap(owner, namespace, labels, public.read_text().strip())
     name = body["metadata"]["name"]
     status, answer = api.call("POST", f"/api/v1/namespaces/{namespace}/configmaps", body)
     if status == 201:  # noqa: PLR2004 - HTTP Created
@@ -619,8 +609,8 @@ def plan(
     """
     memory = {k: dataclasses.replace(r) for k, r in memory.items()}
     register, said = [], []
-    for key, (holder, hint) in sorted((listed.keys if listed else {}).items()):
-        wanted, news = _listed(key, holder, hint, nodes, memory)
+    for key, (holder, _hint) in sorted((listed.keys if listed else {}).items()):
+        wanted, news = _listed(key, holder, nodes, memory)
         if key in memory:
             memory[key].source = listed.where.get(key) if listed else None
         if wanted:
@@ -631,16 +621,14 @@ def plan(
     return Step(register, unregister, memory, said)
 
 
-def _listed(
-    key: str, holder: str, hint: str | None, nodes: dict[str, str], memory: dict[str, Registered]
-) -> tuple[bool, str]:
+def _listed(key: str, holder: str, nodes: dict[str, str], memory: dict[str, Registered]) -> tuple[bool, str]:
     """Whether a listed key needs registering, and what to say of it; adopts or retires it in memory."""
     known = memory.get(key)
     if known is None:
-        if hint is not None and nodes.get(hint) not in (None, *GONE):
-            # Registered before the registrar kept a memory (by the SuperNode itself, up to this release).
-            memory[key] = Registered(hint)
-            return False, ""
+        # The hint (a node ID in the line) is never adopted: Flower's list of nodes does not say which
+        # key a node holds, so a publication naming another's node would make that node this key's,
+        # to be unregistered when the publication goes. A key registered before the registrar kept a
+        # memory is answered "already in use" and kept as one whose node it cannot name.
         return True, ""
     away, known.absent_since = known.absent_since is not None, None
     if known.retired:

@@ -135,58 +135,70 @@ def collection(
 
 @dataclasses.dataclass(frozen=True, order=True)
 class PublishedKey:
-    """A public key, whose it is (cluster, namespace, the owner's kind and name) and its node ID if published."""
+    """A public key and whose it is (cluster, namespace, the owner's kind and name)."""
 
     public_key: str
     holder: str
-    node_id: str | None = None
 
     @property
     def line(self) -> str:
-        """The key as the registrar reads it: `<key> <cluster>/<namespace>/<owner kind>/<owner name> <node ID or ->`."""
-        return f"{self.public_key} {self.holder} {self.node_id or '-'}"
+        """The key as the registrar reads it: `<key> <cluster>/<namespace>/<owner kind>/<owner name> -`.
+
+        The last field once carried the node ID a SuperNode had registered
+        itself as; the registrar no longer trusts it (a publication could name
+        another's node), so it is always `-`.
+        """
+        return f"{self.public_key} {self.holder} -"
 
 
 def published(
     federation: str, namespace: str, places: dict[str, Place], members: list[dict[str, Any]], carried: str | None = None
 ) -> list[PublishedKey]:
-    """The keys the collections' member Objects observed, each checked; sorted, one per key.
+    """The keys the collections' member Objects observed, each checked; sorted, one per key, one per holder.
 
     places: the collections this Federation composes, by name. Anything else
     is left out: an Object of another collection, a ConfigMap of another
     namespace or Federation, one no pod or claim owns, or no P-384 key.
+    A holder (a pod, or a StatefulSet pod's claim) counts once: of the keys it
+    published, the newest (a rekeyed pod's new key, not the one it replaced),
+    so one holder is one SuperNode however many keys it publishes.
     carried: the members' label value (carried_label), the Federation's own by default.
     """
     carried = carried or carried_label(federation, namespace)
-    out: dict[str, PublishedKey] = {}
+    newest: dict[str, tuple[tuple[str, str], PublishedKey]] = {}
     for member in members:
         labels = (member.get("metadata") or {}).get("labels") or {}
         place = places.get(str(labels.get(MEMBER_LABEL, "")))
         manifest = ((member.get("status") or {}).get("atProvider") or {}).get("manifest")
         if place is None or labels.get(CARRIED_LABEL) != carried:
             continue
-        key = _checked(federation, place, manifest)
-        if key is not None and key.public_key not in out:
-            out[key.public_key] = key
+        checked = _checked(federation, place, manifest)
+        if checked is None:
+            continue
+        created, key = checked
+        rank = (created, key.public_key)  # creation times to the second: the key breaks a tie the same way each time
+        if key.holder not in newest or rank > newest[key.holder][0]:
+            newest[key.holder] = (rank, key)
+    out: dict[str, PublishedKey] = {}
+    for key in sorted(k for _, k in newest.values()):
+        out.setdefault(key.public_key, key)
     return sorted(out.values())
 
 
-def _checked(federation: str, place: Place, manifest: Any) -> PublishedKey | None:
-    """The key a live ConfigMap publishes, if it is what a pool's pod publishes in place."""
+def _checked(federation: str, place: Place, manifest: Any) -> tuple[str, PublishedKey] | None:
+    """When a live ConfigMap was created and the key it publishes, if it is what a pool's pod publishes in place."""
     if not isinstance(manifest, dict) or manifest.get("apiVersion") != "v1" or manifest.get("kind") != "ConfigMap":
         return None
     meta = manifest.get("metadata") or {}
     labels = meta.get("labels") or {}
     owners = meta.get("ownerReferences") or []
-    data = manifest.get("data") or {}
-    text, node_id = data.get(identity_program.PUBLIC_KEY_FIELD), data.get(identity_program.NODE_ID_FIELD)
+    text = (manifest.get("data") or {}).get(identity_program.PUBLIC_KEY_FIELD)
     checks = [
         meta.get("namespace") == place.namespace and labels.get(names.INSTANCE_LABEL) == federation,
         not place.pools or labels.get(names.POOL_LABEL) in place.pools,
         # One owner, a pod or a claim, whose deletion deletes the publication.
         len(owners) == 1 and isinstance(owners[0], dict) and owners[0].get("kind") in OWNERS,
         isinstance(text, str) and PUBLIC_KEY.match(text) is not None,
-        node_id is None or (isinstance(node_id, str) and node_id.isdigit()),
     ]
     if not all(checks):
         return None
@@ -195,7 +207,7 @@ def _checked(federation: str, place: Place, manifest: Any) -> PublishedKey | Non
     if meta.get("name") != identity_program.configmap_name(str(owner.get("uid")), str(text)):
         return None
     holder = f"{place.cluster}/{place.namespace}/{owner['kind']}/{owner.get('name')}"
-    return PublishedKey(str(text), holder, node_id)
+    return str(meta.get("creationTimestamp") or ""), PublishedKey(str(text), holder)
 
 
 def authorized_keys_name(federation: str) -> str:

@@ -38,6 +38,8 @@ from function.composition.resource_names import (
     identity_program_resource,
     key_binding_resource,
     key_collection_resource,
+    key_policy_binding_resource,
+    key_policy_resource,
     key_role_resource,
     namespace_resource,
     networkpolicy_resource,
@@ -247,15 +249,30 @@ def key_places(fed: Federation, pools: list[PlacedPool]) -> dict[str, tuple[Prov
 
 
 def key_publishers(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
-    """The Role that lets the pools' ServiceAccount publish keys, and its binding, where pools publish."""
+    """Where pools publish keys: the Role that lets their ServiceAccount publish, its binding, and its limits.
+
+    The admission policy (identity.publication_policy) narrows the Role's create to each pod's own publication.
+    """
     labels = names.labels(fed.name, "flower", "supernode-keys")
-    claims = fed.spec.mode == "StatefulSet"
+    statefulset = fed.spec.mode == "StatefulSet"
     out: dict[str, Composed] = {}
     for ref, namespace in key_places(fed, pools).values():
+        claims = [
+            identity.claim_name(names.pool(fed.name, p.name), ordinal)
+            for p in pools
+            if statefulset and (p.provider_config.name, p.namespace) == (ref.name, namespace)
+            for ordinal in range(p.spec.replicas or 0)  # required in StatefulSet mode (api/rules.py)
+        ]
         role = identity.publisher_role(fed.name, namespace, labels, claims=claims)
         out[key_role_resource(ref.name, namespace)] = Composed(role, ref)
         binding = identity.publisher_binding(fed.name, namespace, labels)
         out[key_binding_resource(ref.name, namespace)] = Composed(binding, ref)
+        name = identity.publication_policy_name(fed.name, fed.namespace, ref.name, namespace)
+        policy = identity.publication_policy(name, fed.name, namespace, labels, claims=statefulset)
+        out[key_policy_resource(ref.name, namespace)] = Composed(policy, ref)
+        out[key_policy_binding_resource(ref.name, namespace)] = Composed(
+            identity.publication_policy_binding(name, labels), ref
+        )
     return out
 
 

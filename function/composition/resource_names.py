@@ -59,6 +59,16 @@ def key_binding_resource(cluster: str, namespace: str) -> str:
     return f"supernode-keys-binding-{cluster}-{namespace}"
 
 
+def key_policy_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of the admission policy that narrows that Role to each pod's own key."""
+    return f"supernode-keys-policy-{cluster}-{namespace}"
+
+
+def key_policy_binding_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of that policy's binding."""
+    return f"supernode-keys-policy-binding-{cluster}-{namespace}"
+
+
 def ca_resource(cluster: str, namespace: str) -> str:
     """Composition resource name of the CA copy in one cluster and namespace."""
     return f"ca-{cluster}-{namespace}"

@@ -783,6 +783,12 @@ def check_warnings(plane: ControlPlane, path: pathlib.Path, name: str, namespace
         assert not [w for w in warned() if "Fleet API" in w or "every address" in w], path.name
 
 
+def pod_token(cluster: Cluster, account: str, namespace: str, pod: str) -> str:
+    """A token of account bound to pod, as the kubelet projects it into the pod's identity container."""
+    bound = ["--bound-object-kind=Pod", f"--bound-object-name={pod}"]
+    return cluster.kubectl("create", "token", account, "-n", namespace, *bound).strip()
+
+
 def publish_key(
     cluster: Cluster, token: str, namespace: str, pod: dict[str, Any], claim: str | None, work: pathlib.Path
 ) -> subprocess.CompletedProcess[str]:
@@ -856,7 +862,7 @@ def test_supernode_keys_reach_the_superlink_through_kubernetes(plane, tmp_path):
     pod = wait_for(f"pod {pod_name}", lambda: hub.get("pod", pod_name, namespace))
     claim_name = f"{identity.IDENTITY_VOLUME}-{pod_name}"
     pvc = wait_for(f"claim {claim_name}", lambda: hub.get("persistentvolumeclaim", claim_name, namespace))
-    token = hub.kubectl("create", "token", account, "-n", namespace).strip()
+    token = pod_token(hub, account, namespace, pod_name)
 
     # The attacker's seat: the pool's token in another namespace, another account's token in the pool's.
     hub.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "stranger", "namespace": namespace}})
@@ -880,6 +886,7 @@ def test_supernode_keys_reach_the_superlink_through_kubernetes(plane, tmp_path):
         check=False,
     )
     assert can.strip() == "no", can
+    check_publications_narrowed_to_the_pods_own(hub, name, namespace, token, tmp_path / "planter")
 
     # The pool's own account, in its namespace: published, owned by the claim that holds the key.
     proc = publish_key(hub, token, namespace, pod, claim_name, tmp_path / "pool")
@@ -922,6 +929,50 @@ def test_supernode_keys_reach_the_superlink_through_kubernetes(plane, tmp_path):
              timeout=240)  # fmt: skip
 
 
+def check_publications_narrowed_to_the_pods_own(
+    hub: Cluster, name: str, namespace: str, token: str, work: pathlib.Path
+) -> None:
+    """From the seat of pod 0 of the pool, with its own token: the API server creates its publication, nothing else.
+
+    RBAC cannot narrow a create by name; the admission policy the function composes
+    in the pool's cluster does (identity.publication_policy). Each attempt is a dry
+    run: admission judges it, nothing is stored.
+    """
+    host, port, credentials = api_credentials(hub, token, work)
+    pod_api = identity_program.KubeApi(host, port, credentials)
+    own, other = (f"{identity.IDENTITY_VOLUME}-{names.pool(name, 'default')}-{i}" for i in (0, 1))
+    claims = {c: hub.get("persistentvolumeclaim", c, namespace)["metadata"]["uid"] for c in (own, other)}
+    labels = identity.publication_labels(name, "default")
+    key = "ecdsa-sha2-nistp384 AAAAE2VjZHNhLXNoYTItbmlzdHAzODQAAAAIbmlzdHAzODQAAABhBP0="
+
+    def publication(claim: str, **label: str) -> dict[str, Any]:
+        owner = identity_program.Owner("PersistentVolumeClaim", claim, claims[claim])
+        return identity_program.key_configmap(owner, namespace, {**labels, **label}, key)
+
+    def listing(configmap: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": configmap, "namespace": namespace},
+                "data": {identity_program.RETIRED_FIELD: "0123456789abcdef victim\n"}}  # fmt: skip
+
+    def create(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return pod_api.call("POST", f"/api/v1/namespaces/{namespace}/configmaps?dryRun=All", body)
+
+    planted = {
+        "the retired-keys report its pool's pods read": listing(identity.retired_keys_name(name)),
+        "a shard of the SuperLink's key list, not made yet": listing(identity.shard_name(name, "07")),
+        "a key published for another pod's claim": publication(other),
+        "a key published for another Federation": publication(own, **{names.INSTANCE_LABEL: "another"}),
+    }
+    first = next(iter(planted.values()))
+    wait_for("the publication policy in force", lambda: create(first)[0] == 403, timeout=60)
+    for what, body in planted.items():
+        status, answer = create(body)
+        assert status == 403, (what, status, answer)
+        assert "ValidatingAdmissionPolicy" in answer.get("message", ""), (what, answer)
+    # The test can fail: the pod's own publication passes the same door.
+    status, answer = create(publication(own))
+    assert status == 201, (status, answer)
+
+
 @NEWEST_MINOR
 def test_retired_keys_go_back_to_their_pods_which_replace_them(plane, tmp_path):
     """The registrar's report of retired keys, through the real API server, provider and Crossplane.
@@ -944,7 +995,7 @@ def test_retired_keys_go_back_to_their_pods_which_replace_them(plane, tmp_path):
     pod = wait_for(f"pod {pod_name}", lambda: hub.get("pod", pod_name, namespace))
     claim_name = f"{identity.IDENTITY_VOLUME}-{pod_name}"
     wait_for(f"claim {claim_name}", lambda: hub.get("persistentvolumeclaim", claim_name, namespace))
-    token = hub.kubectl("create", "token", f"{name}-flower", "-n", namespace).strip()
+    token = pod_token(hub, f"{name}-flower", namespace, pod_name)
     registrar = hub.kubectl("create", "token", f"{name}-superlink", "-n", namespace).strip()
 
     def api(seat: str, who: str) -> identity_program.KubeApi:
@@ -1297,7 +1348,7 @@ def test_a_spoke_key_reaches_the_superlink_through_its_clusters_group(plane, tmp
     claim_name = f"{identity.IDENTITY_VOLUME}-{pod_name}"
     pvc = wait_for(f"claim {claim_name}", lambda: site.get("persistentvolumeclaim", claim_name, pools))
     account = pod["spec"]["serviceAccountName"]
-    token = site.kubectl("create", "token", account, "-n", pools).strip()
+    token = pod_token(site, account, pools, pod_name)
     proc = publish_key(site, token, pools, pod, claim_name, tmp_path)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     public_key = (tmp_path / "keys" / identity_program.PUBLIC_KEY).read_text().strip()
