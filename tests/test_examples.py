@@ -20,10 +20,17 @@ KUBERNETES_VERSIONS = ["1.30", "1.35"]  # the oldest and newest supported minors
 EXAMPLE_FILES = [*CLAIMS, EXAMPLES / "xr.yaml"]
 # The warnings an example is meant to draw; every other example renders without any.
 EXPLAIN_PLAIN = "Service carries the Fleet API without TLS to every address that reaches it: set spec.tls"
+ANYONE_JOINS = (
+    "and spec.nodeAuthentication.enabled is false: anyone who reaches the Fleet API can join this Federation as a "
+    "SuperNode, receive the model and send updates; enable spec.nodeAuthentication"
+)
 EXPECTED_WARNINGS = {
-    # Short examples of an exposed SuperLink, without TLS: the function says what that means.
+    # Short examples of an exposed SuperLink, without TLS or node authentication: the function says what that means.
     **{
-        example: [f"The SuperLink's {kind} {EXPLAIN_PLAIN}"]
+        example: [
+            f"The SuperLink's {kind} {EXPLAIN_PLAIN}",
+            f"spec.superlink.service.type is {kind} {ANYONE_JOINS} (it needs spec.tls)",
+        ]
         for example, kind in [
             ("multicluster-hub-spokes", "LoadBalancer"),
             ("multicluster-nodeport", "NodePort"),
@@ -31,6 +38,9 @@ EXPECTED_WARNINGS = {
             ("resources", "LoadBalancer"),
         ]
     },
+    # Exposed with TLS, or behind an external address, but without node authentication.
+    "tls-cert-manager-multicluster": [f"spec.superlink.service.type is LoadBalancer {ANYONE_JOINS}"],
+    "multicluster-external-address": [f"spec.superlink.externalAddress is set {ANYONE_JOINS} (it needs spec.tls)"],
     # The flower-operator's mixed-release example: a 1.24 pool beside a 1.25 SuperLink.
     "multipools": ["pool pool-b runs Flower 1.24.0, the SuperLink 1.25.0"],
     "flower-upgrade": [

@@ -131,6 +131,25 @@ def test_status_and_conditions_on_the_wire(channel):
     ]
 
 
+def test_an_exposed_fleet_api_without_node_authentication_warns_the_claim(channel):
+    # TLS and narrowed addresses: the one warning left is that whoever reaches the Fleet API joins.
+    exposed = spec(
+        BASE,
+        tls={"secretName": "superlink-tls"},
+        networkPolicy={"fleetCIDRs": ["192.0.2.0/24"]},
+        superlink__service={"type": "LoadBalancer"},
+    )
+    rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(request(exposed), timeout=10)
+    warnings = [(r.message, r.target) for r in rsp.results if r.severity == fnv1.SEVERITY_WARNING]
+    anyone_joins = (
+        "spec.superlink.service.type is LoadBalancer and spec.nodeAuthentication.enabled is false: anyone who "
+        "reaches the Fleet API can join this Federation as a SuperNode, receive the model and send updates; "
+        "enable spec.nodeAuthentication"
+    )
+    assert warnings == [(anyone_joins, fnv1.TARGET_COMPOSITE_AND_CLAIM)]
+    assert "superlink-service" in rsp.desired.resources
+
+
 @pytest.mark.parametrize(
     ("reason", "changes", "field"),
     [

@@ -10,7 +10,7 @@ from typing import Any
 
 from crossplane.function.resource import Condition
 
-from function.api import names
+from function.api import exposure, names
 from function.api import spec as api_spec
 from function.api.spec import PoolSpec, generates_identity
 from function.api.status_model import Endpoints, FederationClusterStatus, FederationStatus, PoolStatus
@@ -100,7 +100,12 @@ def report(fed: Federation, built: compose.Plan, observed: dict[str, Any], gener
         part = _part_status(entries, generation, built.keys)
         return Report(part, ready, conditions, _warnings(fed, built, manifests, pools))
     status = _status(fed, built, [entry for entry, _ in pools], generation)
-    warnings = [*fed.flower.warnings, *superlink.exposure_warnings(fed.spec), *_warnings(fed, built, manifests, pools)]
+    warnings = [
+        *fed.flower.warnings,
+        *superlink.exposure_warnings(fed.spec),
+        *exposure.warnings(fed.spec),
+        *_warnings(fed, built, manifests, pools),
+    ]
     conditions = _conditions(fed, built, judged, pools)
     return Report(status, ready, conditions, warnings)
 

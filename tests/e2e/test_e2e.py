@@ -42,7 +42,7 @@ from controlplane import (
     platform_policy,
     wait_for,
 )
-from function.api import names, policy
+from function.api import exposure, names, policy
 from function.api.refusals import parse
 from function.api.spec import ProviderConfigRef
 from function.builders import identity, identity_program, netpol, published_keys, superlink
@@ -772,7 +772,8 @@ def check_warnings(plane: ControlPlane, path: pathlib.Path, name: str, namespace
             and (e["involvedObject"].get("kind"), e["involvedObject"].get("name")) == ("Federation", name)
         ]
 
-    expected = superlink.exposure_warnings(parse(claim_of(path)["spec"]))
+    claimed = parse(claim_of(path)["spec"])
+    expected = [*superlink.exposure_warnings(claimed), *exposure.warnings(claimed)]
     # Crossplane records the warning at every reconcile, but its event recorder drops what its queue (1,000) has
     # no room for and lets 25 warnings per object through, then one per 5 minutes: on a loaded machine a claim
     # went 120 s without one (a fresh-clone run, both planes' functions at two workers). A liveness bound.
