@@ -684,8 +684,8 @@ def test_a_selector_pool_with_node_authentication_needs_no_control_api_on_any_re
 
 def test_a_federation_and_its_groups_are_composed_again_each_minute_and_its_clusters_every_five():
     """Crossplane requeues a composite after its response's TTL: a FederationCluster, told of every change by
-    watches, waits longer (fn.FEDERATION_CLUSTER_TTL); its Federation reads the ProviderConfigs unwatched, and
-    a group lists keys its clusters report in events Crossplane's circuit breaker may drop (fn.GROUP_TTL)."""
+    watches, waits longer (outcome.FEDERATION_CLUSTER_TTL); its Federation reads the ProviderConfigs unwatched, and
+    a group lists keys its clusters report in events Crossplane's circuit breaker may drop (outcome.GROUP_TTL)."""
     rsp = answer(SELECTED, {KEY: [config("eu")]}, SERVICE)
     assert rsp.meta.ttl.ToTimedelta() == dt.timedelta(minutes=1)
     parts = [(n, wire.to_dict(r.resource)) for n, r in rsp.desired.resources.items()]

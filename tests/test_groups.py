@@ -14,7 +14,7 @@ import pytest
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.api.refusals import SpecError
-from function.composition import groups
+from function.composition import groups, outcome
 from function.federation import read
 from function.serving import fn, wire
 
@@ -210,7 +210,7 @@ def test_the_function_answers_a_group_without_the_platform_policy():
     assert not rsp.requirements.resources
     assert sorted(rsp.desired.resources) == ["cluster-config-eu", "cluster-config-us"]
     assert wire.to_dict(rsp.desired.composite.resource)["status"]["clusters"] == 2
-    assert rsp.meta.ttl.ToTimedelta() == fn.GROUP_TTL
+    assert rsp.meta.ttl.ToTimedelta() == outcome.GROUP_TTL
 
 
 def test_a_cluster_always_falls_in_the_same_group():

@@ -32,6 +32,18 @@ CASES = [
         "function.api is not allowed to import function.builders",
     ),
     Case(
+        "the gRPC shell deciding for itself: serving reading a builder instead of the composition's outcome",
+        "serving/fn.py",
+        "from function.builders import tls",
+        "function.serving is not allowed to import function.builders",
+    ),
+    Case(
+        "the CLI judging input itself: serving reading the API's refusals",
+        "serving/render.py",
+        "from function.api import refusals",
+        "function.serving is not allowed to import function.api",
+    ),
+    Case(
         "a cycle inside one layer: the model importing the rules that read it",
         "api/spec.py",
         "from function.api import rules",
@@ -58,7 +70,7 @@ def copy_of_the_project(tmp_path: pathlib.Path) -> pathlib.Path:
 def test_the_function_keeps_its_layers(tmp_path):
     proc = lint_imports(copy_of_the_project(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "Contracts: 2 kept, 0 broken." in proc.stdout
+    assert "Contracts: 3 kept, 0 broken." in proc.stdout
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.reason for c in CASES])
@@ -92,6 +104,45 @@ def raisers(tree: pathlib.Path) -> dict[str, int]:
 def test_every_refusal_is_raised_in_one_place():
     found = raisers(ROOT)
     assert set(found) == REFUSERS, found
+
+
+# Where a fatal result's message may come from: the composition's outcome (its refusal, or its words for a
+# response too large for Crossplane or a request too deep to decode); and two failures that are no verdict on
+# any input: protobuf's own error for bytes that are no request at all, and a worker process that died.
+FATAL_MESSAGES = {
+    "decided.refusal",
+    "outcome.too_large",
+    "outcome.too_deep",
+    "f'cannot read the request: {err}'",
+    "f'cannot compose Federation: a worker process died: {why}'",
+}
+
+
+def fatal_sites(tree: pathlib.Path) -> dict[str, list[str]]:
+    """By module under tree/function/serving, the message argument of every fatal(...) call, as source."""
+    out: dict[str, list[str]] = {}
+    for path in sorted((tree / "function" / "serving").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            # fatal() and fn.fatal(), not the SDK's response.fatal that fatal() itself calls.
+            called = ast.unparse(node.func) if isinstance(node, ast.Call) else ""
+            if called in ("fatal", "fn.fatal"):
+                message = ast.unparse(node.args[1])
+                message = message.split("(")[0] if message.startswith("outcome.") else message
+                out.setdefault(path.relative_to(tree / "function").as_posix(), []).append(message)
+    return out
+
+
+def test_every_fatal_result_says_what_the_composition_decided():
+    found = fatal_sites(ROOT)
+    assert found, "no fatal result found: the walk is broken"
+    assert {m for messages in found.values() for m in messages} <= FATAL_MESSAGES, found
+
+
+def test_a_fatal_result_of_serving_s_own_is_found(tmp_path):
+    tree = copy_of_the_project(tmp_path)
+    module = tree / "function" / "serving" / "fn.py"
+    module.write_text(module.read_text() + "\n\ndef _late(rsp):\n    return fatal(rsp, 'too many pools')\n")
+    assert "'too many pools'" in fatal_sites(tree)["serving/fn.py"]
 
 
 def test_a_refusal_raised_elsewhere_is_found(tmp_path):

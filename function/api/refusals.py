@@ -172,24 +172,29 @@ def _kubernetes_field(type_name: str, name: str, value: Any, path: str) -> list[
 
 def _check_kubernetes_types(spec: FederationSpec) -> list[tuple[str, str]]:
     errors: list[tuple[str, str]] = []
-
-    def walk(model: pydantic.BaseModel, field: str) -> None:
-        for name, info in type(model).model_fields.items():
-            value = getattr(model, name)
-            path = f"{field}.{name}"
-            extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-            type_name = extra.get(K8S_TYPE)
-            if isinstance(type_name, str) and type_name and value is not None:
-                errors.extend(_kubernetes_field(type_name, name, value, path))
-            elif isinstance(value, pydantic.BaseModel):
-                walk(value, path)
-            elif isinstance(value, list):
-                for i, item in enumerate(value):
-                    if isinstance(item, pydantic.BaseModel):
-                        walk(item, f"{path}[{i}]")
-
-    walk(spec, "spec")
+    _walk_kubernetes_types(spec, "spec", errors)
     return errors
+
+
+def _walk_kubernetes_types(model: pydantic.BaseModel, field: str, errors: list[tuple[str, str]]) -> None:
+    """Every Kubernetes-typed field under model, checked into errors.
+
+    A module function, not a closure: a closure that calls itself is a reference
+    cycle, left for the garbage collector on every call.
+    """
+    for name, info in type(model).model_fields.items():
+        value = getattr(model, name)
+        path = f"{field}.{name}"
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        type_name = extra.get(K8S_TYPE)
+        if isinstance(type_name, str) and type_name and value is not None:
+            errors.extend(_kubernetes_field(type_name, name, value, path))
+        elif isinstance(value, pydantic.BaseModel):
+            _walk_kubernetes_types(value, path, errors)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, pydantic.BaseModel):
+                    _walk_kubernetes_types(item, f"{path}[{i}]", errors)
 
 
 def federation_name(name: str) -> None:
@@ -324,3 +329,38 @@ def cluster_counts(spec: FederationSpec, found: Mapping[str, Sized | None]) -> N
             errors.append((f"spec.supernodes.pools[{i}].clusterSelector", message))
     if errors:
         raise SpecError(errors)
+
+
+# Crossplane reads a function's response with gRPC's default limit, 4 MiB.
+CROSSPLANE_READS = "4 MiB"
+# The parts of a too deep path a message shows: enough to find where it is.
+SHOWN_PATH_PARTS = 12
+# Where the XR itself is in a request: a path under it is a Federation's field.
+COMPOSITE_PATH = ["observed", "composite", "resource"]
+
+
+def too_large(kind: str, resources: int, size: int) -> str:
+    """Why a composite is refused whose composed resources Crossplane could not read (a gRPC error naming nothing)."""
+    return (
+        f"invalid {kind}: its {resources} composed resources take {size / 2**20:.1f} MiB, more than Crossplane "
+        f"reads from a function ({CROSSPLANE_READS}): select fewer clusters (clusterSelector.maxClusters) or pools, "
+        "make the pools' pod templates smaller, or split the Federation"
+    )
+
+
+def too_deep(path: list[Any], depth: int) -> str:
+    """Why a request nested deeper than protobuf decodes (depth levels of messages) is refused, naming where.
+
+    The API server stores, and Crossplane sends, JSON nested far deeper than
+    protobuf's decoder reads in the fields of Kubernetes types that keep unknown fields.
+    """
+    in_xr = path[: len(COMPOSITE_PATH)] == COMPOSITE_PATH
+    shown = path[len(COMPOSITE_PATH) :] if in_xr else path
+    where = k8s_schema.field_path(str(shown[0]), shown[1:SHOWN_PATH_PARTS])
+    if len(shown) > SHOWN_PATH_PARTS:
+        where += "..."
+    return (
+        f"{'invalid Federation' if in_xr else 'cannot read the request'}: {where}: nested deeper than a "
+        f"function's request can carry (protobuf decodes {depth} levels of messages, about 30 levels of maps and "
+        "lists)"
+    )

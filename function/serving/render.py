@@ -14,8 +14,7 @@ from typing import Any
 import yaml
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.builders import tls
-from function.federation import read
+from function.composition import outcome
 from function.serving import fn, wire
 
 GROUP_VERSION = "flower.crossplane.io/v1alpha1"
@@ -85,7 +84,7 @@ def composite(manifest: dict[str, Any], *, namespaced: bool = False) -> dict[str
         "kind": "XFederation",
         "metadata": {
             "name": name,
-            "labels": {read.CLAIM_NAME: name, read.CLAIM_NAMESPACE: namespace},
+            "labels": {outcome.CLAIM_NAME_LABEL: name, outcome.CLAIM_NAMESPACE_LABEL: namespace},
             **({"generation": metadata["generation"]} if "generation" in metadata else {}),
         },
         "spec": spec,
@@ -111,7 +110,7 @@ def request(
         if name:
             req.observed.resources[name].resource.update(obj)
     for obj in required or []:
-        req.required_resources[tls.REQUIREMENT].items.add().resource.update(obj)
+        req.required_resources[outcome.TLS_REQUIREMENT].items.add().resource.update(obj)
     return req
 
 

@@ -1,0 +1,223 @@
+"""One call's outcome, decided here and only sent by function/serving: the layer's single entry point.
+
+A call gives the composite as observed, its composed resources as observed,
+the resources Crossplane answered (by requirement key) and the function's
+input (the platform's policy, from the Composition's step). `decide` returns
+an `Outcome`: the desired resources and whether each is ready, the
+composite's status and readiness, conditions, warnings, what Crossplane
+should read for the next call, how soon to call again, or a refusal (a fatal
+result, with nothing desired). Every verdict is made below serving; serving
+translates the outcome to the wire (function/serving/fn.py) or the CLI's
+output (function/serving/render.py) and imports nothing below this layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from crossplane.function import logging
+from crossplane.function.resource import Condition
+
+from function.api import policy, refusals
+from function.api.refusals import SpecError
+from function.builders import published_keys, tls
+from function.composition import admission, compose, groups, objects, status
+from function.federation import read
+from function.federation.value import Federation
+from function.topology import clusters
+
+# How soon Crossplane composes a composite again when nothing it watches changed: it requeues after the
+# response's TTL (with realtime compositions, its default, that and watch events alone; its
+# --poll-interval does not apply to composites). A Federation reads what no watch tells it of (the
+# ProviderConfigs its selectors match, the CA to copy, the keys its pools published) and keeps the SDK's
+# minute, the time a cluster joining or a new SuperNode's key waits at most. A FederationCluster is told
+# everything by watches (its spec by its Federation, its Objects by their status) but the platform's
+# EnvironmentConfig, which rarely changes: again every few minutes is enough. Each minute, a thousand
+# FederationClusters would apply their nine Objects again 17 times a second, changing nothing.
+# A group is composed again each minute too: it lists its clusters' keys beside the SuperLink, and
+# Crossplane's circuit breaker drops the watch events of a group its FederationClusters woke too often
+# (while their pods start, every one of them writes its status): a key its FederationCluster reported
+# then waited for this TTL before its SuperNode could join (five minutes, measured at 100 clusters).
+# 32 groups each minute re-apply their clusters' FederationClusters, unchanged: at 1,000 clusters,
+# about 17 applies a second on an idle hub.
+FEDERATION_TTL = dt.timedelta(minutes=1)
+GROUP_TTL = dt.timedelta(minutes=1)
+FEDERATION_CLUSTER_TTL = dt.timedelta(minutes=5)
+
+# The names the CLI answers requirements and builds composites with, as Crossplane would.
+TLS_REQUIREMENT = tls.REQUIREMENT
+CLAIM_NAME_LABEL = read.CLAIM_NAME
+CLAIM_NAMESPACE_LABEL = read.CLAIM_NAMESPACE
+
+
+@dataclasses.dataclass(frozen=True)
+class Requirement:
+    """A resource Crossplane should read for the next call: by name or by labels, of one kind."""
+
+    key: str
+    api_version: str
+    kind: str
+    match_name: str | None = None
+    match_labels: Mapping[str, str] | None = None
+    namespace: str | None = None
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What one call decided (see the module's docstring). A refusal carries nothing else."""
+
+    # What was composed, for messages: "Federation" or "FederationClusterGroup".
+    kind: str
+    desired: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    ready: dict[str, bool] = dataclasses.field(default_factory=dict)
+    # The composite's status, and False where it is not ready however ready its resources are.
+    status: dict[str, Any] | None = None
+    composite_ready: bool | None = None
+    conditions: list[Condition] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    requirements: list[Requirement] = dataclasses.field(default_factory=list)
+    ttl: dt.timedelta | None = None
+    refusal: str | None = None
+
+
+def refused(kind: str, message: str) -> Outcome:
+    """A fatal result: nothing desired, so nothing live is removed (Crossplane stops before applying)."""
+    return Outcome(kind, refusal=message)
+
+
+def decide(
+    xr: dict[str, Any],
+    observed: dict[str, dict[str, Any]],
+    required: dict[str, list[dict[str, Any]]],
+    given_input: dict[str, Any] | None,
+) -> Outcome:
+    """The outcome of one call. required: the answered requirements, a key present once asked (even empty)."""
+    if read.is_group(xr):
+        # A group only fans out FederationClusters, each judged under the policy by its own call.
+        return _group(xr, observed)
+    try:
+        given = policy.load(given_input)
+    except SpecError as err:
+        return refused("Federation", f"invalid function input (the Composition's policy): {err}")
+    if given.environmentConfig and policy.REQUIREMENT not in required:
+        # First ask for the policy, then judge: Crossplane calls again with it at once, and
+        # would not after a fatal result. Nothing desired here is applied.
+        return Outcome("Federation", requirements=_policy_requirement(given))
+    out = _judged(xr, observed, required, given)
+    if out.refusal is None:
+        out.requirements += _policy_requirement(given)
+    return out
+
+
+def _judged(
+    xr: dict[str, Any],
+    observed: dict[str, dict[str, Any]],
+    required: dict[str, list[dict[str, Any]]],
+    given: policy.Policy,
+) -> Outcome:
+    """A Federation composed under the policy the input gives (with its EnvironmentConfig), or a refusal."""
+    try:
+        platform = policy.effective(given, required.get(policy.REQUIREMENT) or [])
+    except SpecError as err:
+        return refused("Federation", f"invalid platform policy: {err}")
+    try:
+        return _federation(xr, observed, required, platform)
+    except SpecError as err:
+        return refused("Federation", f"invalid Federation: {err}")
+    except Exception as err:  # a bug must not crash the server or drop resources
+        logging.get_logger().exception("cannot compose Federation")
+        return refused("Federation", f"cannot compose Federation: {type(err).__name__}: {err}")
+
+
+def _federation(
+    xr: dict[str, Any],
+    observed: dict[str, dict[str, Any]],
+    required: dict[str, list[dict[str, Any]]],
+    platform: policy.Rules,
+) -> Outcome:
+    """A Federation (or FederationCluster) composed under the platform's policy."""
+    fed = read.cluster(xr) if read.is_cluster(xr) else read.federation(xr, required, observed)
+    remembered = ((xr.get("status") or {}).get("endpoints") or {}).get("external")
+    secrets = required.get(tls.REQUIREMENT) or []
+    built = compose.plan(fed, observed, remembered, secrets[0] if secrets else None,
+                         required.get(published_keys.REQUIREMENT))  # fmt: skip
+    # The platform's policy, from the Composition's step: what the Federation may have composed.
+    admission.check(fed, platform, built)
+    desired = compose.desired(fed, built)
+    report = status.report(fed, built, observed, (xr.get("metadata") or {}).get("generation"))
+    return Outcome(
+        "Federation",
+        desired,
+        {name: bool(report.ready.get(name)) for name in desired},
+        # Not only the fields set: those set to None (no generation, no external address) too.
+        report.status.wire(),
+        # Pools that wait are not desired resources, yet the Federation is not ready; nor is one
+        # whose selectors stand for no cluster yet.
+        False if built.held or not fed.spec.supernodes.pools else None,
+        list(report.conditions),
+        list(report.warnings),
+        _requirements(fed, built),
+        FEDERATION_TTL if fed.part is None else FEDERATION_CLUSTER_TTL,
+    )
+
+
+def _group(xr: dict[str, Any], observed: dict[str, dict[str, Any]]) -> Outcome:
+    """A FederationClusterGroup's FederationClusters, or a refusal."""
+    try:
+        group = groups.compose(xr, observed)
+    except SpecError as err:
+        return refused("FederationClusterGroup", f"invalid FederationClusterGroup: {err}")
+    except Exception as err:  # a bug must not crash the server or drop resources
+        logging.get_logger().exception("cannot compose FederationClusterGroup")
+        return refused("FederationClusterGroup", f"cannot compose FederationClusterGroup: {type(err).__name__}: {err}")
+    return Outcome("FederationClusterGroup", group.desired, group.ready, group.status.wire(),
+                   conditions=[group.condition], ttl=GROUP_TTL)  # fmt: skip
+
+
+def _requirements(fed: Federation, built: compose.Plan) -> list[Requirement]:
+    """What the next call needs: the selectors' ProviderConfigs, the CA to copy, the published keys."""
+    out: list[Requirement] = []
+    if fed.part is None:
+        # A FederationCluster is given what these would tell it. Asked for on every call:
+        # Crossplane answers only what the last response asked.
+        for need in clusters.requirements(fed.written, fed.namespace, namespaced=fed.namespaced):
+            out.append(Requirement(need.key, need.api_version, need.kind, match_labels=need.labels,
+                                   namespace=need.namespace))  # fmt: skip
+        if built.needs_ca:
+            # Copying the CA to other namespaces and clusters needs the SuperLink's Secret.
+            out.append(Requirement(tls.REQUIREMENT, "v1", "Secret", match_name=tls.secret_name(fed.name, fed.spec),
+                                   namespace=fed.namespace))  # fmt: skip
+    if fed.registers_keys:
+        # The keys the pools' pods published, as the collections' Objects observed them: a
+        # FederationCluster's own collections' alone, and the Federation's those of its own pools.
+        out.append(
+            Requirement(
+                published_keys.REQUIREMENT,
+                objects.NAMESPACED_OBJECT_API if fed.namespaced else objects.OBJECT_API,
+                "Object",
+                match_labels={published_keys.CARRIED_LABEL: compose.carried_label(fed)},
+                namespace=fed.namespace if fed.namespaced else None,
+            )
+        )
+    return out
+
+
+def _policy_requirement(given: policy.Policy) -> list[Requirement]:
+    """The EnvironmentConfig the input names, asked on every call (Crossplane answers only the last asks)."""
+    if not given.environmentConfig:
+        return []
+    return [Requirement(policy.REQUIREMENT, policy.ENVIRONMENT_CONFIG_API, policy.ENVIRONMENT_CONFIG_KIND,
+                        match_name=given.environmentConfig)]  # fmt: skip
+
+
+def too_large(kind: str, resources: int, size: int) -> str:
+    """The refusal of an outcome whose response Crossplane could not read (it would fail naming nothing)."""
+    return refusals.too_large(kind, resources, size)
+
+
+def too_deep(path: list[Any], depth: int) -> str:
+    """The refusal of a request nested deeper than protobuf decodes, naming where (see serving/fn.undecodable)."""
+    return refusals.too_deep(path, depth)
