@@ -78,7 +78,8 @@ from controlplane import (  # noqa: E402
     running,
 )
 from function.api import names  # noqa: E402
-from function.builders import identity, identity_program, published_keys  # noqa: E402
+from function.builders import identity, published_keys  # noqa: E402
+from function.programs import identity_program  # noqa: E402
 from function.serving import fn, render, wire  # noqa: E402
 from function.topology import clusters  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""The identity program's decisions, from the answers Flower's CLI gives (function/builders/identity_program.py).
+"""The identity program's decisions, from the answers Flower's CLI gives (function/programs/identity_program.py).
 
 What it does against real SuperLinks is in tests/test_real_node_auth.py; these
 cases pin the registrar's decisions (register, keep, unregister) and the parts
@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from function.builders import identity_program
-from function.builders.identity_program import Registered
+from function.programs import identity_program
+from function.programs.identity_program import Registered
 
 NOW = 1_000_000.0
 GRACE = 600.0

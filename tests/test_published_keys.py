@@ -13,10 +13,11 @@ import pytest
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.builders import identity, identity_program, netpol, published_keys
+from function.builders import identity, netpol, published_keys
 from function.composition import compose, objects, resource_names
 from function.federation import read
 from function.federation.value import Hold
+from function.programs import identity_program
 from function.serving import fn
 from support.helpers import BASE, manifests, pod, spec, xr
 

@@ -37,8 +37,8 @@ import pytest
 import yaml
 
 from function.api.spec import FLEET_PROXY_IMAGE
-from function.builders import identity_program
 from function.builders.supernodes import GIVE_UP_AFTER_SECONDS
+from function.programs import identity_program
 from function.releases.flower import CONTROL_PORT
 from support import cli_server
 from support.peers import ROOT, need

@@ -32,7 +32,8 @@ from typing import Any
 import pytest
 import yaml
 
-from function.builders import identity, identity_program, published_keys
+from function.builders import identity, published_keys
+from function.programs import identity_program
 from support.podrunner import CrashLoopBackOff, PodRunner, unwrap
 from test_real_flower import (
     CLI_CONTAINER,

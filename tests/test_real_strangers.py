@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from function.builders import identity_program
+from function.programs import identity_program
 from function.releases.flower import CONTROL_PORT, FLEET_PROXY_PORT
 from support.podrunner import PodRunner, unwrap
 from test_real_flower import (

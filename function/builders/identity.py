@@ -21,7 +21,7 @@ client: over the pod's loopback it registers each listed key and unregisters a
 key only once it has left the list for good (identity_program.registrar). It
 runs the SuperLink's image, so the CLI always speaks the SuperLink's release;
 the publisher runs the pool's SuperNode image. Both run
-function/builders/identity_program.py with that image's Python (no shell, no user text).
+function/programs/identity_program.py with that image's Python (no shell, no user text).
 The program ships once per namespace, in a ConfigMap named by its content
 (program_configmap), not inlined into every pod spec: a new program is a new
 name, so pods that run it roll, and a Federation's size grows by a reference
@@ -49,8 +49,9 @@ from function.api.spec import (
     NodeAuthentication,
     superlink_state,
 )
-from function.builders import identity_program, pods, tls
+from function.builders import pods, tls
 from function.federation.value import Federation
+from function.programs import identity_program
 
 KEY_DIR = posixpath.dirname(AUTH_KEY_PATH)
 WORK_VOLUME = "supernode-registrar-work"

@@ -1,7 +1,7 @@
 """SuperNode keys published through Kubernetes, carried to the SuperLink's side by Crossplane.
 
 Each SuperNode pod publishes its public key in its own cluster as a ConfigMap
-(function/builders/identity_program.py): Kubernetes' authorization is the
+(function/programs/identity_program.py): Kubernetes' authorization is the
 proof that the key belongs to one of the pool's pods. Here:
 
 * collection: per cluster and pool namespace, a provider-kubernetes
@@ -40,7 +40,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from function.api import names
-from function.builders import identity, identity_program
+from function.builders import identity
+from function.programs import identity_program
 
 COLLECTION_API = "kubernetes.crossplane.io/v1alpha1"
 NAMESPACED_COLLECTION_API = "kubernetes.m.crossplane.io/v1alpha1"

@@ -45,8 +45,9 @@ from controlplane import (
 from function.api import exposure, names, policy
 from function.api.refusals import parse
 from function.api.spec import ProviderConfigRef
-from function.builders import identity, identity_program, netpol, published_keys, superlink
+from function.builders import identity, netpol, published_keys, superlink
 from function.federation import read
+from function.programs import identity_program
 from function.releases.flower import CONTROL_PORT
 from function.serving import cpus
 from support import served
@@ -835,7 +836,7 @@ def identity_program_run(
     env = {**os.environ, "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port,
            "POD_NAME": meta["name"], "POD_NAMESPACE": namespace, "POD_UID": meta["uid"]}  # fmt: skip
     return subprocess.run(
-        [sys.executable, str(ROOT / "function" / "builders" / "identity_program.py"), mode, *args, *extra],
+        [sys.executable, str(ROOT / "function" / "programs" / "identity_program.py"), mode, *args, *extra],
         env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
 
