@@ -29,16 +29,15 @@ import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from function.api import names, nodeconfig
+from function.api import cluster_settings, names, nodeconfig
+from function.api.cluster_settings import INDEX_ANNOTATION as INDEX_ANNOTATION  # noqa: PLC0414 - read here by name
+from function.api.cluster_settings import NODE_CONFIG_PREFIX, REPLICAS_ANNOTATION
 from function.api.spec import FederationSpec, NodeConfigValue, PoolSpec, ProviderConfigRef
 
 ProviderConfigKind = Literal["ProviderConfig", "ClusterProviderConfig"]
 CLUSTER_API = "kubernetes.crossplane.io/v1alpha1"
 NAMESPACED_API = "kubernetes.m.crossplane.io/v1alpha1"
 
-REPLICAS_ANNOTATION = "flower.flwr.ai/replicas"
-INDEX_ANNOTATION = "flower.flwr.ai/cluster-index"
-NODE_CONFIG_PREFIX = "node-config.flower.flwr.ai/"
 # On a selected pool's workload: the spec pool it stands in for. Its
 # cluster-index annotation is how the index is remembered.
 SELECTED_BY_ANNOTATION = "flower.flwr.ai/selected-by"
@@ -46,7 +45,6 @@ SELECTED_BY_ANNOTATION = "flower.flwr.ai/selected-by"
 # names.SELECTED_SUFFIX leaves room for "-", a character of the cluster's
 # name, "-" and this many characters of hash.
 HASH_LENGTH = 5
-MAX_REPLICAS = 1000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,12 +207,6 @@ def _remembered_index(
     return None
 
 
-def _number(text: str | None, low: int, high: int) -> int | None:
-    if text is None or not text.isdigit() or not low <= int(text) <= high:
-        return None
-    return int(text)
-
-
 def _node_config(cluster: Cluster) -> dict[str, NodeConfigValue]:
     return {
         k[len(NODE_CONFIG_PREFIX) :]: v
@@ -259,11 +251,9 @@ def _indices(
         text = c.annotations.get(INDEX_ANNOTATION)
         if text is None:
             continue
-        pinned = _number(text, 0, limit - 1)
+        pinned, problem = cluster_settings.pinned_index(text, limit, taken)
         if pinned is None:
-            problems[key] = f"annotation {INDEX_ANNOTATION} {text!r} is not an index from 0 to {limit - 1}"
-        elif pinned in taken:
-            problems[key] = f"annotation {INDEX_ANNOTATION} {pinned} is pinned by {taken[pinned]} too"
+            problems[key] = problem
         else:
             indices[key], taken[pinned] = pinned, c.ref.name
     for c in clusters:
@@ -291,17 +281,10 @@ def _member(
     replicas = pool.replicas
     text = cluster.annotations.get(REPLICAS_ANNOTATION)
     if not problem and text is not None and spec.mode == "StatefulSet":
-        high = pool.replicas if ids and pool.replicas else MAX_REPLICAS
-        replicas = _number(text, 1, high)
-        if replicas is None:
-            why = " (each cluster has `replicas` global indices)" if high != MAX_REPLICAS else ""
-            problem = f"annotation {REPLICAS_ANNOTATION} {text!r} is not a number from 1 to {high}{why}"
+        replicas, problem = cluster_settings.replicas(text, pool.replicas, numbered=ids)
     extra = _node_config(cluster)
     if not problem and extra:
-        errors = nodeconfig.check(extra, spec.mode, "nodeConfig")
-        if errors:
-            where, message = errors[0]
-            problem = f"annotation {NODE_CONFIG_PREFIX}{where.removeprefix('nodeConfig.')}: {message}"
+        problem = cluster_settings.node_config(extra, spec.mode)
     if problem:
         return Member(pool.name, cluster.ref, index, name, None, problem, pool.namespace, _settings(cluster))
     expanded = pool.model_copy(
