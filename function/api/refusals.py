@@ -249,7 +249,7 @@ def releases(spec: FederationSpec) -> Releases:
         )
     if errors or written.superlink is None:
         raise SpecError(errors)
-    found = versions.releases(written.superlink, written.pools)
+    found = versions.releases(written.superlink, written.pools, written.version)
     errors = [*_unreachable(spec, found), *_dependency_installation(spec, found)]
     if errors:
         raise SpecError(errors)
@@ -364,3 +364,25 @@ def too_deep(path: list[Any], depth: int) -> str:
         f"function's request can carry (protobuf decodes {depth} levels of messages, about 30 levels of maps and "
         "lists)"
     )
+
+
+def images(spec: FederationSpec) -> versions.Images:
+    """Every part's image, once versions.with_default_images named the unset ones from spec.version.
+
+    The rules require an image wherever spec.version names none (rules.py), so
+    a missing one here is refused as they would refuse it: the builders take
+    these as given.
+    """
+    errors: list[tuple[str, str]] = []
+    superlink = spec.superlink.image
+    if not superlink:
+        errors.append(("spec.superlink.image", "is required unless spec.version is set"))
+    pools = []
+    for i, pool in enumerate(spec.supernodes.pools):
+        image = pool.images.supernode or spec.supernodes.image
+        if not image:
+            errors.append((f"spec.supernodes.pools[{i}].images.supernode", "is required unless spec.version is set"))
+        pools.append((pool.name, image or ""))
+    if errors:
+        raise SpecError(errors)
+    return versions.Images(superlink or "", tuple(pools))

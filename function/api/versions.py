@@ -20,6 +20,8 @@ class Written:
     pools: dict[str, Release]
     # (field, text) of each version or image tag that names a release this function does not support.
     unsupported: list[tuple[str, str]]
+    # The release spec.version names, when it names a supported one.
+    version: Release | None = None
 
 
 def _named(text: str, field: str, unsupported: list[tuple[str, str]]) -> Release | None:
@@ -50,12 +52,12 @@ def written(spec: FederationSpec) -> Written:
         release = _image_release(pool.images.supernode, field, unsupported) or default
         if release is not None:
             pools[pool.name] = release
-    return Written(superlink, pools, unsupported)
+    return Written(superlink, pools, unsupported, version)
 
 
-def releases(superlink: Release, pools: dict[str, Release]) -> Releases:
-    """The releases the Federation runs, with what the user should know about them."""
-    return Releases(superlink, pools, tuple(_warnings(superlink, pools)))
+def releases(superlink: Release, pools: dict[str, Release], version: Release | None = None) -> Releases:
+    """The releases the Federation runs, with what the user should know about them; version: spec.version's."""
+    return Releases(superlink, pools, tuple(_warnings(superlink, pools)), version)
 
 
 def with_default_images(spec: FederationSpec, releases: Releases) -> FederationSpec:
@@ -69,7 +71,7 @@ def with_default_images(spec: FederationSpec, releases: Releases) -> FederationS
     """
     if not spec.version:
         return spec
-    named = Release.parse(spec.version)
+    named = releases.version  # spec.version, as written() read it
 
     def image(part: str, release: Release) -> str:
         return f"{IMAGES[part]}:{spec.version if release == named else release}"
@@ -118,3 +120,18 @@ def _warnings(superlink: Release, pools: dict[str, Release]) -> list[str]:
         elif release != superlink:
             warnings.append(f"pool {name} runs Flower {release}, the SuperLink {superlink}")
     return warnings
+
+
+@dataclasses.dataclass(frozen=True)
+class Images:
+    """The image every part runs, as the front door promises the builders: none is missing.
+
+    supernodes: (pool name, image) for every pool of the spec, in its order.
+    """
+
+    superlink: str
+    supernodes: tuple[tuple[str, str], ...]
+
+    def supernode(self, pool: str) -> str:
+        """The SuperNode image of a pool of the spec."""
+        return dict(self.supernodes)[pool]

@@ -191,14 +191,11 @@ def registration(fed: Federation, address: str) -> Registration:
     """
     federation, spec, superlink_dialect = fed.name, fed.spec, fed.superlink_dialect
     persistent = superlink_state(spec) is not None
-    if spec.superlink.image is None:
-        msg = "spec.superlink.image is unset: the front door (federation.read) names it from spec.version"
-        raise ValueError(msg)
     ca = f"{tls.TLS_DIR}/{tls.CA_FILE}" if tls.enabled(spec) else None
     auth = settings(spec)
     return Registration(
         federation,
-        spec.superlink.image,
+        fed.images.superlink,
         address,
         superlink_dialect.cli_config,
         ca,

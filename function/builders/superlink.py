@@ -47,18 +47,13 @@ def _args(spec: FederationSpec, dialect: Dialect, *, control_open: bool) -> list
     return [*args, *link.extraArgs]
 
 
-def _image(spec: FederationSpec) -> str:
-    if spec.superlink.image is None:
-        msg = "spec.superlink.image is unset: the front door (federation.read) names it from spec.version"
-        raise ValueError(msg)
-    return spec.superlink.image
-
-
-def _container(spec: FederationSpec, dialect: Dialect, *, legacy_fleet: bool, control_open: bool) -> dict[str, Any]:
+def _container(
+    spec: FederationSpec, image: str, dialect: Dialect, *, legacy_fleet: bool, control_open: bool
+) -> dict[str, Any]:
     link = spec.superlink
     container: dict[str, Any] = {
         "name": "superlink",
-        "image": _image(spec),
+        "image": image,
         "args": _args(spec, dialect, control_open=control_open),
     }
     ports = _ports(dialect, legacy_fleet=legacy_fleet, control_open=control_open)
@@ -143,10 +138,11 @@ def _superexec(spec: FederationSpec, dialect: Dialect) -> dict[str, Any]:
 
 
 def _containers(
-    federation: str, spec: FederationSpec, dialect: Dialect, *, legacy_fleet: bool, control_open: bool
+    fed: Federation, dialect: Dialect, *, legacy_fleet: bool, control_open: bool
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The pod's long-running containers, and the volumes: the user's, and the Fleet proxy's configuration."""
-    containers = [_container(spec, dialect, legacy_fleet=legacy_fleet, control_open=control_open)]
+    federation, spec = fed.name, fed.spec
+    containers = [_container(spec, fed.images.superlink, dialect, legacy_fleet=legacy_fleet, control_open=control_open)]
     if spec.isolationMode == "process":
         containers.append(_superexec(spec, dialect))
     volumes = merge.by_name(spec.superlink.volumes)
@@ -168,9 +164,7 @@ def statefulset(fed: Federation, *, registration: identity.Registration | None =
     legacy_fleet, control_open = fed.flower.legacy_fleet, fed.control_open
     name = names.superlink(federation)
     labels = names.superlink_labels(federation)
-    pod_spec = _pod_spec(
-        federation, spec, dialect, legacy_fleet=legacy_fleet, control_open=control_open, registration=registration
-    )
+    pod_spec = _pod_spec(fed, dialect, legacy_fleet=legacy_fleet, control_open=control_open, registration=registration)
     workload: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -196,8 +190,7 @@ def statefulset(fed: Federation, *, registration: identity.Registration | None =
 
 
 def _pod_spec(
-    federation: str,
-    spec: FederationSpec,
+    fed: Federation,
     dialect: Dialect,
     *,
     legacy_fleet: bool,
@@ -205,11 +198,12 @@ def _pod_spec(
     registration: identity.Registration | None,
 ) -> dict[str, Any]:
     """The SuperLink pod's containers, init containers and volumes, before hardening and the user's template."""
-    containers, volumes = _containers(federation, spec, dialect, legacy_fleet=legacy_fleet, control_open=control_open)
+    federation, spec = fed.name, fed.spec
+    containers, volumes = _containers(fed, dialect, legacy_fleet=legacy_fleet, control_open=control_open)
     pod_spec: dict[str, Any] = {"containers": containers}
     init: list[dict[str, Any]] = []
     if superexec_auth.enabled(spec, dialect):
-        init.append(superexec_auth.init_container(_image(spec)))
+        init.append(superexec_auth.init_container(fed.images.superlink))
         volumes = merge.add_missing(volumes, [superexec_auth.volume()])
     if registration is not None:
         init.append(identity.registrar(registration))

@@ -54,9 +54,10 @@ def _supernode_args(
     return [*args, *pool.extraArgs]
 
 
-def _supernode(
+def _supernode(  # noqa: PLR0913 - the container's parts, each its own value
     spec: FederationSpec,
     pool: PoolSpec,
+    image: str,
     dialect: Dialect,
     fleet: str,
     context: nodeconfig.Context,
@@ -74,7 +75,7 @@ def _supernode(
         env = merge.by_name(env, nodeconfig.env_vars(needs))
     container: dict[str, Any] = {
         "name": "supernode",
-        "image": _image(spec, pool),
+        "image": image,
         "args": args,
     }
     if dialect.supernode_runtime_api == "grpc":
@@ -106,14 +107,6 @@ def _superexec(spec: FederationSpec, pool: PoolSpec, dialect: Dialect) -> dict[s
     env = merge.by_name(spec.supernodes.env, pool.env, gpu.env(pool.gpu))
     resources = gpu.with_gpus(pool.superexecResources, pool.gpu)
     return _with_settings(container, pool, resources, env, mounts)
-
-
-def _image(spec: FederationSpec, pool: PoolSpec) -> str:
-    image = pool.images.supernode or spec.supernodes.image
-    if image is None:
-        msg = f"pool {pool.name} has no SuperNode image: the front door (federation.read) names it from spec.version"
-        raise ValueError(msg)
-    return image
 
 
 def _with_settings(
@@ -155,6 +148,7 @@ def _statefulset_fields(spec: FederationSpec, pool: PoolSpec, offset: int, *, re
 def _pod_fields(
     spec: FederationSpec,
     pool: PoolSpec,
+    image: str,
     dialect: Dialect,
     trust: dict[str, Any] | None,
     federation: str,
@@ -170,14 +164,12 @@ def _pod_fields(
         volumes = merge.add_missing(volumes, [trust])
     init: list[dict[str, Any]] = []
     if superexec_auth.enabled(spec, dialect):
-        init.append(superexec_auth.init_container(_image(spec, pool)))
+        init.append(superexec_auth.init_container(image))
         volumes = merge.add_missing(volumes, [superexec_auth.volume()])
     if makes_identity:
         claims = spec.mode == "StatefulSet"
         interval = identity.settings(spec).registrationIntervalSeconds
-        init += identity.pool_init_containers(
-            federation, _image(spec, pool), pool.name, claims=claims, interval=interval
-        )
+        init += identity.pool_init_containers(federation, image, pool.name, claims=claims, interval=interval)
         volumes = merge.add_missing(volumes, identity.pool_volumes(spec, federation))
     if pool.authKeySecretRef is not None:
         ref = pool.authKeySecretRef
@@ -211,10 +203,11 @@ def workload(
     makes_identity = placed.makes_identity
     name = names.pool(federation, pool.name)
     labels = names.pool_labels(federation, pool.name)
-    containers = [_supernode(spec, pool, dialect, fleet, context, trust, registers=makes_identity)]
+    image = fed.images.supernode(pool.name)
+    containers = [_supernode(spec, pool, image, dialect, fleet, context, trust, registers=makes_identity)]
     if spec.isolationMode == "process":
         containers.append(_superexec(spec, pool, dialect))
-    fields = _pod_fields(spec, pool, dialect, trust, federation, makes_identity=makes_identity)
+    fields = _pod_fields(spec, pool, image, dialect, trust, federation, makes_identity=makes_identity)
     pod_spec = {"containers": containers, **fields}
     workload_spec: dict[str, Any] = {
         "selector": {"matchLabels": labels},

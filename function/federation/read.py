@@ -165,7 +165,9 @@ def _checked(
     releases = refusals.releases(spec)
     declared = versions.with_default_images(spec, releases)
     if found is None:
-        return Federation(name, namespace, declared, releases, namespaced, bound=bound)
+        return Federation(
+            name, namespace, declared, releases, namespaced, bound=bound, images=refusals.images(declared)
+        )
     context = clusters.Context(
         name,
         namespaced,
@@ -177,15 +179,17 @@ def _checked(
     selection = clusters.expand(declared, found, observed or {}, context)
     # Each pool in a cluster runs its selector pool's release.
     pools = {**releases.pools, **{m.name: releases.pools[m.selector] for m in selection.members}}
+    expanded = clusters.expanded(declared, selection)
     return Federation(
         name,
         namespace,
-        clusters.expanded(declared, selection),
+        expanded,
         dataclasses.replace(releases, pools=pools),
         namespaced,
         declared,
         selection,
         bound,
+        images=refusals.images(expanded),
     )
 
 

@@ -11,6 +11,7 @@ import enum
 import functools
 
 from function.api.spec import FederationSpec, PoolSpec, ProviderConfigRef, generates_identity, superlink_ref
+from function.api.versions import Images
 from function.releases import flower
 from function.releases.flower import Dialect
 from function.topology import clusters
@@ -33,6 +34,8 @@ class Federation:
     bound: bool = False
     # A FederationCluster: one remote cluster of the Federation, and what the Federation worked out for it.
     part: ClusterPart | None = None
+    # Every part's image, named: the builders take them as given.
+    images: Images = dataclasses.field(kw_only=True)
 
     @property
     def written(self) -> FederationSpec:

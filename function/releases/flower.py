@@ -237,6 +237,8 @@ class Releases:
     superlink: Release
     pools: dict[str, Release]
     warnings: tuple[str, ...] = ()
+    # The release spec.version names, parsed once (None without spec.version): the default images' tag.
+    version: Release | None = None
 
     @property
     def superlink_dialect(self) -> Dialect:
