@@ -12,10 +12,10 @@ authentication signs requests with. A path is passed only when the raw
 request line matches too, so no encoding or `..` can make the filter and
 Flower read two different paths.
 
-With TLS nginx terminates it with the SuperLink's certificate and dials the
-SuperLink over TLS on the loopback; the SuperLink's own listener keeps its
-certificate for `kubectl port-forward`. The configuration is a ConfigMap
-beside the SuperLink, the same for the same Federation.
+With TLS (1.2 and 1.3) nginx terminates it with the SuperLink's certificate
+and dials the SuperLink over TLS on the loopback; the SuperLink's own listener
+keeps its certificate for `kubectl port-forward`. The configuration is a
+ConfigMap beside the SuperLink, the same for the same Federation.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ _SCRATCH = "/tmp"  # noqa: S108 - the container's own emptyDir
 
 # The Fleet endpoints are lower-case words joined by hyphens (`/v1/fleet/pull-messages`).
 FLEET_PATH = "^/v1/fleet/[a-z0-9-]+$"
+# What the kubelet's probe asks, raw: no query, no other spelling.
+HEALTH_PATH = "/health"
+TLS_PROTOCOLS = "TLSv1.2 TLSv1.3"
 
 
 def configmap_name(federation: str) -> str:
@@ -71,6 +74,9 @@ def _server(spec: FederationSpec) -> list[str]:
     server_tls = [
         f"ssl_certificate {tls.TLS_DIR}/tls.crt;",
         f"ssl_certificate_key {tls.TLS_DIR}/tls.key;",
+        # nginx before 1.23.4 leaves TLS 1.3 out by default.
+        f"ssl_protocols {TLS_PROTOCOLS};",
+        f"proxy_ssl_protocols {TLS_PROTOCOLS};",
         # The upstream is this pod's own loopback, which no other pod can
         # take; its certificate names whatever the user's Secret names.
         "proxy_ssl_verify off;",
@@ -92,7 +98,7 @@ def _server(spec: FederationSpec) -> list[str]:
 
 
 def _locations(upstream: str) -> list[str]:
-    """Fleet by raw path and method, health by GET; 404 for the rest."""
+    """Fleet by raw path and method, health by raw path and GET; 404 for the rest."""
     return [
         "location /v1/fleet/ {",
         f'    if ($request_uri !~ "{FLEET_PATH}") {{ return 404; }}',
@@ -100,6 +106,7 @@ def _locations(upstream: str) -> list[str]:
         f"    proxy_pass {upstream};",
         "}",
         "location = /health {",
+        f'    if ($request_uri != "{HEALTH_PATH}") {{ return 404; }}',
         "    limit_except GET { deny all; }",  # GET admits HEAD
         f"    proxy_pass {upstream};",
         "}",
