@@ -142,9 +142,15 @@ def functions_file(tmp_path_factory, function_address) -> pathlib.Path:
 # (tests/support/podrunner.py). Listed longest first: xdist hands tests out in this
 # order, and the node-authentication runs (minutes each) started last would
 # leave one worker running them alone at the end.
-PODRUNNER_MODULES = ("test_real_node_auth", "test_real_strangers", "test_real_flower", "test_podrunner")
+PODRUNNER_MODULES = (
+    "test_real_node_auth",
+    "test_real_strangers",
+    "test_real_flower",
+    "test_real_fleet_edge",
+    "test_podrunner",
+)
 # Modules whose tests share one runner (a module-scoped fixture): one worker runs them all.
-SHARED_RUNNER_MODULES = ("test_podrunner",)
+SHARED_RUNNER_MODULES = ("test_real_fleet_edge", "test_podrunner")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

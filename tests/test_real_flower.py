@@ -322,14 +322,19 @@ def federation(
     tls: bool,
     change: Callable[[Manifest], None] | None = None,
     app: bool = False,
+    claim_change: Callable[[dict[str, Any]], None] | None = None,
 ) -> Iterator[tuple[PodRunner, list[Pod]]]:
     """A Federation rendered and run with the CLI in the SuperLink's pod: the runner and the SuperNode pods.
 
-    app: the smoke-test app mounted in the CLI's container too (flwr_run).
+    app: the smoke-test app mounted in the CLI's container too (flwr_run). claim_change changes the
+    claim before it is rendered, change each rendered manifest.
     """
     name = f"fed-{isolation}{'-tls' if tls else ''}"
     secrets = [tls_secret(tmp, f"{name}-superlink")] if tls else []
-    rendered = render(tmp, claim(name, release.version, isolation, tls=tls), secrets)
+    fed = claim(name, release.version, isolation, tls=tls)
+    if claim_change:
+        claim_change(fed)
+    rendered = render(tmp, fed, secrets)
     manifests = [unwrap(r) for r in rendered]
     for manifest in manifests if change else []:
         change(manifest)
@@ -442,8 +447,9 @@ def run_once_more_after_pull_race(attempt: RunAttempt) -> tuple[subprocess.Compl
     return proc, logs
 
 
-def flwr_run(runner: PodRunner, release: Release) -> subprocess.CompletedProcess[str]:
-    """`flwr run` of the app in the CLI's container (add_app), streaming until the run ends."""
+def flwr_run(runner: PodRunner, release: Release, run_config: str = "") -> subprocess.CompletedProcess[str]:
+    """`flwr run` of the app in the CLI's container (add_app), streaming until the run ends; run_config
+    overrides the app's (`--run-config`, "array-size=1000000")."""
     # The app, writable (the CLI writes beside it), with the federation's address where the release reads it.
     copy = "import shutil, sys; shutil.copytree(sys.argv[1], sys.argv[2])"
     steps = [["python", "-c", copy, "/app/smoke-src", "/app/.flwr/smoke"]]
@@ -456,7 +462,8 @@ def flwr_run(runner: PodRunner, release: Release) -> subprocess.CompletedProcess
     for argv in steps:
         proc = cli_exec(runner, argv)
         assert proc.returncode == 0, proc.stderr
-    return cli_exec(runner, ["flwr", "run", "/app/.flwr/smoke", "k8s", "--stream"], timeout=RUN_TIMEOUT)
+    overrides = ["--run-config", run_config] if run_config else []
+    return cli_exec(runner, ["flwr", "run", "/app/.flwr/smoke", "k8s", "--stream", *overrides], timeout=RUN_TIMEOUT)
 
 
 @dataclass(frozen=True)

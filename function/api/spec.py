@@ -301,6 +301,70 @@ class NodeAuthentication(Model):
     )
 
 
+class ProxyLimits(Model):
+    """What one client, and all together, may ask of the Fleet API proxy (Flower 1.40+).
+
+    The defaults are sized from what Flower 1.40-1.42 SuperNodes send; see
+    docs/tls-and-authentication.md, "Limits of the Fleet API proxy".
+    """
+
+    maxBodyMiB: int = Field(
+        default=16,
+        ge=6,
+        le=1024,
+        description=(
+            "Largest request body the proxy passes to the SuperLink, in MiB; a larger one is answered 413 and "
+            "never reaches Flower (which reads a whole body before it checks a node's signature). The largest "
+            "a SuperNode sends is one chunk of a model's arrays, 5 MiB in Flower 1.40-1.42, so at least 6; "
+            "16 leaves room for the records Flower does not chunk (metrics, configs)."
+        ),
+    )
+    maxRequests: int = Field(
+        default=64,
+        ge=1,
+        le=16384,
+        description=(
+            "Fleet requests in progress at once, from all clients together; more are answered 503, which "
+            "SuperNodes retry with back-off. Bounds the SuperLink's memory for request bodies at about "
+            "maxRequests x maxBodyMiB (64 x 16 MiB = 1 GiB by default; Flower holds about twice a body while "
+            "it parses it)."
+        ),
+    )
+    maxRequestsPerAddress: int = Field(
+        default=32,
+        ge=1,
+        le=16384,
+        description=(
+            "Fleet requests in progress at once from one client address; more are answered 503. A SuperNode "
+            "has at most 3 (its two object transfers and its heartbeat). SuperNodes behind one NAT, or behind "
+            "a LoadBalancer with externalTrafficPolicy Cluster, share an address: half of maxRequests by "
+            "default, so one address cannot take every slot."
+        ),
+    )
+    requestsPerSecondPerAddress: int = Field(
+        default=200,
+        ge=1,
+        le=100000,
+        description=(
+            "Fleet requests a second from one client address, with bursts of twice as many; more are "
+            "answered 503, which SuperNodes retry with back-off. An idle SuperNode asks about 0.4 a second "
+            "(a poll every 3 s, a heartbeat about every 20 s), so the default holds about 500 idle "
+            "SuperNodes behind one address; a model's transfer asks one request per object (an array is one "
+            "object and a chunk per 5 MiB)."
+        ),
+    )
+    clientTimeoutSeconds: int = Field(
+        default=30,
+        ge=1,
+        le=3600,
+        description=(
+            "How long the proxy waits for a client's request header, between two reads of its body, and "
+            "between two writes of its answer; a client that stalls longer is cut off. Flower's own client "
+            "gives up after 30 s of the same, so the default never cuts off a SuperNode still waiting."
+        ),
+    )
+
+
 class SuperLinkSpec(Storage):
     image: Image | None = Field(
         default=None, description="SuperLink container image; defaults to flwr/superlink:<spec.version>."
@@ -353,6 +417,14 @@ class SuperLinkSpec(Storage):
     )
     proxyResources: K8sObject = k8s(
         "io.k8s.api.core.v1.ResourceRequirements", "Resources of the Fleet API proxy container (Flower 1.40+)."
+    )
+    proxyLimits: ProxyLimits = Field(
+        default_factory=ProxyLimits,
+        description=(
+            "From Flower 1.40: the Fleet API proxy's request body cap, its limits per client address and in "
+            "all, and its timeouts for slow clients."
+        ),
+        json_schema_extra=OBJECT_DEFAULT,
     )
     resources: K8sObject = k8s("io.k8s.api.core.v1.ResourceRequirements", "Resources of the superlink container.")
     superexecResources: K8sObject = k8s(

@@ -12,10 +12,20 @@ authentication signs requests with. A path is passed only when the raw
 request line matches too, so no encoding or `..` can make the filter and
 Flower read two different paths.
 
-With TLS nginx terminates it with the SuperLink's certificate and dials the
-SuperLink over TLS on the loopback; the SuperLink's own listener keeps its
-certificate for `kubectl port-forward`. The configuration is a ConfigMap
-beside the SuperLink, the same for the same Federation.
+It also bounds what a client can make Flower hold, which reads a whole body
+before it checks a node's signature (spec.superlink.proxyLimits): a body cap,
+Fleet requests in progress per client address and in all, requests a second
+per address (503 over them, which SuperNodes retry), and timeouts for clients
+that stall. Bodies are spooled whole before Flower gets a byte, and answers
+taken from it whole, so a slow client holds nginx's scratch, not Flower: Flower
+holds at most maxRequests bodies of maxBodyMiB. Health is outside the limits
+(the kubelet's probe may share a flood's address) and takes no body to speak of.
+
+With TLS (1.2 and 1.3) nginx terminates it with the SuperLink's certificate
+and dials the SuperLink over TLS on the loopback; the SuperLink's own listener
+keeps its certificate for `kubectl port-forward`. The configuration is a
+ConfigMap beside the SuperLink, the same for the same Federation; nginx reads
+it when it starts.
 """
 
 from __future__ import annotations
@@ -37,6 +47,19 @@ _SCRATCH = "/tmp"  # noqa: S108 - the container's own emptyDir
 
 # The Fleet endpoints are lower-case words joined by hyphens (`/v1/fleet/pull-messages`).
 FLEET_PATH = "^/v1/fleet/[a-z0-9-]+$"
+# What the kubelet's probe asks, raw: no query, no other spelling.
+HEALTH_PATH = "/health"
+TLS_PROTOCOLS = "TLSv1.2 TLSv1.3"
+# nginx's shared memory zones: Fleet requests in progress per address and in all, requests a second per address.
+ZONE_ADDRESS = "fleet_per_address"
+ZONE_ALL = "fleet_all"
+ZONE_RATE = "fleet_rate_per_address"
+SERVER_NAME = "fleet-proxy"
+# The status of a request over a limit.
+LIMITED = 503
+# A burst may be this many seconds' worth of requestsPerSecondPerAddress.
+BURST_SECONDS = 2
+KEEPALIVE = "10s"
 
 
 def configmap_name(federation: str) -> str:
@@ -46,12 +69,14 @@ def configmap_name(federation: str) -> str:
 
 def config(spec: FederationSpec) -> str:
     """nginx.conf: Fleet and health to the SuperLink's loopback listener, nothing else."""
+    limits = spec.superlink.proxyLimits
     lines = [
         "# Written by the Flower Federation function: the SuperLink's Fleet API and health, nothing else.",
         "daemon off;",
         "worker_processes 1;",
         f"pid {_SCRATCH}/nginx.pid;",
-        "error_log stderr warn;",
+        # Errors: refusals and failures. Not warnings: nginx warns of every body it spools to disk.
+        "error_log stderr error;",
         # One worker is plenty for Fleet's small requests; each SuperNode may hold a
         # keep-alive connection and each proxied request one more to the SuperLink.
         "events { worker_connections 16384; }",
@@ -59,6 +84,15 @@ def config(spec: FederationSpec) -> str:
         "    access_log off;",
         "    server_tokens off;",
         *(f"    {kind}_temp_path {_SCRATCH}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")),
+        # Fleet requests in progress per client address and in all (keyed on the one server name:
+        # one count), and requests a second per client address.
+        f"    limit_conn_zone $binary_remote_addr zone={ZONE_ADDRESS}:4m;",
+        f"    limit_conn_zone $server_name zone={ZONE_ALL}:1m;",
+        f"    limit_req_zone $binary_remote_addr zone={ZONE_RATE}:4m rate={limits.requestsPerSecondPerAddress}r/s;",
+        # 503, not 429: a SuperNode (1.40-1.42) retries 503 with back-off, and gives up on 429
+        # (its heartbeat thread raises).
+        f"    limit_conn_status {LIMITED};",
+        f"    limit_req_status {LIMITED};",
         *(f"    {line}" for line in _server(spec)),
         "}",
     ]
@@ -68,39 +102,64 @@ def config(spec: FederationSpec) -> str:
 def _server(spec: FederationSpec) -> list[str]:
     """The one server block: the proxy's listener, TLS as the SuperLink's, and what it passes."""
     secure = tls.enabled(spec)
+    limits = spec.superlink.proxyLimits
     server_tls = [
         f"ssl_certificate {tls.TLS_DIR}/tls.crt;",
         f"ssl_certificate_key {tls.TLS_DIR}/tls.key;",
+        # nginx before 1.23.4 leaves TLS 1.3 out by default.
+        f"ssl_protocols {TLS_PROTOCOLS};",
+        f"proxy_ssl_protocols {TLS_PROTOCOLS};",
         # The upstream is this pod's own loopback, which no other pod can
         # take; its certificate names whatever the user's Secret names.
         "proxy_ssl_verify off;",
     ]
+    timeout = f"{limits.clientTimeoutSeconds}s"
     return [
         "server {",
         f"    listen {FLEET_PROXY_PORT}{' ssl' if secure else ''};",
+        # The key of the zone that counts every Fleet request.
+        f"    server_name {SERVER_NAME};",
         *(f"    {line}" for line in (server_tls if secure else [])),
-        # Model parameters travel in Fleet messages: no size cap, streamed both ways.
-        "    client_max_body_size 0;",
-        "    proxy_request_buffering off;",
-        "    proxy_buffering off;",
+        # A client that stalls is cut off: waiting for its header, between two reads of its
+        # body, between two writes of the answer; and an idle keep-alive connection is
+        # closed (a SuperNode's HTTP client keeps one idle for 5 s).
+        f"    client_header_timeout {timeout};",
+        f"    client_body_timeout {timeout};",
+        f"    send_timeout {timeout};",
+        f"    keepalive_timeout {KEEPALIVE};",
+        "    reset_timedout_connection on;",
+        # Whole bodies, spooled to nginx's scratch, before Flower gets a byte, and whole
+        # answers taken from Flower as fast as it writes them: a slow client holds nginx's
+        # disk, never Flower's memory.
+        "    proxy_request_buffering on;",
+        "    proxy_buffering on;",
         "    proxy_http_version 1.1;",
         "    proxy_read_timeout 1h;",
         "    proxy_send_timeout 1h;",
-        *(f"    {line}" for line in _locations(f"{'https' if secure else 'http'}://127.0.0.1:{CONTROL_PORT}")),
+        *(f"    {line}" for line in _locations(f"{'https' if secure else 'http'}://127.0.0.1:{CONTROL_PORT}", spec)),
         "}",
     ]
 
 
-def _locations(upstream: str) -> list[str]:
-    """Fleet by raw path and method, health by GET; 404 for the rest."""
+def _locations(upstream: str, spec: FederationSpec) -> list[str]:
+    """Fleet by raw path and method, within the limits; health by raw path and GET; 404 for the rest."""
+    limits = spec.superlink.proxyLimits
     return [
         "location /v1/fleet/ {",
         f'    if ($request_uri !~ "{FLEET_PATH}") {{ return 404; }}',
         "    limit_except POST { deny all; }",
+        f"    client_max_body_size {limits.maxBodyMiB}m;",
+        f"    limit_conn {ZONE_ADDRESS} {limits.maxRequestsPerAddress};",
+        f"    limit_conn {ZONE_ALL} {limits.maxRequests};",
+        f"    limit_req zone={ZONE_RATE} burst={BURST_SECONDS * limits.requestsPerSecondPerAddress} nodelay;",
         f"    proxy_pass {upstream};",
         "}",
+        # Exempt from the limits: the kubelet's probe may share its address with Fleet
+        # clients (a node's, behind a Service), and a flood must not make the pod unready.
         "location = /health {",
+        f'    if ($request_uri != "{HEALTH_PATH}") {{ return 404; }}',
         "    limit_except GET { deny all; }",  # GET admits HEAD
+        "    client_max_body_size 1k;",
         f"    proxy_pass {upstream};",
         "}",
         "location / { return 404; }",
