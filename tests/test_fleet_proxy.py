@@ -154,6 +154,25 @@ def test_the_defaults_are_the_models():
     assert f"client_body_timeout {defaults.clientTimeoutSeconds}s" in directives(text, SERVER)
 
 
+def proxy_digest(limits: dict[str, Any] | None = None) -> str | None:
+    """The SuperLink pod template's digest of the proxy's configuration, for a 1.42 Federation with these limits."""
+    given = spec(V142, superlink__proxyLimits=limits) if limits else V142
+    template = manifests(given)["superlink"]["spec"]["template"]["metadata"]
+    return (template.get("annotations") or {}).get(fleet_proxy.CONFIG_ANNOTATION)
+
+
+def test_a_new_configuration_rolls_the_superlink_pod():
+    """nginx reads its file once: without a new pod, a running SuperLink would keep the old limits and filter."""
+    same = proxy_digest()
+    assert same is not None and same == proxy_digest(), "the same Federation, the same pod"
+    assert proxy_digest({"maxBodyMiB": 32}) != same, "new limits, a new pod"
+    # Before 1.40 there is no proxy, and no digest of one.
+    old = manifests(spec(BASE, superlink__image="flwr/superlink:1.35.0", supernodes__image="flwr/supernode:1.35.0"))
+    assert fleet_proxy.CONFIG_ANNOTATION not in (
+        old["superlink"]["spec"]["template"]["metadata"].get("annotations") or {}
+    )
+
+
 def nginx_binary() -> pathlib.Path:
     root = pathlib.Path(os.environ.get("NGINX_ROOT") or ROOT / ".cache" / "nginx")
     binary = root / "usr" / "sbin" / "nginx"

@@ -30,6 +30,7 @@ it when it starts.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from function.api import names
@@ -164,6 +165,15 @@ def _locations(upstream: str, spec: FederationSpec) -> list[str]:
         "}",
         "location / { return 404; }",
     ]
+
+
+# On the SuperLink's pod template: a digest of the proxy's configuration, so a new one rolls the pod.
+CONFIG_ANNOTATION = "flower.flwr.ai/fleet-proxy-config"
+
+
+def config_annotation(spec: FederationSpec) -> dict[str, str]:
+    """The pod template's annotation that changes whenever the proxy's configuration does."""
+    return {CONFIG_ANNOTATION: hashlib.sha256(config(spec).encode()).hexdigest()[:16]}
 
 
 def configmap(fed: Federation) -> dict[str, Any]:

@@ -180,6 +180,11 @@ def statefulset(fed: Federation, *, registration: identity.Registration | None =
             ),
         },
     }
+    if dialect.fleet_api == "http":
+        # nginx reads its configuration once, when it starts: a new one (new limits, a fix of the
+        # proxy's filter) rolls the pod, or a running SuperLink would keep the old one until it restarts.
+        template = workload["spec"]["template"]["metadata"]
+        template["annotations"] = {**template.get("annotations", {}), **fleet_proxy.config_annotation(spec)}
     claims = merge.claim_templates(spec.superlink.volumeClaimTemplates)
     kept = superlink_state(spec)
     if kept is not None:
