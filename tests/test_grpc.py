@@ -131,6 +131,16 @@ def test_status_and_conditions_on_the_wire(channel):
     ]
 
 
+def test_conditions_reach_the_claim_too(channel):
+    """A tenant often may read the claim alone: why a Federation is not ready must be there, not only on the XR."""
+    rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(request(BASE), timeout=10)
+    assert rsp.conditions, "no condition to check"
+    assert {(c.type, c.target) for c in rsp.conditions} == {
+        ("SuperLinkReady", fnv1.TARGET_COMPOSITE_AND_CLAIM),
+        ("SuperNodesReady", fnv1.TARGET_COMPOSITE_AND_CLAIM),
+    }
+
+
 def test_an_exposed_fleet_api_without_node_authentication_warns_the_claim(channel):
     # TLS and narrowed addresses: the one warning left is that whoever reaches the Fleet API joins.
     exposed = spec(

@@ -476,6 +476,36 @@ def as_applied(obj: dict[str, Any]) -> dict[str, Any]:
     return manifest
 
 
+def test_a_tenant_who_may_read_claims_alone_sees_why_on_the_claim(plane, tmp_path):
+    """The function's conditions reach the claim, where a tenant with rights on claims only reads them.
+
+    From the tenant's seat: a ServiceAccount whose Role lets it read Federation claims in their
+    namespace and nothing else; the API server refuses it the composite.
+    """
+    hub = plane.hub
+    claim = claim_of(QUICKSTART)
+    name, namespace = claim["metadata"]["name"], claim["metadata"]["namespace"]
+    rights = [{"apiGroups": ["flower.crossplane.io"], "resources": ["federations"], "verbs": ["get", "list", "watch"]}]
+    hub.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "tenant", "namespace": namespace}})
+    hub.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+               "metadata": {"name": "tenant", "namespace": namespace}, "rules": rights})  # fmt: skip
+    hub.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "tenant", "namespace": namespace},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
+               "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": namespace}]})  # fmt: skip
+    tenant = as_token(hub, hub.kubectl("create", "token", "tenant", "-n", namespace).strip(), tmp_path)
+    composite = tenant.kubectl("auth", "can-i", "get", "xfederations.flower.crossplane.io", check=False)
+    assert composite.strip() == "no", composite
+
+    def conditions() -> dict[str, str] | None:
+        out = tenant.kubectl("get", "federations.flower.crossplane.io", name, "-n", namespace, "-o", "json")
+        found = {c["type"]: c["status"] for c in (json.loads(out).get("status") or {}).get("conditions") or []}
+        return found if {"SuperLinkReady", "SuperNodesReady"} <= set(found) else None
+
+    seen = wait_for("the function's conditions on the claim, read by the tenant", conditions, timeout=240)
+    assert seen["SuperLinkReady"] == "True", seen
+
+
 @NEWEST_MINOR
 def test_the_quickstart_completes_a_flwr_run(plane, tmp_path):
     """README step 5, then docs/operations.md's smoke test, on what Crossplane applied: the quick start's objects,
