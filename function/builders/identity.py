@@ -502,11 +502,13 @@ def _publication_rules(federation: str, *, claims: bool) -> list[dict[str, str]]
         {
             "expression": f"object.metadata.name.startsWith('{identity_program.CONFIGMAP_PREFIX}')",
             "message": "a SuperNode pool's ServiceAccount may create only key publications (flwr-key-...)",
+            "reason": "Forbidden",
         },
         {
             "expression": f"has(object.metadata.labels) && '{label}' in object.metadata.labels"
             f" && object.metadata.labels['{label}'] == '{federation}'",
             "message": f"a key publication of this pool is labelled {label}={federation}",
+            "reason": "Forbidden",
         },
         {
             "expression": "variables.pod != '' && has(object.metadata.ownerReferences)"
@@ -514,6 +516,8 @@ def _publication_rules(federation: str, *, claims: bool) -> list[dict[str, str]]
             f" && ({own_pod}{f' || {own_claim}' if claims else ''})",
             "message": "a key publication is owned by the pod whose token creates it"
             + (" or by that pod's identity claim" if claims else ""),
+            # 403, as RBAC refuses: a refusal of who asks, not of what was written (422).
+            "reason": "Forbidden",
         },
     ]
 
