@@ -18,7 +18,8 @@ PSSCHECK := .cache/bin/psscheck
 NETPOLICY := .cache/bin/netpolicy
 # The typed Go function benchmarks/bench_vs_go.py measures the function against.
 TYPEDGO := .cache/bin/typedgo
-# The CRDs of the pinned Crossplane and provider-kubernetes, from their modules (tests/support/peers.py).
+# The CRDs of the pinned Crossplane and of each provider-kubernetes release the e2e runs, from their
+# modules (tests/support/peers.py).
 CRDS := .cache/crds/.installed
 # Supported Kubernetes minors: one CRD validator each. A minor the e2e runs
 # (tools/kube-1.NN) builds it from that control plane's module, so its packages
@@ -150,7 +151,7 @@ unit-tools: unit-tools-own unit-tools-kube
 unit-tools-own: $(CRANK) $(CELCHECK) $(XRD2CRD) $(TYPEDGO) $(filter-out $(CRDCHECKS_KUBE),$(CRDCHECKS)) $(CRDS)
 unit-tools-kube: $(PSSCHECK) $(NETPOLICY) $(CRDCHECKS_KUBE)
 
-$(CRDS): hack/e2e/build-tools.sh tools/crossplane/go.mod tools/provider-kubernetes/go.mod
+$(CRDS): hack/e2e/build-tools.sh tools/crossplane/go.mod $(wildcard tools/provider-kubernetes/go*.mod)
 	hack/e2e/build-tools.sh $(dir $(CRDS)) crds
 	touch $@
 

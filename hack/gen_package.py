@@ -9,8 +9,8 @@ The versions come from where they are decided, not from a second copy:
 - the function release (function/__version__.py) is the Function the
   Configuration depends on, exactly, and a label on each Composition, so every
   release makes a new CompositionRevision that users can select or pin;
-- provider-kubernetes' lowest accepted release is the one the e2e runs
-  (tools/provider-kubernetes/go.mod);
+- provider-kubernetes' accepted releases are those the e2e runs (hack/pins.py): from the oldest
+  (tools/provider-kubernetes/go.mod) up to the minor release of the newest (its go.v1.N.mod);
 - the lowest accepted Crossplane is the one the e2e runs (tools/crossplane/go.mod).
 Run with --check to fail when a committed file is stale.
 """
@@ -18,7 +18,6 @@ Run with --check to fail when a committed file is stale.
 from __future__ import annotations
 
 import pathlib
-import re
 import sys
 from typing import Any
 
@@ -29,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "hack"))
 
 import generated  # noqa: E402 - needs the sys.path set-up above
+import pins  # noqa: E402 - needs the sys.path set-up above
 from function.__version__ import __version__  # noqa: E402 - needs the sys.path set-up above
 from function.api import policy  # noqa: E402 - needs the sys.path set-up above
 
@@ -45,16 +45,6 @@ PROVIDER_PACKAGE = "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes"
 RELEASE_LABEL = f"{GROUP}/release"
 API_LABEL = f"{GROUP}/api"
 API_VERSION = "v1alpha1"
-
-
-def _pinned(go_mod: str, module: str) -> str:
-    """The version a tools/ go.mod requires of a module."""
-    text = (ROOT / "tools" / go_mod / "go.mod").read_text()
-    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)} (v\S+)", text, re.MULTILINE)
-    if match is None:
-        msg = f"tools/{go_mod}/go.mod pins no {module}"
-        raise ValueError(msg)
-    return match.group(1)
 
 
 def dependency_name(package: str) -> str:
@@ -77,16 +67,6 @@ def dependency_name(package: str) -> str:
 def release() -> str:
     """The package release: the function's version as an OCI tag."""
     return f"v{__version__}"
-
-
-def crossplane_version() -> str:
-    """The Crossplane release the e2e runs."""
-    return _pinned("crossplane", "github.com/crossplane/crossplane/v2")
-
-
-def provider_version() -> str:
-    """The provider-kubernetes release the e2e runs."""
-    return _pinned("provider-kubernetes", "github.com/crossplane-contrib/provider-kubernetes")
 
 
 FLAVORS: dict[str, dict[str, Any]] = {
@@ -174,7 +154,7 @@ def configuration(flavor: str) -> dict[str, Any]:
         },
         "spec": {
             # What the e2e runs; older Crossplane releases are untested.
-            "crossplane": {"version": f">={crossplane_version()}"},
+            "crossplane": {"version": f">={pins.crossplane()}"},
             "dependsOn": [
                 # The function release this Composition was built and tested
                 # with: the schema and the function change together.
@@ -184,13 +164,14 @@ def configuration(flavor: str) -> dict[str, Any]:
                     "package": FUNCTION_PACKAGE,
                     "version": release(),
                 },
-                # The lowest release the e2e runs; later ones serve the same
-                # Object APIs, and other Configurations may need them.
+                # The releases the e2e runs, from the oldest to the newest
+                # one's minor: a later one is untested, and the package
+                # manager would otherwise install the newest published.
                 {
                     "apiVersion": "pkg.crossplane.io/v1",
                     "kind": "Provider",
                     "package": PROVIDER_PACKAGE,
-                    "version": f">={provider_version()}",
+                    "version": pins.provider_range(),
                 },
             ],
         },

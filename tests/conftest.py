@@ -12,7 +12,9 @@ import pytest
 import yaml
 
 from support import served
-from support.peers import CLAIMS, EXAMPLES, IN_CI, INVALID, ROOT, SHARED_CRDS, load_all, need  # noqa: F401 - re-exported to tests
+from support.peers import CLAIMS, EXAMPLES, IN_CI, INVALID, ROOT, SHARED_CRDS, hack_module, load_all, need  # noqa: F401 - re-exported to tests
+
+pins = hack_module("pins")
 
 
 def tool(variable: str, what: str, fallback: str = "") -> str:
@@ -75,6 +77,14 @@ def flwr_python() -> str:
 def shared_crds() -> pathlib.Path:
     need(SHARED_CRDS.is_dir(), f"the provider and Crossplane CRDs ({SHARED_CRDS})")
     return SHARED_CRDS
+
+
+@pytest.fixture(scope="session", params=pins.providers(), ids=lambda p: f"provider-kubernetes-{p.release}")
+def provider_crds(request, shared_crds) -> pathlib.Path:
+    """The CRDs of one provider-kubernetes release the e2e runs (hack/pins.py): what is composed passes each."""
+    path = shared_crds / request.param.crds
+    need(path.is_dir(), f"provider-kubernetes {request.param.release}'s CRDs ({path}; `make unit-tools`)")
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -145,5 +145,5 @@ def test_package_metadata_is_a_v1_composition_function():
     assert oldest and package["spec"]["crossplane"]["version"] == oldest.group(1)
     # What the README says is supported is what the Configuration packages ask for.
     configuration = yaml.safe_load((ROOT / "apis" / "crossplane.yaml").read_text())
-    supported = re.search(r"Supported: [^\n]*Crossplane (\d+\.\d+\.\d+) or later", readme)
+    supported = re.search(r"^\| Crossplane \| (\d+\.\d+\.\d+) or later", readme, re.MULTILINE)  # Compatibility
     assert supported and configuration["spec"]["crossplane"]["version"] == f">=v{supported.group(1)}"

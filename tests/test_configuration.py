@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import operator
 import re
 import subprocess
 import tarfile
@@ -17,6 +18,7 @@ from function.__version__ import __version__
 from support.peers import ROOT, hack_module
 
 gen_package = hack_module("gen_package")
+pins = hack_module("pins")
 
 # flavor -> the `crossplane xpkg build` arguments the Makefile gives it.
 BUILDS = {
@@ -143,9 +145,17 @@ def test_the_cli_and_the_control_plane_share_their_libraries():
     shared = (set(cli) & set(core)) - apart
     assert len(shared) > 100, "the modules no longer share the Kubernetes libraries: this check checks nothing"
     assert {m: (cli[m], core[m]) for m in sorted(shared) if cli[m] != core[m]} == {}
-    # Core is the release the package asks for, newer than the CLI's, which it can no longer be (from 2.4.0
-    # the CLI left core's module).
-    assert core["github.com/crossplane/crossplane/v2"] != cli["github.com/crossplane/crossplane/v2"]
+
+
+def test_the_cli_is_cores_release_once_it_can_be():
+    """The CLI that builds the packages and renders in the tests (tools/crank) is Crossplane core's release
+    (tools/crossplane) when it is its own module, github.com/crossplane/cli/v2 (from 2.3.0); until tools/crank
+    pins that module, it is 2.2, the last minor whose CLI was inside core's module (README, Compatibility)."""
+    cli, core = _requires("crank"), _requires("crossplane")["github.com/crossplane/crossplane/v2"]
+    if "github.com/crossplane/cli/v2" in cli:
+        assert cli["github.com/crossplane/cli/v2"] == core
+    else:
+        assert pins.version(cli["github.com/crossplane/crossplane/v2"])[:2] == (2, 2)
 
 
 @pytest.mark.parametrize("folder", ["apis", "apis/v2"])
@@ -159,18 +169,46 @@ def test_dependencies_are_what_the_e2e_runs(folder):
     # The function release built beside it, exactly: schema and function change together.
     assert deps["Function"]["version"] == f"v{version}"
     assert deps["Function"]["package"].rsplit("/", 1)[1] == function_meta["metadata"]["name"]
-    # provider-kubernetes and Crossplane from the release the e2e runs on.
+    # provider-kubernetes: the releases the e2e runs, from the oldest to the newest one's minor
+    # (test_the_provider_range_holds_what_the_e2e_runs_and_no_later_minor); Crossplane from the one it runs.
     assert deps["Provider"]["package"] == "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes"
-    assert (
-        deps["Provider"]["version"]
-        == ">=" + _requires("provider-kubernetes")["github.com/crossplane-contrib/provider-kubernetes"]
-    )
+    oldest = _requires("provider-kubernetes")["github.com/crossplane-contrib/provider-kubernetes"]
+    assert deps["Provider"]["version"] == pins.provider_range()
+    assert deps["Provider"]["version"].startswith(f">={oldest} <")
     assert (
         meta["spec"]["crossplane"]["version"] == ">=" + _requires("crossplane")["github.com/crossplane/crossplane/v2"]
     )
     # Every release labels its Composition, so each one is a CompositionRevision users can pick.
     composition = yaml.safe_load((ROOT / folder / "composition.yaml").read_text())
     assert composition["metadata"]["labels"]["flower.crossplane.io/release"] == f"v{version}"
+
+
+def _satisfies(release: str, constraint: str) -> bool:
+    """Whether a release meets a constraint of space-separated comparisons, as Masterminds semver (Crossplane's
+    package manager) reads ">=v1.0.0 <v1.3.0": every comparison holds."""
+    compare = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt, "=": operator.eq}
+    terms = re.findall(r"(>=|<=|>|<|=)\s*(v\d+\.\d+\.\d+)", constraint)
+    assert " ".join(f"{op}{v}" for op, v in terms) == constraint, f"{constraint!r}: not only comparisons"
+    return all(compare[op](pins.version(release), pins.version(v)) for op, v in terms)
+
+
+@pytest.mark.parametrize("folder", ["apis", "apis/v2"])
+def test_the_provider_range_holds_what_the_e2e_runs_and_no_later_minor(folder):
+    """The Configuration accepts every provider-kubernetes release the e2e runs, and no minor release after the
+    newest of them: the package manager installs the newest release a range allows, which is then a tested one."""
+    meta = yaml.safe_load((ROOT / folder / "crossplane.yaml").read_text())
+    constraint = next(d["version"] for d in meta["spec"]["dependsOn"] if d["kind"] == "Provider")
+    tested = [p.release for p in pins.providers()]
+    assert len(tested) >= 2, "the e2e runs the oldest accepted release and the newest tested one"
+    assert [r for r in tested if not _satisfies(r, constraint)] == []
+    major, minor, patch = pins.version(tested[-1])
+    assert _satisfies(f"v{major}.{minor}.{patch + 1}", constraint), "a patch release of the newest is accepted"
+    assert not _satisfies(f"v{major}.{minor + 1}.0", constraint)
+    assert not _satisfies(f"v{major + 1}.0.0", constraint)
+    # The e2e runs the newest on the newest Kubernetes minor and the oldest on the others.
+    planes = pins.kube_planes()
+    assert pins.provider_for(planes[-1]).release == tested[-1]
+    assert {pins.provider_for(m).release for m in planes[:-1]} == {tested[0]}
 
 
 @pytest.mark.parametrize(

@@ -250,6 +250,29 @@ def test_scenarios_of_crossplane_alone_run_on_the_newest_minor_only():
     assert oldest == newest - marked, sorted(oldest ^ (newest - marked))
 
 
+def test_each_plane_runs_its_provider_release_and_never_another(tmp_path):
+    """The newest minor's plane runs the newest provider-kubernetes release, the others the oldest; a
+    missing program is an error, never the other release's (Tools.__getattr__ would find the oldest)."""
+    planes = controlplane.pins.kube_planes()
+    releases = [p.release for p in controlplane.pins.providers()]
+    tools = {m: controlplane.Tools(tmp_path, m, "crank") for m in planes}
+    assert tools[planes[-1]].provider.release == releases[-1]
+    assert {tools[m].provider.release for m in planes[:-1]} == {releases[0]}
+    newest = tools[planes[-1]]
+    (tmp_path / "provider-kubernetes").touch()  # the oldest release's program alone
+    with pytest.raises(FileNotFoundError, match=newest.provider.binary):
+        _ = newest.provider_kubernetes
+    (tmp_path / newest.provider.binary).touch()
+    assert newest.provider_kubernetes == str(tmp_path / newest.provider.binary)
+    assert newest.provider_crds == tmp_path / newest.provider.crds
+
+
+def test_the_mirror_also_offers_the_first_release_the_range_leaves_out():
+    assert controlplane.excluded_release(">=v1.0.0 <v1.3.0") == "v1.3.0"
+    with pytest.raises(AssertionError, match="upper bound"):
+        controlplane.excluded_release(">=v1.0.0")
+
+
 @pytest.mark.parametrize(
     ("pods", "cpu", "memory", "reason"),
     [

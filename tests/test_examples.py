@@ -222,13 +222,13 @@ def test_crank_validate_rejects_invalid_examples(bad, crank_validate):
     assert expected_message(bad) in proc.stdout, proc.stdout
 
 
-def test_rendered_objects_pass_provider_kubernetes_crds(crank_validate, shared_crds, tmp_path):
+def test_rendered_objects_pass_provider_kubernetes_crds(crank_validate, provider_crds, tmp_path):
     rendered = tmp_path / "objects"
     rendered.mkdir()
     for example in EXAMPLE_FILES:
         docs, _ = render.render(load_all(example)[0], [], policy=policy_for(example))
         (rendered / f"{example.stem}.yaml").write_text(yaml.safe_dump_all(docs[1:]))
-    proc = crank_validate(shared_crds / "provider-crds", rendered)
+    proc = crank_validate(provider_crds, rendered)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 failure cases" in proc.stdout
     assert "0 missing schemas" in proc.stdout

@@ -236,8 +236,8 @@ def test_crank_render_releases_pools_with_an_observed_load_balancer(crank, funct
     assert docs[0]["status"]["endpoints"]["external"] == "203.0.113.7:9092"
 
 
-def test_provider_configs_example_is_valid(crank_validate, shared_crds):
-    proc = crank_validate(shared_crds / "provider-crds", EXAMPLES / "multicluster" / "providerconfigs.yaml")
+def test_provider_configs_example_is_valid(crank_validate, provider_crds):
+    proc = crank_validate(provider_crds, EXAMPLES / "multicluster" / "providerconfigs.yaml")
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -130,7 +130,7 @@ def test_crank_render_v2_matches_function_render(crank, functions_file, tmp_path
     assert docs[0]["metadata"]["namespace"] == "team-a"
 
 
-def test_crank_validate_v2_examples_and_objects(crank_validate, shared_crds, tmp_path):
+def test_crank_validate_v2_examples_and_objects(crank_validate, shared_crds, provider_crds, tmp_path):
     # The Composition's step input is validated too, against the function package's input CRD.
     proc = crank_validate([XRD_V2, shared_crds / "crossplane-crds", INPUT_CRD], [EXAMPLE, COMPOSITION_V2])
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -138,7 +138,7 @@ def test_crank_validate_v2_examples_and_objects(crank_validate, shared_crds, tmp
     _, objects = rendered()
     (tmp_path / "objects.yaml").write_text(yaml.safe_dump_all(list(objects.values())))
     resources = [tmp_path / "objects.yaml", EXAMPLES / "v2" / "providerconfigs.yaml"]
-    proc = crank_validate(shared_crds / "provider-crds", resources)
+    proc = crank_validate(provider_crds, resources)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{len(objects) + 2} success cases, 0 failure cases" in proc.stdout
 
@@ -150,7 +150,7 @@ def test_v2_xrd_rejects_invalid_examples_too(bad, crank_validate):
     assert expected_message(bad) in proc.stdout, proc.stdout
 
 
-def test_namespaced_key_collections_pass_provider_kubernetes_crds(crank_validate, shared_crds, tmp_path):
+def test_namespaced_key_collections_pass_provider_kubernetes_crds(crank_validate, provider_crds, tmp_path):
     # The example with node authentication (Flower 1.41, so the partner pool may register remotely).
     claim = yaml.safe_load(EXAMPLE.read_text())
     spec = claim["spec"]
@@ -171,7 +171,7 @@ def test_namespaced_key_collections_pass_provider_kubernetes_crds(crank_validate
     assert partner == {"kind": "ClusterProviderConfig", "name": "partner-cluster"}
     (tmp_path / "objects.yaml").write_text(yaml.safe_dump_all(list(objects.values())))
     resources = [tmp_path / "objects.yaml", EXAMPLES / "v2" / "providerconfigs.yaml"]
-    proc = crank_validate(shared_crds / "provider-crds", resources)
+    proc = crank_validate(provider_crds, resources)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 failure cases" in proc.stdout
     assert "0 missing schemas" in proc.stdout

@@ -4,10 +4,11 @@
 # prebuilt binary. A binary is rebuilt only when its pins change.
 #
 # Usage: hack/e2e/build-tools.sh OUTDIR [PART ...]
-# PART is `common` (etcd, Crossplane, crane, provider-kubernetes,
-# KWOK, cert-manager and their CRDs), `crds` (those CRDs alone, from the
-# modules: the unit tests validate against them) or `kube-1.NN` (one minor's
-# control plane, and kubectl with the newest); none means all but `crds`.
+# PART is `common` (etcd, Crossplane, crane, provider-kubernetes at each
+# release the e2e runs, KWOK, cert-manager and their CRDs), `crds` (those
+# CRDs alone, from the modules: the unit tests validate against them) or
+# `kube-1.NN` (one minor's control plane, and kubectl with the newest); none
+# means all but `crds`.
 # Parts build side by side (hack/stages.py), so a control plane can start
 # while the other minor still compiles.
 set -euo pipefail
@@ -21,17 +22,21 @@ if [ ${#parts[@]} -eq 0 ]; then
   for dir in tools/kube-*; do parts+=("${dir#tools/}"); done
 fi
 
-# build MODULE_DIR OUTPUT PACKAGE [LDFLAGS]: go build unless OUTPUT is newer
-# than every file of the module folder (its pins and any source of ours) and
-# than this script (its flags).
+# build MODULE_DIR OUTPUT PACKAGE [LDFLAGS [MODFILE]]: go build unless OUTPUT is
+# newer than every file of the module folder (its pins and any source of ours)
+# and than this script (its flags). With MODFILE (a go.*.mod in that folder),
+# go build reads it in place of go.mod, and only it, its go.*.sum and the
+# folder's Go sources count.
 build() {
-  local dir=$1 target=$2 pkg=$3 ldflags=${4:-}
-  if [ -x "$target" ] && [ -z "$(find "$dir" "$self" -type f -newer "$target")" ]; then
+  local dir=$1 target=$2 pkg=$3 ldflags=${4:-} modfile=${5:-}
+  local deps=("$dir")
+  if [ -n "$modfile" ]; then deps=("$dir/$modfile" "$dir/${modfile%.mod}.sum" "$dir"/*.go); fi
+  if [ -x "$target" ] && [ -z "$(find "${deps[@]}" "$self" -type f -newer "$target")" ]; then
     return
   fi
   echo "building $target" >&2
   mkdir -p "$(dirname "$target")"
-  (cd "$dir" && go build -trimpath -ldflags "-s -w $ldflags" -o "$target" "$pkg")
+  (cd "$dir" && go build ${modfile:+-modfile="$modfile"} -trimpath -ldflags "-s -w $ldflags" -o "$target" "$pkg")
 }
 
 pinned() { # pinned MODULE_DIR MODULE: the version go.mod requires
@@ -62,6 +67,12 @@ kube() { # kube MODULE_DIR: one minor's control plane
 
 newest() { ls -d tools/kube-* | sort -t. -k2 -n | tail -n 1; }
 
+# The provider-kubernetes releases the e2e runs (hack/pins.py): go.mod's, the
+# oldest the Configuration accepts, and each newer one's go.v1.N.mod.
+provider_modfiles() { echo go.mod; (cd tools/provider-kubernetes && ls go.v*.mod 2>/dev/null || true); }
+# provider_suffix MODFILE: what names that release's binary and CRDs ("" for go.mod, "-v1.N").
+provider_suffix() { local label=${1#go.}; label=${label%.mod}; [ "$1" = go.mod ] || echo "-$label"; }
+
 common() {
   local crossplane
   build tools/etcd "$out/etcd" go.etcd.io/etcd/server/v3
@@ -69,7 +80,10 @@ common() {
   build tools/crossplane "$out/crossplane" github.com/crossplane/crossplane/v2/cmd/crossplane \
     "-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=$crossplane"
   build tools/crossplane "$out/crane" github.com/google/go-containerregistry/cmd/crane
-  build tools/provider-kubernetes "$out/provider-kubernetes" github.com/crossplane-contrib/provider-kubernetes/cmd/provider
+  for modfile in $(provider_modfiles); do
+    build tools/provider-kubernetes "$out/provider-kubernetes$(provider_suffix "$modfile")" \
+      github.com/crossplane-contrib/provider-kubernetes/cmd/provider "" "$modfile"
+  done
   build tools/kwok "$out/kwok" sigs.k8s.io/kwok/cmd/kwok
   build tools/kwok "$out/kwokctl" sigs.k8s.io/kwok/cmd/kwokctl
   build tools/crossplane "$out/cert-manager" ./certmanager
@@ -77,13 +91,19 @@ common() {
 }
 
 crds() { # the CRDs of the pinned Crossplane, provider-kubernetes and cert-manager
-  local provider core certmanager
-  # provider-kubernetes' CRDs ship in its module.
-  (cd tools/provider-kubernetes && go mod download github.com/crossplane-contrib/provider-kubernetes)
+  local provider core certmanager modfile dest
+  # provider-kubernetes' CRDs ship in its module: each release's own (their
+  # schemas differ), in provider-crds and provider-crds-v1.N.
+  rm -rf "$out"/provider-crds-*
+  for modfile in $(provider_modfiles); do
+    (cd tools/provider-kubernetes && go mod download -modfile="$modfile" github.com/crossplane-contrib/provider-kubernetes)
+    provider=$(cd tools/provider-kubernetes \
+      && go list -modfile="$modfile" -m -f '{{.Dir}}' github.com/crossplane-contrib/provider-kubernetes)
+    dest="$out/provider-crds$(provider_suffix "$modfile")"
+    rm -rf "$dest" && cp -r "$provider/package/crds" "$dest" && chmod -R u+w "$dest"
+  done
   (cd tools/crossplane && go mod download github.com/crossplane/crossplane/v2)
   (cd tools/crossplane && go mod download github.com/cert-manager/cert-manager)
-  provider=$(cd tools/provider-kubernetes && go list -m -f '{{.Dir}}' github.com/crossplane-contrib/provider-kubernetes)
-  rm -rf "$out/provider-crds" && cp -r "$provider/package/crds" "$out/provider-crds" && chmod -R u+w "$out/provider-crds"
   # Crossplane's CRDs ship in its module (cluster/crds).
   core=$(cd tools/crossplane && go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2)
   rm -rf "$out/crossplane-crds" && cp -r "$core/cluster/crds" "$out/crossplane-crds" && chmod -R u+w "$out/crossplane-crds"

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from controlplane import ControlPlane, Tools
+from controlplane import ControlPlane, Tools, pins
 from support.peers import ROOT, need
 
 TOOLS = pathlib.Path(os.environ.get("E2E_TOOLS") or ROOT / ".cache" / "e2e")
@@ -29,11 +29,20 @@ if os.environ.get("E2E_MINOR"):
     MINORS = [os.environ["E2E_MINOR"]]
 
 
+def pytest_report_header():
+    """What each control plane runs, first in the run's log: which provider-kubernetes on which minor."""
+    return [
+        f"control plane k8s-{m}: Kubernetes {pins.kubernetes(m)}, Crossplane {pins.crossplane()}, "
+        f"provider-kubernetes {pins.provider_for(m).release} ({pins.provider_for(m).binary})"
+        for m in MINORS
+    ]
+
+
 @pytest.fixture(scope="session", params=MINORS, ids=lambda m: f"k8s-{m}")
 def plane(request):
     tools = Tools(TOOLS, request.param, os.environ.get("CRANK") or str(ROOT / ".cache" / "bin" / "crank"))
-    need((TOOLS / f"kube-{request.param}" / "kube-apiserver").exists() and (TOOLS / "crossplane").exists(),
-         f"the e2e control plane binaries ({TOOLS}; `make e2e`)")  # fmt: skip
+    built = [TOOLS / f"kube-{request.param}" / "kube-apiserver", TOOLS / "crossplane", TOOLS / tools.provider.binary]
+    need(all(p.exists() for p in built), f"the e2e control plane binaries ({TOOLS}; `make e2e`)")
     need(os.access(tools.crank, os.X_OK), f"the Crossplane CLI ({tools.crank}; `make crank`)")
     need(PACKAGE.exists(), f"the function package ({PACKAGE}; `make package`)")
     need(CONFIGURATION.exists(), f"the Configuration package ({CONFIGURATION}; `make package`)")

@@ -28,6 +28,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import shutil
 import signal
 import socket
@@ -48,6 +49,9 @@ import yaml
 from function.__version__ import __version__
 from function.api import policy
 from support import served
+from support.peers import hack_module
+
+pins = hack_module("pins")
 
 CROSSPLANE_NS = "crossplane-system"
 CERT_MANAGER_NS = "cert-manager"
@@ -532,6 +536,27 @@ class Tools:
     def kube(self, component: str) -> str:
         return str(self.root / f"kube-{self.minor}" / component)
 
+    @functools.cached_property
+    def provider(self) -> Any:
+        """The provider-kubernetes release this minor's plane runs (hack/pins.py): the newest the
+        Configuration accepts on the newest minor, the oldest on every other."""
+        return pins.provider_for(self.minor)
+
+    @property
+    def provider_kubernetes(self) -> str:
+        """That release's program. (Not AttributeError when it is missing: Python would then ask
+        __getattr__, which would answer with the oldest release's.)"""
+        path = self.root / self.provider.binary
+        if not path.exists():
+            msg = f"{path} is missing: run hack/e2e/build-tools.sh"
+            raise FileNotFoundError(msg)
+        return str(path)
+
+    @property
+    def provider_crds(self) -> pathlib.Path:
+        """That release's CRDs, from its module."""
+        return self.root / self.provider.crds
+
     def __getattr__(self, name: str) -> str:
         path = self.root / name.replace("_", "-")
         if not path.exists():
@@ -567,6 +592,13 @@ IN_CLUSTER_HOST = "kubernetes.default.svc"
 def dependencies() -> list[dict[str, str]]:
     """The packages the Configuration depends on (dependsOn), as the package manager reads them."""
     return yaml.safe_load(CONFIGURATION_META.read_text())["spec"]["dependsOn"]
+
+
+def excluded_release(constraint: str) -> str:
+    """The release a range's upper bound names, which the range leaves out: ">=v1.0.0 <v1.3.0" -> "v1.3.0"."""
+    match = re.fullmatch(r">=\s*v\S+\s+<\s*(v\d+\.\d+\.\d+)", constraint)
+    assert match, f"{constraint!r}: not a range with an upper bound"
+    return match.group(1)
 
 
 def image_config(name: str, prefix: str, to: str) -> dict[str, Any]:
@@ -939,7 +971,7 @@ class ControlPlane:
     def _provider(self) -> None:
         hub = self.hub
         crds = []
-        for path in sorted((self.tools.root / "provider-crds").glob("*.yaml")):
+        for path in sorted(self.tools.provider_crds.glob("*.yaml")):
             crd = yaml.safe_load(path.read_text())
             # The Object CRDs convert through the provider's webhook, which
             # needs a Service; the e2e stores one version per kind.
@@ -1074,6 +1106,9 @@ class ControlPlane:
         _provider) and no runtime image: the provider runs as a host process, as the function's pod
         runs from its Deployment. Crossplane matches a runtime ImageConfig against the package's
         rewritten repository, so the examples' (PROVIDER_INSTALL) is copied for it (provider_configs).
+        It is tagged with the release this plane runs (Tools.provider), and with the first release the
+        Configuration's range leaves out, as a registry holding newer releases would be: the package
+        manager must resolve the range to this plane's release (test_api_installed_from_the_configuration_package).
         """
         mirrored = {}
         for dependency in dependencies():
@@ -1083,7 +1118,9 @@ class ControlPlane:
             if dependency["kind"] == "Function":
                 self.function_image = self.push(self.package, repository, dependency["version"])
             else:
-                self.push(self._provider_package(), repository, dependency["version"].removeprefix(">="))
+                xpkg = self._provider_package()
+                self.push(xpkg, repository, self.tools.provider.release)
+                self.push(xpkg, repository, excluded_release(dependency["version"]))
         self.hub.apply(*(image_config(f"mirror-{n}", package, to) for n, (package, to) in enumerate(mirrored.items())))
         return mirrored
 

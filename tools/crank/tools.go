@@ -4,7 +4,8 @@
 // crank beta validate) and the libraries of our own checks beside it
 // (./celcheck, ./xrd2crd); the Makefile builds each from the Go module proxy.
 // The control plane `make e2e` runs (Crossplane core among it) is pinned
-// apart, in tools/crossplane: from v2.4.0 the CLI is not in core's module.
+// apart, in tools/crossplane: from v2.3.0 the CLI is not in core's module
+// but in github.com/crossplane/cli/v2, which this module does not pin yet.
 package tools
 
 import (

@@ -6,7 +6,7 @@
 // module proxy. cert-manager sits beside Crossplane at a release on the same
 // Kubernetes libraries, so its build reuses the packages Crossplane's compiled.
 //
-// Crossplane core is pinned apart from the CLI (tools/crank): from v2.4.0 the
+// Crossplane core is pinned apart from the CLI (tools/crank): from v2.3.0 the
 // CLI is no longer in this module, and before v2.4.0 core registered one watch
 // per composed resource instead of one per kind (docs/operations.md, Crossplane's
 // circuit breaker), which every composed resource's event then counted several times.

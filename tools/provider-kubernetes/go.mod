@@ -1,5 +1,7 @@
 // provider-kubernetes, run as a host process by the end-to-end tests; its
-// CRDs come from the same module (package/crds).
+// CRDs come from the same module (package/crds). This is the oldest release
+// the Configuration accepts, which every control plane but the newest minor's
+// runs; each go.v1.N.mod beside it pins a newer one (hack/pins.py).
 module function-flower/tools/provider-kubernetes
 
 go 1.24.6
