@@ -44,7 +44,7 @@ from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402 - after
 from hypothesis import strategies as st  # noqa: E402
 
 from support import properties, strategies  # noqa: E402
-from test_nodeconfig import POD_ENV, kubelet_expand  # noqa: E402
+from support.nodeconfig import POD_ENV, kubelet_expand  # noqa: E402
 
 SHOWN_FAILURES = 3
 # How often a long run says how far it is.

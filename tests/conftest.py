@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
 import shutil
 import subprocess
@@ -12,14 +11,7 @@ import pytest
 import yaml
 
 from support import served
-from support.peers import CLAIMS, EXAMPLES, IN_CI, INVALID, ROOT, SHARED_CRDS, load_all, need  # noqa: F401 - re-exported to tests
-
-
-def tool(variable: str, what: str, fallback: str = "") -> str:
-    """The executable a test needs, named by an environment variable (set by `make test`)."""
-    path = os.environ.get(variable) or fallback
-    need(bool(path) and os.access(path, os.X_OK), f"{what} ({variable}; `make test`)")
-    return path
+from support.peers import EXAMPLES, SHARED_CRDS, need, tool
 
 
 @pytest.fixture(scope="session")
@@ -30,18 +22,6 @@ def crank() -> str:
 @pytest.fixture(scope="session")
 def celcheck() -> str:
     return tool("CELCHECK", "cel-go's evaluator")
-
-
-def _kubernetes_minors() -> list[str]:
-    """The supported Kubernetes minors: one CRD validator each, from the module of a control
-    plane the e2e runs (tools/kube-1.NN) or pinned alone (tools/crdcheck/go.1.NN.mod)."""
-    planes = [p.name.removeprefix("kube-") for p in (ROOT / "tools").glob("kube-1.*")]
-    older = [p.name[len("go.") : -len(".mod")] for p in (ROOT / "tools" / "crdcheck").glob("go.1.*.mod")]
-    assert planes, "no control plane pinned under tools/kube-1.NN"
-    return sorted({*planes, *older}, key=lambda m: int(m.split(".")[1]))
-
-
-KUBERNETES_MINORS = _kubernetes_minors()
 
 
 @pytest.fixture(scope="session")
@@ -57,13 +37,6 @@ def psscheck() -> str:
 @pytest.fixture(scope="session")
 def netpolicy() -> str:
     return tool("NETPOLICY", "np-guard's NetworkPolicy analyzer")
-
-
-def crdcheck(minor: str) -> str:
-    """The API server's CRD validation of one Kubernetes minor."""
-    path = pathlib.Path(os.environ.get("CRDCHECK_DIR") or ROOT / ".cache" / "bin") / f"crdcheck-{minor}"
-    need(os.access(path, os.X_OK), f"the CRD validation of Kubernetes {minor} ({path}; `make test`)")
-    return str(path)
 
 
 @pytest.fixture(scope="session")

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import KUBERNETES_MINORS, ROOT, crdcheck
 from function.api import rules
+from support.peers import KUBERNETES_MINORS, ROOT, crdcheck
 
 FLAVORS = {
     # flavor: (XRD, names of the CRDs Crossplane generates from it)

@@ -11,14 +11,11 @@ import pydantic
 import pytest
 import yaml
 
-from conftest import EXAMPLES, ROOT
 from function.api.spec import MAX_POOLS, FederationSpec
 from function.api.status_model import FederationStatus
 from function.builders import tls
-
-XRD = yaml.safe_load((ROOT / "apis" / "definition.yaml").read_text())
-SPEC_SCHEMA = XRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-STATUS_SCHEMA = XRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+from support.api_schema import SPEC_SCHEMA, STATUS_SCHEMA, XRD, apply_defaults
+from support.peers import EXAMPLES, ROOT
 
 
 @pytest.mark.parametrize("script", ["hack/gen_xrd.py", "hack/gen_package.py", "hack/gen_k8s_schemas.py"])
@@ -72,19 +69,6 @@ def _schema_keys(node: Any):
 def test_xrd_status_requires_nothing():
     # Crossplane writes status.conditions before the function writes the rest.
     assert "required" not in set(_schema_keys(STATUS_SCHEMA))
-
-
-def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
-    """Structural-schema defaulting, as the API server does it."""
-    if schema.get("type") == "object" and isinstance(value, dict):
-        for name, sub in (schema.get("properties") or {}).items():
-            if name not in value and "default" in sub:
-                value[name] = sub["default"]
-            if name in value:
-                value[name] = apply_defaults(sub, value[name])
-    if schema.get("type") == "array" and isinstance(value, list):
-        return [apply_defaults(schema["items"], v) for v in value]
-    return value
 
 
 def test_xrd_defaults_are_the_model_defaults():

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from support.peers import ROOT
 
 GUIDES = sorted((ROOT / "docs").glob("*.md"))
 DOCS = [ROOT / "README.md", *GUIDES, ROOT / "CHANGELOG.md"]

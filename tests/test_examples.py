@@ -11,9 +11,18 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from conftest import CLAIMS, EXAMPLES, INVALID, ROOT, load_all
 from function.serving import render
-from support.peers import composition_for, policy_for, policy_path
+from support.peers import (
+    CLAIMS,
+    EXAMPLES,
+    INVALID,
+    ROOT,
+    composition_for,
+    expected_message,
+    load_all,
+    policy_for,
+    policy_path,
+)
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 KUBERNETES_VERSIONS = ["1.30", "1.35"]  # the oldest and newest supported minors (admission policies are v1 from 1.30)
@@ -54,12 +63,6 @@ EXPECTED_WARNINGS = {
 
 def ids(paths):
     return [p.stem for p in paths]
-
-
-def expected_message(path: pathlib.Path) -> str:
-    first = path.read_text().splitlines()[0]
-    assert first.startswith("# expect: "), f"{path} must start with '# expect: <message>'"
-    return first[len("# expect: ") :]
 
 
 @pytest.mark.parametrize("example", EXAMPLE_FILES, ids=ids(EXAMPLE_FILES))

@@ -16,12 +16,11 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import CLAIMS, EXAMPLES, ROOT, load_all, need
 from function.builders import fleet_proxy
 from function.federation import read
 from function.releases import flower
 from function.serving import render
-from support.peers import policy_for
+from support.peers import CLAIMS, EXAMPLES, ROOT, load_all, need, policy_for
 
 HERE = pathlib.Path(__file__).parent
 BINARY = {

@@ -17,9 +17,9 @@ import pytest
 from function.builders import identity, published_keys
 from function.composition import compose, groups, resource_names, status
 from function.federation import read
+from support.children import CLUSTERS, SECURE, TLS_SECRET, Case, federation_clusters, planned, selected
 from support.helpers import BASE, spec, xr
-from test_children import CLUSTERS, SECURE, TLS_SECRET, Case, federation_clusters, planned, selected
-from test_published_keys import AUTH, FED, KEY, NAMESPACE, OTHER_KEY, member
+from support.published_keys import AUTH, FED, KEY, NAMESPACE, OTHER_KEY, member
 
 POOLS = "flower-sites"
 

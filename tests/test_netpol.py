@@ -8,7 +8,6 @@ import ipaddress
 import pytest
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from conftest import CLAIMS, ROOT, load_all
 from function.api import names
 from function.composition import compose
 from function.federation import read
@@ -16,7 +15,7 @@ from function.releases.flower import CONTROL_PORT
 from function.serving import fn, render
 from support.helpers import ANY_NAMESPACE_POLICY, BASE, manifests, spec, xr
 from support.netpol_judge import allowed, connections, external, pod, ports, probe
-from support.peers import policy_for
+from support.peers import CLAIMS, ROOT, load_all, policy_for
 
 REMOTE = spec(
     BASE,

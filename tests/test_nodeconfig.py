@@ -12,32 +12,13 @@ import pytest
 from function.api import nodeconfig
 from function.builders import pods
 from support.helpers import BASE, container, manifests, pool, spec
+from support.nodeconfig import POD_ENV, kubelet_expand
 
 HERE = pathlib.Path(__file__).parent
-POD_ENV = {"FLOWER_INDEX": "2", "FLOWER_GLOBAL_INDEX": "9", "FLOWER_NODE_NAME": "gpu-node-1"}
 
 
 def build(config, pool, replicas, cluster="", total=None):
     return nodeconfig.build(config, nodeconfig.Context(pool, replicas, cluster, total))
-
-
-def kubelet_expand(text: str, env: dict[str, str]) -> str:
-    """Kubernetes' documented $(VAR) expansion of container args: $$ is a literal $,
-    $(NAME) is the variable when defined, anything else is left as it is."""
-    out, i = [], 0
-    while i < len(text):
-        if text.startswith("$$", i):
-            out.append("$")
-            i += 2
-        elif text.startswith("$(", i) and ")" in text[i:]:
-            end = text.index(")", i)
-            name = text[i + 2 : end]
-            out.append(env.get(name, text[i : end + 1]))
-            i = end + 1
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
 
 
 # (nodeConfig, pool, replicas, what Flower must read in pod index 2 on node gpu-node-1)

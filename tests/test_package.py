@@ -10,7 +10,7 @@ import venv
 
 import yaml
 
-from conftest import CLAIMS, ROOT
+from support.peers import CLAIMS, ROOT
 
 
 def _normalized(distribution: str) -> str:

@@ -9,13 +9,12 @@ import yaml
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from conftest import EXAMPLES, load_all
 from function.api.refusals import SpecError
 from function.composition import compose
 from function.federation import read
 from function.serving import fn, render
 from support.helpers import ANY_NAMESPACE_POLICY, BASE, spec, xr
-from support.peers import PLATFORM_POLICY, composition_for
+from support.peers import EXAMPLES, PLATFORM_POLICY, composition_for, load_all
 
 HUB_SPOKES = EXAMPLES / "claims" / "multicluster-hub-spokes.yaml"
 

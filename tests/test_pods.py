@@ -12,12 +12,11 @@ from typing import Any
 
 import pytest
 
-from conftest import CLAIMS, EXAMPLES, KUBERNETES_MINORS, ROOT, load_all
 from function.api.spec import HEALTH_PORTS
 from function.builders import pods
 from function.serving import render
 from support.helpers import BASE, PROCESS, manifests, pool, spec
-from support.peers import policy_for
+from support.peers import CLAIMS, EXAMPLES, KUBERNETES_MINORS, ROOT, load_all, policy_for
 
 # What the API server's PodSecurity admission says of the documented exception:
 # AMD's device files need a privileged container and hostPath volumes.

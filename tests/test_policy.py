@@ -22,7 +22,7 @@ from function.api import policy
 from function.composition import pod_security
 from function.serving import fn, render
 from support.helpers import BASE, pool, spec, xr
-from support.peers import ROOT
+from support.peers import EXAMPLES, ROOT
 
 NAMESPACE = "team-a"
 
@@ -282,8 +282,6 @@ def test_the_pod_security_judge_agrees_with_the_api_servers(psscheck, level):
 def test_function_render_takes_the_platforms_policy():
     """`function render --policy`: the examples that need more than the defaults render under a policy that
     admits them, and are refused, naming the field, under the defaults."""
-    from conftest import EXAMPLES  # noqa: PLC0415
-
     example = str(EXAMPLES / "claims" / "gpu-mountall.yaml")
     with pytest.raises(render.RenderError, match=r"spec\.supernodes\.pools\[1\]\.gpu\.mountAll: a privileged"):
         render.render_file(example)

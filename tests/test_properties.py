@@ -22,8 +22,8 @@ from hypothesis.errors import NoSuchExample
 from function import caching
 from support import properties, strategies
 from support.helpers import spec
+from support.nodeconfig import POD_ENV, kubelet_expand
 from support.peers import IN_CI, ROOT
-from test_nodeconfig import POD_ENV, kubelet_expand
 
 PROPERTY_EXAMPLES = int(os.environ.get("PROPERTY_EXAMPLES", "80"))
 

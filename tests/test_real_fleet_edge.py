@@ -38,7 +38,7 @@ import pytest
 
 from function.releases.flower import FLEET_PROXY_PORT
 from support.podrunner import Pod, PodRunner, unwrap
-from test_real_flower import (
+from support.real_flower import (
     Release,
     claim,
     federation,
@@ -48,7 +48,7 @@ from test_real_flower import (
     render,
     tls_secret,
 )
-from test_real_flower import release as release  # noqa: PLC0414 - the fixture, re-exported for pytest
+from support.real_flower import release as release  # noqa: PLC0414 - the fixture, re-exported for pytest
 
 # Small, so that the tests go past them at once; the shortest timeout the tests wait out with a margin.
 EDGE_LIMITS = {"maxBodyMiB": 6, "maxRequests": 6, "maxRequestsPerAddress": 4, "requestsPerSecondPerAddress": 5,

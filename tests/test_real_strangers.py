@@ -27,7 +27,7 @@ import pytest
 from function.programs import identity_program
 from function.releases.flower import CONTROL_PORT, FLEET_PROXY_PORT
 from support.podrunner import PodRunner, unwrap
-from test_real_flower import (
+from support.real_flower import (
     NAMESPACE,
     REPLICAS,
     Release,
@@ -39,8 +39,8 @@ from test_real_flower import (
     render,
     tls_secret,
 )
-from test_real_flower import release as release  # noqa: PLC0414 - the fixture, re-exported for pytest
-from test_real_node_auth import ONLINE_TIMEOUT, REGISTER_EVERY, carry, online, supernode_pods, wait_for
+from support.real_flower import release as release  # noqa: PLC0414 - the fixture, re-exported for pytest
+from support.real_node_auth import ONLINE_TIMEOUT, REGISTER_EVERY, carry, online, supernode_pods, wait_for
 
 ELSEWHERE = "elsewhere"
 # What the flwr CLI sends for ls, run, stop and supernode register/list/unregister, and the Runtime API's

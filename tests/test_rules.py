@@ -22,8 +22,8 @@ import pytest
 from function.api import rules
 from function.api.refusals import SpecError, parse
 from function.api.spec import FederationSpec
+from support.api_schema import SPEC_SCHEMA, apply_defaults
 from support.helpers import BASE, PROCESS, pool, spec
-from test_api import SPEC_SCHEMA, apply_defaults
 
 DS = spec(BASE, mode="DaemonSet", supernodes__pools=[{"name": "edge"}])
 TEMPLATE = {"metadata": {"name": "data"}, "spec": {}}

@@ -15,9 +15,9 @@ import pydantic
 import pytest
 import yaml
 
-from conftest import EXAMPLES, ROOT, load_all
 from function.api.status_model import FederationStatus
 from function.serving import render
+from support.peers import EXAMPLES, ROOT, load_all
 
 STS_EXAMPLE = EXAMPLES / "claims" / "gpu-nvidia.yaml"  # pools cpu-only (4) and nvidia-gpus (2)
 DS_EXAMPLE = EXAMPLES / "claims" / "multipools.yaml"  # DaemonSet pools pool-a and pool-b

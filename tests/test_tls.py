@@ -11,11 +11,11 @@ import yaml
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from conftest import EXAMPLES, ROOT, load_all
 from function.api.refusals import SpecError, parse
 from function.builders import tls
 from function.serving import fn, render
 from support.helpers import BASE, PROCESS, container, manifests, pod, spec, xr
+from support.peers import EXAMPLES, ROOT, load_all
 
 SECRET = spec(BASE, tls={"secretName": "superlink-tls"})
 CERT_MANAGER = spec(

@@ -10,10 +10,9 @@ import yaml
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from conftest import EXAMPLES, INVALID, ROOT, load_all
 from function.serving import fn, render
 from support.helpers import BASE, spec
-from test_examples import expected_message
+from support.peers import EXAMPLES, INVALID, ROOT, expected_message, load_all
 
 INPUT_CRD = ROOT / "package" / "input"
 XRD_V2 = ROOT / "apis" / "v2" / "definition.yaml"
