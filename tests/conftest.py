@@ -109,12 +109,13 @@ def functions_file(tmp_path_factory, function_address) -> pathlib.Path:
     return path
 
 
-# Modules whose tests start real pods with tests/support/podrunner.py, marked `podrunner`:
-# they need no Go tool, so `make test` runs them in a stage of their own
+# The modules of tests/real/, whose tests start real pods with tests/support/podrunner.py,
+# marked `podrunner`: they need no Go tool, so `make test` runs them in a stage of their own
 # (hack/stages.py). Under xdist each runner takes a lane of its own
 # (tests/support/podrunner.py). Listed longest first: xdist hands tests out in this
 # order, and the node-authentication runs (minutes each) started last would
 # leave one worker running them alone at the end.
+REAL = pathlib.Path(__file__).parent / "real"
 PODRUNNER_MODULES = (
     "test_real_node_auth",
     "test_real_strangers",
@@ -131,6 +132,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return item.module.__name__ if item.module is not None else ""
 
     for item in items:
+        if item.path.parent == REAL and module(item) not in PODRUNNER_MODULES:
+            # Unmarked, its pods would run in the `unit` stage beside every other test.
+            unmarked = f"{item.path.name} is in tests/real/ but not in PODRUNNER_MODULES (conftest.py)"
+            raise pytest.UsageError(unmarked)
         if module(item) in PODRUNNER_MODULES:
             item.add_marker(pytest.mark.podrunner)
         if module(item) in SHARED_RUNNER_MODULES:

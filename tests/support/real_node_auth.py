@@ -129,7 +129,7 @@ def live_or_restart(runner: PodRunner, failures: dict[tuple[str, str], int]) -> 
 # gRPC error (CANCELLED, once under CI's load, as its connection was re-made) ends the thread, and the SuperNode,
 # its process up, pulling messages and its health server SERVING, is listed offline for good. No probe can see
 # that, and it is no matter of identities: the harness restarts such a container, once per death, and the
-# restarted process must come back as the same node (tests/test_real_node_auth.py's claims hold or fail as before).
+# restarted process must come back as the same node (tests/real/test_real_node_auth.py's claims hold or fail as before).
 HEARTBEAT_DIED = (b"Exception in thread", b"flwr/supercore/heartbeat.py")
 
 

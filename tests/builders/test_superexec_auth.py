@@ -82,7 +82,7 @@ def test_the_secret_lives_in_memory_and_only_its_writer_may_write():
 
 
 def test_a_podtemplates_init_containers_come_after_the_secret_writer():
-    # Restricted, from an image the platform allows (tests/test_policy.py).
+    # Restricted, from an image the platform allows (tests/api/test_policy.py).
     restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     extra = {"spec": {"initContainers": [{"name": "warm-cache", "image": "busybox", "securityContext": restricted}]}}
     pod = at_release_with_template("1.41.0", extra)

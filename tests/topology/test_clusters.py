@@ -318,7 +318,7 @@ def answer(
     """The function's answer for the Federation alone."""
     req = fnv1.RunFunctionRequest()
     req.observed.composite.resource.update(xr(s))
-    # Placement across clusters, not tenancy: pools may use any namespace (tests/test_policy.py).
+    # Placement across clusters, not tenancy: pools may use any namespace (tests/api/test_policy.py).
     req.input.update(ANY_NAMESPACE_POLICY)
     for name, obj in (observed or {}).items():
         req.observed.resources[name].resource.update(obj)

@@ -1,6 +1,6 @@
 """The identity program's decisions, from the answers Flower's CLI gives (function/programs/identity_program.py).
 
-What it does against real SuperLinks is in tests/test_real_node_auth.py; these
+What it does against real SuperLinks is in tests/real/test_real_node_auth.py; these
 cases pin the registrar's decisions (register, keep, unregister) and the parts
 that read the CLI's output.
 """

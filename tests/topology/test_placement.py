@@ -41,7 +41,7 @@ def run(s, observed=None, status=None, name="fed"):
         x["status"] = status
     req = fnv1.RunFunctionRequest()
     req.observed.composite.resource.update(x)
-    # Placement, not tenancy: a platform that lets pools use any namespace of theirs (tests/test_policy.py).
+    # Placement, not tenancy: a platform that lets pools use any namespace of theirs (tests/api/test_policy.py).
     req.input.update(ANY_NAMESPACE_POLICY)
     for key, obj in (observed or {}).items():
         req.observed.resources[key].resource.update(obj)

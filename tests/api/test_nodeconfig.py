@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import pathlib
 import re
 import subprocess
 
@@ -13,8 +12,7 @@ from function.api import nodeconfig
 from function.builders import pods
 from support.helpers import BASE, container, manifests, pool, spec
 from support.nodeconfig import POD_ENV, kubelet_expand
-
-HERE = pathlib.Path(__file__).parent
+from support.peers import ROOT
 
 
 def build(config, pool, replicas, cluster="", total=None):
@@ -99,7 +97,7 @@ def flower_results(flwr_python):
         text, _needs = build(config, pool_name, replicas, *extra)
         texts.append(kubelet_expand(text, POD_ENV))
     proc = subprocess.run(
-        [flwr_python, str(HERE / "support" / "flower_parse.py")],
+        [flwr_python, str(ROOT / "tests" / "support" / "flower_parse.py")],
         input=json.dumps(texts),
         capture_output=True,
         text=True,
@@ -122,7 +120,7 @@ def test_flower_rejects_what_our_check_rejects(flwr_python):
     # The reason for the quote rule: a value with both quotes breaks Flower's split.
     broken = "q='it's \"x\"'"
     proc = subprocess.run(
-        [flwr_python, str(HERE / "support" / "flower_parse.py")],
+        [flwr_python, str(ROOT / "tests" / "support" / "flower_parse.py")],
         input=json.dumps([broken]),
         capture_output=True,
         text=True,

@@ -36,7 +36,7 @@ def errors_of(s):
         (spec(BASE, superlink__service={"type": "ExternalName"}), "spec.superlink.service.type", "'ClusterIP'"),
         (spec(BASE, superlink__service={"ports": {"grpc": 70000}}), "spec.superlink.service.ports.grpc", "65535"),
         (spec(BASE, superlink__imagee="typo"), "spec.superlink.imagee", "Extra inputs are not permitted"),
-        # Strict types, as the XRD: lax pydantic took "3" for 3 (tests/test_properties.py found it).
+        # Strict types, as the XRD: lax pydantic took "3" for 3 (tests/product/test_properties.py found it).
         (pool(BASE, replicas="3"), "spec.supernodes.pools[0].replicas", "valid integer"),
         (spec(BASE, insecure="true"), "spec.insecure", "valid boolean"),
         # Label syntax: Crossplane cannot list ProviderConfigs by a bad selector, and says so in no field of ours.

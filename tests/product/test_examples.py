@@ -24,7 +24,7 @@ from support.peers import (
     policy_path,
 )
 
-GOLDEN = pathlib.Path(__file__).parent / "golden"
+GOLDEN = ROOT / "tests" / "golden"
 KUBERNETES_VERSIONS = ["1.30", "1.35"]  # the oldest and newest supported minors (admission policies are v1 from 1.30)
 EXAMPLE_FILES = [*CLAIMS, EXAMPLES / "xr.yaml"]
 # The warnings an example is meant to draw; every other example renders without any.

@@ -3,7 +3,7 @@
 Table tests read the rendered directives block by block, a reason per row; the real nginx
 (NGINX_ROOT, `make unit`) checks the file's syntax; each Flower release's own code says how
 large a body its SuperNodes send, which the smallest body cap the API admits must hold. What the
-configuration does to an attacker, with Flower behind it, is tests/test_real_fleet_edge.py's.
+configuration does to an attacker, with Flower behind it, is tests/real/test_real_fleet_edge.py's.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ again with the same node IDs; a pool scaled 3 -> 1 -> 3 with its claims kept
 (its keys still published) keeps its node IDs however long it was away; keys
 whose holders are gone for good are unregistered and their new holders join
 under new keys (no lockout); and a `flwr run` completes. Needs root, like
-tests/test_real_flower.py.
+tests/real/test_real_flower.py.
 """
 
 from __future__ import annotations

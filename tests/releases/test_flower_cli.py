@@ -22,7 +22,6 @@ from function.releases import flower
 from function.serving import render
 from support.peers import CLAIMS, EXAMPLES, ROOT, load_all, need, policy_for
 
-HERE = pathlib.Path(__file__).parent
 BINARY = {
     "superlink": "flower-superlink",
     "supernode": "flower-supernode",
@@ -48,7 +47,7 @@ def containers():
                 continue
             for c in template["spec"]["containers"]:
                 if c["name"] == fleet_proxy.CONTAINER:
-                    continue  # nginx, which reads its own configuration (tests/test_fleet_proxy.py)
+                    continue  # nginx, which reads its own configuration (tests/builders/test_fleet_proxy.py)
                 release = flower.release_of_image(c["image"]) or superlink
                 yield example.stem, manifest["metadata"]["name"], c, release
 
@@ -66,7 +65,7 @@ def venv_for(release):
 
 def parse(flwr_python, items):
     proc = subprocess.run(
-        [flwr_python, str(HERE / "support" / "flower_args.py")],
+        [flwr_python, str(ROOT / "tests" / "support" / "flower_args.py")],
         input=json.dumps(items),
         capture_output=True,
         text=True,

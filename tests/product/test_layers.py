@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from support.peers import ROOT
+
 LINT_IMPORTS = pathlib.Path(sys.executable).parent / "lint-imports"
 
 

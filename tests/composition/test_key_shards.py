@@ -4,8 +4,8 @@ Each FederationCluster reads its own collections' Objects alone and reports
 the keys it checked; its group lists its clusters' reports in a shard beside
 the SuperLink; the Federation's own list names the shards there should be;
 the SuperLink mounts every shard a group may write. The registrar's side (a
-shard named but missing unregisters no one) is in tests/test_identity.py and,
-with real Flower, tests/test_real_node_auth.py.
+shard named but missing unregisters no one) is in tests/programs/test_identity.py and,
+with real Flower, tests/real/test_real_node_auth.py.
 """
 
 from __future__ import annotations

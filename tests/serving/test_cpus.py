@@ -1,7 +1,7 @@
 """`--workers auto`: the CPUs a process may use, from its affinity and its cgroups' CPU quotas (serving/cpus.py).
 
 Each case lays out /proc/self/cgroup, /proc/self/mountinfo and the cgroup files as the kernel shows
-them, in a container or on a host; the real kernel's are read by tests/test_shutdown.py.
+them, in a container or on a host; the real kernel's are read by tests/serving/test_shutdown.py.
 """
 
 from __future__ import annotations
