@@ -18,10 +18,17 @@ from support.api_schema import SPEC_SCHEMA, STATUS_SCHEMA, XRD, apply_defaults
 from support.peers import EXAMPLES, ROOT
 
 
-@pytest.mark.parametrize("script", ["hack/gen_xrd.py", "hack/gen_package.py", "hack/gen_k8s_schemas.py"])
-def test_generated_files_are_fresh(script):
+@pytest.mark.parametrize(
+    ("script", "reason"),
+    [
+        ("hack/gen_xrd.py", "the XRDs, from the model: what admission checks"),
+        ("hack/gen_package.py", "the Compositions and package metadata the Configurations are built from"),
+        ("hack/gen_k8s_schemas.py", "the Kubernetes definitions the function checks typed fields against"),
+    ],
+)
+def test_generated_files_are_fresh(script, reason):
     proc = subprocess.run([sys.executable, script, "--check"], cwd=ROOT, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{reason}: {proc.stderr}"
 
 
 def _model_paths(model: type[pydantic.BaseModel], prefix: str = "") -> set[str]:

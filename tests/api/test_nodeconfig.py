@@ -19,62 +19,73 @@ def build(config, pool, replicas, cluster="", total=None):
     return nodeconfig.build(config, nodeconfig.Context(pool, replicas, cluster, total))
 
 
-# (nodeConfig, pool, replicas, what Flower must read in pod index 2 on node gpu-node-1)
+# (reason, nodeConfig, pool, replicas, what Flower must read in pod index 2 on node gpu-node-1)
 CASES = [
     (
+        "a pool's own placeholders: the pod's index, the pool's replicas and name",
         {"partition-id": "{index}", "num-partitions": "{replicas}", "name": "client_{pool}_{index}"},
         "default",
         4,
         {"partition-id": 2, "num-partitions": 4, "name": "client_default_2"},
     ),
     (
+        "the node a pod runs on, which a pool without replicas (a DaemonSet's) has too",
         {"name": "client_{node}", "node-id": "{node}", "pool": "{pool}"},
         "edge",
         None,
         {"name": "client_gpu-node-1", "node-id": "gpu-node-1", "pool": "edge"},
     ),
-    # Numeric-looking and boolean strings become typed values, as in the operator.
     (
+        "numeric-looking and boolean strings become typed values, as in the operator",
         {"dataset": "cifar10", "batch-size": "32", "learning-rate": "0.01", "augment": "true", "neg": "-3"},
         "p",
         1,
         {"dataset": "cifar10", "batch-size": 32, "learning-rate": 0.01, "augment": True, "neg": -3},
     ),
-    # Typed YAML values keep their type, as in the Helm chart.
     (
+        "typed YAML values keep their type, as in the Helm chart",
         {"bool": False, "int": 1, "negative_int": -1, "float": 21.23, "negative_float": -1.34, "string": "value 1"},
         "p",
         1,
         {"bool": False, "int": 1, "negative_int": -1, "float": 21.23, "negative_float": -1.34, "string": "value 1"},
     ),
-    # Text that a shell or the kubelet would have mangled reaches Flower unchanged.
     (
+        "text a shell or the kubelet would have mangled reaches Flower unchanged",
         {"cmd": "$(rm -rf /); echo `id` && $HOME", "dollars": "$$(FLOWER_INDEX) $(FLOWER_INDEX)"},
         "p",
         1,
         {"cmd": "$(rm -rf /); echo `id` && $HOME", "dollars": "$$(FLOWER_INDEX) $(FLOWER_INDEX)"},
     ),
     (
+        "quotes, runs of spaces, '=' and braces that are no placeholder reach Flower unchanged",
         {"quoted": 'say "hi"', "single": "it's", "spaces": "a  b\tc", "eq": "k=v x=y", "braces": "{other}"},
         "p",
         1,
         {"quoted": 'say "hi"', "single": "it's", "spaces": "a  b\tc", "eq": "k=v x=y", "braces": "{other}"},
     ),
     (
+        "newlines, backslashes and non-ASCII text reach Flower unchanged",
         {"newline": "line1\nline2", "backslash": "C:\\data\\x", "unicode": "données ✓"},
         "p",
         1,
         {"newline": "line1\nline2", "backslash": "C:\\data\\x", "unicode": "données ✓"},
     ),
     (
+        "dotted keys, and numbers as TOML reads them: 007 is 7, 1e3 a float",
         {"model.lr": 0.1, "model.layers": 3, "leading-zero": "007", "exp": "1e3"},
         "p",
         1,
         {"model.lr": 0.1, "model.layers": 3, "leading-zero": 7, "exp": 1000.0},
     ),
-    ({"idx-suffix": "{index}0", "quoted-index": "'{index}'"}, "p", 3, {"idx-suffix": "20", "quoted-index": "'2'"}),
-    # Federation-wide placeholders: pod 9 of the federation, in cluster spoke-eu.
     (
+        "a placeholder with text around it stays a string: '20', not 20",
+        {"idx-suffix": "{index}0", "quoted-index": "'{index}'"},
+        "p",
+        3,
+        {"idx-suffix": "20", "quoted-index": "'2'"},
+    ),
+    (
+        "federation-wide placeholders: pod 9 of the federation, in cluster spoke-eu",
         {
             "partition-id": "{globalIndex}",
             "num-partitions": "{totalReplicas}",
@@ -93,7 +104,7 @@ CASES = [
 @pytest.fixture(scope="module")
 def flower_results(flwr_python):
     texts = []
-    for config, pool_name, replicas, _, *extra in CASES:
+    for _, config, pool_name, replicas, _, *extra in CASES:
         text, _needs = build(config, pool_name, replicas, *extra)
         texts.append(kubelet_expand(text, POD_ENV))
     proc = subprocess.run(
@@ -108,12 +119,12 @@ def flower_results(flwr_python):
 
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_flower_reads_what_was_meant(case, flower_results):
-    expected = CASES[case][3]
-    assert flower_results[case] == {"ok": expected}
+    reason, expected = CASES[case][0], CASES[case][4]
+    assert flower_results[case] == {"ok": expected}, reason
     # Types matter (1 vs 1.0 vs True), not just equality.
     assert {k: type(v).__name__ for k, v in flower_results[case]["ok"].items()} == {
         k: type(v).__name__ for k, v in expected.items()
-    }
+    }, reason
 
 
 def test_flower_rejects_what_our_check_rejects(flwr_python):
@@ -165,7 +176,7 @@ def test_user_dollar_text_is_escaped_for_the_kubelet():
 
 
 def test_every_value_token_matches_flowers_pattern():
-    for config, pool_name, replicas, _, *extra in CASES:
+    for _, config, pool_name, replicas, _, *extra in CASES:
         text, _ = build(config, pool_name, replicas, *extra)
         pairs = re.findall(r"(\S+?)=('[^']*'|\"[^\"]*\"|\S+)", kubelet_expand(text, POD_ENV))
         assert sorted(k for k, _ in pairs) == sorted(config)

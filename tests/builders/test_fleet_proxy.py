@@ -218,8 +218,15 @@ print(CHUNK, len(request.SerializeToString()))
 """
 
 
-@pytest.mark.parametrize("release", ["1.40.0", "1.41.0", "1.42.0"])
-def test_the_smallest_cap_holds_what_a_supernode_sends(release: str):
+@pytest.mark.parametrize(
+    ("release", "reason"),
+    [
+        ("1.40.0", "the first release behind the Fleet API proxy"),
+        ("1.41.0", "the SuperLink's release in the upgrade across 1.40 (examples/claims/flower-upgrade.yaml)"),
+        ("1.42.0", "the newest supported, whose command lines newer releases get"),
+    ],
+)
+def test_the_smallest_cap_holds_what_a_supernode_sends(release: str, reason: str):
     """The body cap's floor is above the largest push-object a SuperNode of each release sends:
     one chunk of an array (the release's own constant), in its own request."""
     venvs = os.environ.get("FLWR_VENVS")
@@ -230,4 +237,4 @@ def test_the_smallest_cap_holds_what_a_supernode_sends(release: str):
     floor = ProxyLimits.model_fields["maxBodyMiB"].metadata
     smallest = next(m.ge for m in floor if hasattr(m, "ge")) * 2**20
     assert chunk == 5 * 2**20, f"Flower {release} chunks arrays by {chunk} bytes: look at the body cap again"
-    assert chunk < body < smallest, (release, body, smallest)
+    assert chunk < body < smallest, (release, reason, body, smallest)

@@ -32,10 +32,26 @@ LOOPBACK_1_25 = [
 
 
 @pytest.mark.parametrize(
-    ("base", "insecure", "changes", "args", "ports", "containers"),
+    ("base", "insecure", "changes", "args", "ports", "containers", "reason"),
     [
-        (BASE, True, {}, ["--isolation=subprocess", *LOOPBACK_1_25, "--insecure"], [9092], ["superlink"]),
-        (BASE, False, {}, ["--isolation=subprocess", *LOOPBACK_1_25], [9092], ["superlink"]),
+        (
+            BASE,
+            True,
+            {},
+            ["--isolation=subprocess", *LOOPBACK_1_25, "--insecure"],
+            [9092],
+            ["superlink"],
+            "1.25 without TLS: Control, ServerAppIO and SimulationIO on the loopback, Fleet alone for other pods",
+        ),
+        (
+            BASE,
+            False,
+            {},
+            ["--isolation=subprocess", *LOOPBACK_1_25],
+            [9092],
+            ["superlink"],
+            "insecure: false drops --insecure alone",
+        ),
         (
             PROCESS,
             True,
@@ -43,6 +59,7 @@ LOOPBACK_1_25 = [
             ["--isolation=process", *LOOPBACK_1_25, "--insecure"],
             [9092],
             ["superlink", "superexec-serverapp"],
+            "process isolation: the ServerApp runs in a SuperExec sidecar",
         ),
         (
             BASE,
@@ -56,6 +73,7 @@ LOOPBACK_1_25 = [
             ],
             [9092, 9093],
             ["superlink"],
+            "the Control API opened to the cluster: on every address, and on the Service",
         ),
         (
             BASE,
@@ -64,15 +82,16 @@ LOOPBACK_1_25 = [
             ["--isolation=subprocess", "--host=127.0.0.1", "--port=9093", "--insecure", DISABLE_INSTALL],
             None,
             ["superlink", "fleet-proxy"],
+            "1.41: one HTTP listener on the loopback behind the Fleet API proxy; apps install nothing at run time",
         ),
     ],
 )
-def test_superlink_args_ports_and_sidecar(base, insecure, changes, args, ports, containers):
+def test_superlink_args_ports_and_sidecar(base, insecure, changes, args, ports, containers, reason):
     s = spec(base, insecure=insecure, **changes)
     c = container(s, "superlink", "superlink")
-    assert c["args"] == args
-    assert [p["containerPort"] for p in c["ports"]] if ports else "ports" not in c, "what other pods reach"
-    assert [c["name"] for c in pod(s, "superlink")["containers"]] == containers
+    assert c["args"] == args, reason
+    assert [p["containerPort"] for p in c["ports"]] if ports else "ports" not in c, f"what other pods reach: {reason}"
+    assert [c["name"] for c in pod(s, "superlink")["containers"]] == containers, reason
 
 
 def test_superexec_serverapp_sidecar():
@@ -165,8 +184,15 @@ def test_service_ports_map_to_flower_ports(reason, base, changes, expected):
     assert [(p["name"], p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == expected, reason
 
 
-@pytest.mark.parametrize("service_type", ["ClusterIP", "NodePort", "LoadBalancer"])
-def test_service_type_labels_annotations_and_selector(service_type):
+@pytest.mark.parametrize(
+    ("service_type", "reason"),
+    [
+        ("ClusterIP", "the default: reached from the cluster alone"),
+        ("NodePort", "a port on every node, for pools that reach the nodes"),
+        ("LoadBalancer", "an external address, for pools in other clusters"),
+    ],
+)
+def test_service_type_labels_annotations_and_selector(service_type, reason):
     s = spec(
         BASE,
         superlink__service={
@@ -177,7 +203,7 @@ def test_service_type_labels_annotations_and_selector(service_type):
     )
     svc = manifests(s)["superlink-service"]
     assert svc["metadata"]["name"] == "fed-superlink"
-    assert svc["spec"]["type"] == service_type
+    assert svc["spec"]["type"] == service_type, reason
     # Managed labels win over user labels; the selector has managed labels only.
     assert svc["metadata"]["labels"] == {**MANAGED, "team": "ml"}
     assert svc["metadata"]["annotations"] == {"a": "b"}

@@ -47,14 +47,22 @@ def test_one_workload_per_pool():
 
 
 @pytest.mark.parametrize(
-    ("s", "expected"),
+    ("s", "expected", "reason"),
     [
-        (BASE, ["--superlink=fed-superlink.team-a.svc:9092", "--isolation=subprocess", "--insecure", GIVE_UP]),
-        (spec(BASE, insecure=False), ["--superlink=fed-superlink.team-a.svc:9092", "--isolation=subprocess", GIVE_UP]),
-        # The operator dialled 9092 whatever the Service said; we dial the configured port.
+        (
+            BASE,
+            ["--superlink=fed-superlink.team-a.svc:9092", "--isolation=subprocess", "--insecure", GIVE_UP],
+            "the defaults: the SuperLink's Service, subprocess isolation, --insecure without TLS, a bound on waiting",
+        ),
+        (
+            spec(BASE, insecure=False),
+            ["--superlink=fed-superlink.team-a.svc:9092", "--isolation=subprocess", GIVE_UP],
+            "insecure: false drops --insecure alone",
+        ),
         (
             spec(BASE, superlink__service={"ports": {"grpc": 30092}}),
             ["--superlink=fed-superlink.team-a.svc:30092", "--isolation=subprocess", "--insecure", GIVE_UP],
+            "the operator dialled 9092 whatever the Service said; we dial the configured port",
         ),
         (
             PROCESS,
@@ -65,8 +73,8 @@ def test_one_workload_per_pool():
                 "--clientappio-api-address=0.0.0.0:9094",
                 GIVE_UP,
             ],
+            "process isolation: the SuperNode serves the ClientApp's SuperExec sidecar",
         ),
-        # The user's arguments come last: theirs win over ours (--max-wait-time too).
         (
             pool(BASE, extraArgs=["--max-retries", "5"]),
             [
@@ -77,11 +85,12 @@ def test_one_workload_per_pool():
                 "--max-retries",
                 "5",
             ],
+            "the user's arguments come last: theirs win over ours (--max-wait-time too)",
         ),
     ],
 )
-def test_supernode_args(s, expected):
-    assert container(s)["args"] == expected
+def test_supernode_args(s, expected, reason):
+    assert container(s)["args"] == expected, reason
 
 
 def test_supernode_has_no_shell():
@@ -138,27 +147,51 @@ def test_env_merge_pool_wins_and_order_is_stable():
 
 
 @pytest.mark.parametrize(
-    ("s", "where", "resource", "count"),
+    ("s", "where", "resource", "count", "reason"),
     [
-        (pool(BASE, gpu={"enabled": True, "vendor": "nvidia"}), "supernode", "nvidia.com/gpu", "1"),
-        (pool(BASE, gpu={"enabled": True, "vendor": "amd", "count": 2}), "supernode", "amd.com/gpu", "2"),
-        (pool(BASE, gpu={"enabled": True}), "supernode", "nvidia.com/gpu", "1"),
+        (
+            pool(BASE, gpu={"enabled": True, "vendor": "nvidia"}),
+            "supernode",
+            "nvidia.com/gpu",
+            "1",
+            "NVIDIA's device plugin resource, one GPU by default",
+        ),
+        (
+            pool(BASE, gpu={"enabled": True, "vendor": "amd", "count": 2}),
+            "supernode",
+            "amd.com/gpu",
+            "2",
+            "AMD's device plugin resource, and a count of two",
+        ),
+        (
+            pool(BASE, gpu={"enabled": True}),
+            "supernode",
+            "nvidia.com/gpu",
+            "1",
+            "no vendor named: NVIDIA's resource, the default",
+        ),
         (
             pool(BASE, gpu={"enabled": True, "resourceName": "gpu.intel.com/i915"}),
             "supernode",
             "gpu.intel.com/i915",
             "1",
+            "a resource name given: any other device plugin's",
         ),
-        # In process mode the ClientApp runs in the sidecar, so the GPU goes there.
-        (pool(PROCESS, gpu={"enabled": True, "vendor": "nvidia"}), "superexec-clientapp", "nvidia.com/gpu", "1"),
+        (
+            pool(PROCESS, gpu={"enabled": True, "vendor": "nvidia"}),
+            "superexec-clientapp",
+            "nvidia.com/gpu",
+            "1",
+            "in process mode the ClientApp runs in the sidecar, so the GPU goes there",
+        ),
     ],
 )
-def test_gpu_requests_on_the_right_container(s, where, resource, count):
+def test_gpu_requests_on_the_right_container(s, where, resource, count, reason):
     c = container(s, where)
-    assert c["resources"]["limits"][resource] == count
-    assert c["resources"]["requests"][resource] == count
+    assert c["resources"]["limits"][resource] == count, reason
+    assert c["resources"]["requests"][resource] == count, reason
     others = [x for x in pod(s)["containers"] if x["name"] != where]
-    assert all(resource not in (x.get("resources") or {}).get("limits", {}) for x in others)
+    assert all(resource not in (x.get("resources") or {}).get("limits", {}) for x in others), reason
 
 
 def test_gpu_disabled_requests_no_gpu():

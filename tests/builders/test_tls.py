@@ -107,31 +107,52 @@ def test_superexec_sidecars_keep_plain_appio():
 
 
 @pytest.mark.parametrize(
-    ("s", "insecure"),
-    [(BASE, True), (SECRET, False), (spec(SECRET, insecure=False), False), (spec(BASE, insecure=False), False)],
+    ("s", "insecure", "reason"),
+    [
+        (BASE, True, "without TLS: plain gRPC, --insecure"),
+        (SECRET, False, "with TLS: --insecure goes"),
+        (spec(SECRET, insecure=False), False, "TLS, and insecure: false said too"),
+        (spec(BASE, insecure=False), False, "insecure: false without TLS is the user's word: no --insecure"),
+    ],
 )
-def test_insecure_defaults_follow_tls(s, insecure):
-    assert ("--insecure" in container(s)["args"]) is insecure
-    assert ("--insecure" in container(s, "superlink", "superlink")["args"]) is insecure
+def test_insecure_defaults_follow_tls(s, insecure, reason):
+    assert ("--insecure" in container(s)["args"]) is insecure, reason
+    assert ("--insecure" in container(s, "superlink", "superlink")["args"]) is insecure, reason
 
 
 @pytest.mark.parametrize(
-    ("s", "field", "message"),
+    ("s", "field", "message", "reason"),
     [
-        (spec(SECRET, insecure=True), "spec.insecure", "must not be true when spec.tls is set"),
-        (spec(BASE, tls={}), "spec.tls", "exactly one of secretName and certManager"),
-        (spec(BASE, tls={"secretName": "a", "certManager": {"issuerRef": {"name": "b"}}}), "spec.tls", "exactly one"),
+        (
+            spec(SECRET, insecure=True),
+            "spec.insecure",
+            "must not be true when spec.tls is set",
+            "insecure and TLS contradict each other",
+        ),
+        (
+            spec(BASE, tls={}),
+            "spec.tls",
+            "exactly one of secretName and certManager",
+            "TLS with no source of its certificate",
+        ),
+        (
+            spec(BASE, tls={"secretName": "a", "certManager": {"issuerRef": {"name": "b"}}}),
+            "spec.tls",
+            "exactly one",
+            "two sources of one certificate",
+        ),
         (
             spec(BASE, tls={"certManager": {"issuerRef": {"name": "b", "kind": "Vault"}}}),
             "spec.tls.certManager.issuerRef.kind",
             "'Issuer' or 'ClusterIssuer'",
+            "cert-manager issues from an Issuer or a ClusterIssuer, nothing else",
         ),
     ],
 )
-def test_bad_tls_names_the_field(s, field, message):
+def test_bad_tls_names_the_field(s, field, message, reason):
     with pytest.raises(SpecError) as err:
         parse(s)
-    assert any(f == field and message in m for f, m in err.value.errors), err.value.errors
+    assert any(f == field and message in m for f, m in err.value.errors), (reason, err.value.errors)
 
 
 def test_cert_manager_certificate_names_the_service_and_the_external_address():

@@ -70,18 +70,22 @@ def test_cel_and_python_agree(celcheck):
 
 
 @pytest.mark.parametrize(
-    ("manifest", "expected"),
+    ("manifest", "expected", "reason"),
     [
-        (STS, "DeriveFromCelQuery"),
-        (DS, "DeriveFromCelQuery"),
-        (LB, "DeriveFromCelQuery"),
-        (CERT, "DeriveFromCelQuery"),
-        (CLUSTER_IP, "SuccessfulCreate"),
-        ({"kind": "Service", "spec": {"type": "NodePort"}}, "SuccessfulCreate"),
+        (STS, "DeriveFromCelQuery", "a StatefulSet is ready when its pods are: a CEL query on its status"),
+        (DS, "DeriveFromCelQuery", "so is a DaemonSet"),
+        (LB, "DeriveFromCelQuery", "a LoadBalancer Service once it has an address"),
+        (CERT, "DeriveFromCelQuery", "a Certificate once cert-manager has issued it"),
+        (CLUSTER_IP, "SuccessfulCreate", "a ClusterIP Service serves once created"),
+        (
+            {"kind": "Service", "spec": {"type": "NodePort"}},
+            "SuccessfulCreate",
+            "so does a NodePort Service: its port is there at once",
+        ),
     ],
 )
-def test_policy_per_kind(manifest, expected):
-    assert readiness.policy(manifest)["policy"] == expected
+def test_policy_per_kind(manifest, expected, reason):
+    assert readiness.policy(manifest)["policy"] == expected, reason
 
 
 @pytest.mark.parametrize("kind", ["ServiceAccount", "Namespace"])
@@ -97,19 +101,25 @@ def test_cluster_ip_service_is_ready_once_created():
 
 
 @pytest.mark.parametrize(
-    "live",
+    ("live", "reason"),
     [
-        {"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "readyReplicas": "two"}},
-        {"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "readyReplicas": -1}},
-        {"metadata": "garbage", "status": {}},
-        {"metadata": {"generation": 1}, "spec": {"replicas": "x"}, "status": {"observedGeneration": 1}},
-        {"status": ["not", "an", "object"]},
+        (
+            {"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "readyReplicas": "two"}},
+            "a count that is a string",
+        ),
+        ({"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "readyReplicas": -1}}, "a negative count"),
+        ({"metadata": "garbage", "status": {}}, "metadata that is no object"),
+        (
+            {"metadata": {"generation": 1}, "spec": {"replicas": "x"}, "status": {"observedGeneration": 1}},
+            "a desired count that is a string",
+        ),
+        ({"status": ["not", "an", "object"]}, "a status that is no object"),
     ],
 )
-def test_garbled_status_is_unknown_not_a_crash(live):
+def test_garbled_status_is_unknown_not_a_crash(live, reason):
     o = readiness.observe(STS, live)
-    assert (o.ready, o.unknown) == (False, True)
-    assert o.detail.startswith("status unknown")
+    assert (o.ready, o.unknown) == (False, True), reason
+    assert o.detail.startswith("status unknown"), reason
 
 
 def test_a_certificate_not_issued_says_why_in_cert_managers_words():

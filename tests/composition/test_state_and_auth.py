@@ -53,45 +53,56 @@ def test_no_persistence_keeps_state_in_memory():
 
 
 @pytest.mark.parametrize(
-    ("s", "field", "message"),
+    ("s", "field", "message", "reason"),
     [
-        (spec(BASE, superlink__persistence={"size": "lots"}), "spec.superlink.persistence.size", "pattern"),
+        (
+            spec(BASE, superlink__persistence={"size": "lots"}),
+            "spec.superlink.persistence.size",
+            "pattern",
+            "a storage size that is no quantity",
+        ),
         (
             spec(DURABLE, superlink__volumeClaimTemplates=[{"metadata": {"name": "state"}, "spec": {}}]),
             "spec.superlink.volumeClaimTemplates",
             "taken by spec.superlink.persistence",
+            "a claim template named as persistence's own volume",
         ),
         (
             pool(AUTH, authKeySecretRef={"name": "keys", "key": "k"}),
             "spec.supernodes.pools[0].authKeySecretRef",
             "needs mode StatefulSet and replicas 1",
+            "a given key is one SuperNode's: a StatefulSet pool of one",
         ),
         (
             spec(BASE, nodeAuthentication={"enabled": True}),
             "spec.nodeAuthentication.enabled",
             "needs spec.tls",
+            "node authentication needs TLS",
         ),
         (
             pool(AUTH, volumes=[{"name": "supernode-identity", "emptyDir": {}}]),
             "spec.supernodes.pools[0].volumes",
             "taken by the SuperNodes' identities",
+            "a volume named as the SuperNodes' identities' own",
         ),
         (
             spec(AUTH, nodeAuthentication__unregisterAfterSeconds=1),
             "spec.nodeAuthentication.unregisterAfterSeconds",
             "greater than or equal to 10",
+            "a grace period under the floor of 10 s",
         ),
         (
             pool(GIVEN_KEY, authKeySecretRef={"name": "keys"}),
             "spec.supernodes.pools[0].authKeySecretRef.key",
             "Field required",
+            "a Secret given without the key in it to read",
         ),
     ],
 )
-def test_bad_settings_name_the_field(s, field, message):
+def test_bad_settings_name_the_field(s, field, message, reason):
     with pytest.raises(SpecError) as err:
         parse(s)
-    assert any(f == field and message in m for f, m in err.value.errors), err.value.errors
+    assert any(f == field and message in m for f, m in err.value.errors), (reason, err.value.errors)
 
 
 def test_a_given_key_is_mounted_and_not_registered():

@@ -174,21 +174,26 @@ def test_dependencies_are_what_the_e2e_runs(folder):
 
 
 @pytest.mark.parametrize(
-    ("package", "name"),
+    ("package", "name", "reason"),
     [
         # Names Crossplane gave packages it installed as dependencies.
         (
             "xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform",
             "crossplane-contrib-function-patch-and-transform",
+            "a function Crossplane installed as a dependency",
         ),
-        ("xpkg.crossplane.io/crossplane-contrib/provider-kubernetes", "crossplane-contrib-provider-kubernetes"),
-        ("registry.example.com/function-flower", "function-flower"),  # at the registry's root: the bare name
-        ("127.0.0.1:5000/function-flower", "function-flower"),  # the registry's port is not in the path
-        ("ghcr.io/acme/function_flower", "acme-functionflower"),  # "_" is dropped, as Crossplane does
+        (
+            "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes",
+            "crossplane-contrib-provider-kubernetes",
+            "a provider Crossplane installed as a dependency",
+        ),
+        ("registry.example.com/function-flower", "function-flower", "at the registry's root: the bare name"),
+        ("127.0.0.1:5000/function-flower", "function-flower", "the registry's port is not in the path"),
+        ("ghcr.io/acme/function_flower", "acme-functionflower", '"_" is dropped, as Crossplane does'),
     ],
 )
-def test_dependency_name_follows_crossplane(package, name):
-    assert gen_package.dependency_name(package) == name
+def test_dependency_name_follows_crossplane(package, name, reason):
+    assert gen_package.dependency_name(package) == name, reason
 
 
 def test_the_composition_calls_the_function_by_the_name_its_dependency_gets():

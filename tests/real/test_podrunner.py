@@ -50,37 +50,41 @@ CONFIGMAP = {
 
 
 @pytest.mark.parametrize(
-    ("text", "expected"),
+    ("text", "expected", "reason"),
     [
-        ("$(A)", "a"),
-        ("x$(A)y$(B)", "xayb"),
-        ("$$(A)", "$(A)"),
-        ("$$$(A)", "$a"),
-        ("$$$$", "$$"),
-        ("$(MISSING)", "$(MISSING)"),
-        ("$()", "$()"),
-        ("$(A", "$(A"),
-        ("$A", "$A"),
-        ("a$", "a$"),
-        ("$(A)$", "a$"),
+        ("$(A)", "a", "a defined variable"),
+        ("x$(A)y$(B)", "xayb", "two, amid text"),
+        ("$$(A)", "$(A)", "$$ escapes a reference"),
+        ("$$$(A)", "$a", "an escaped $, then a reference"),
+        ("$$$$", "$$", "two escapes"),
+        ("$(MISSING)", "$(MISSING)", "an undefined variable stays as written"),
+        ("$()", "$()", "an empty name stays as written"),
+        ("$(A", "$(A", "a reference never closed stays as written"),
+        ("$A", "$A", "no parentheses, no reference"),
+        ("a$", "a$", "a $ at the end"),
+        ("$(A)$", "a$", "a reference, then a $ at the end"),
     ],
 )
-def test_expand_follows_kubernetes(text, expected):
-    assert expand(text, {"A": "a", "B": "b"}) == expected
+def test_expand_follows_kubernetes(text, expected, reason):
+    assert expand(text, {"A": "a", "B": "b"}) == expected, reason
 
 
 @pytest.mark.parametrize(
-    ("image", "expected"),
+    ("image", "expected", "reason"),
     [
-        ("flwr/superlink:1.25.0", "flwr/superlink"),
-        ("registry.example.com:5000/ml/clientapp:1.25.0", "registry.example.com:5000/ml/clientapp"),
-        ("flwr/superexec@sha256:0123", "flwr/superexec"),
-        ("localhost:5000/app", "localhost:5000/app"),
-        ("busybox", "busybox"),
+        ("flwr/superlink:1.25.0", "flwr/superlink", "a tag"),
+        (
+            "registry.example.com:5000/ml/clientapp:1.25.0",
+            "registry.example.com:5000/ml/clientapp",
+            "a registry's port is no tag",
+        ),
+        ("flwr/superexec@sha256:0123", "flwr/superexec", "a digest"),
+        ("localhost:5000/app", "localhost:5000/app", "a registry's port and no tag"),
+        ("busybox", "busybox", "a bare name"),
     ],
 )
-def test_repository_drops_tag_and_digest(image, expected):
-    assert repository(image) == expected
+def test_repository_drops_tag_and_digest(image, expected, reason):
+    assert repository(image) == expected, reason
 
 
 def test_crash_loop_back_off_doubles_up_to_its_cap(monkeypatch):

@@ -110,9 +110,17 @@ def test_a_supernode_cannot_reach_the_superlink_on_its_own_loopback(release: Rel
         assert online == 0, f"{last}\n{runner.logs()}"
 
 
-@pytest.mark.parametrize("release", ["1.25.0", "1.41.0", "1.42.0"], indirect=True)
+@pytest.mark.parametrize(
+    ("release", "reason"),
+    [
+        ("1.25.0", "the oldest supported: its CLI reads the federation from the app's pyproject.toml"),
+        ("1.41.0", "SuperNodes on HTTP, through the Fleet API proxy"),
+        ("1.42.0", "the newest supported"),
+    ],
+    indirect=["release"],
+)
 @pytest.mark.parametrize(("isolation", "tls"), [("process", True)], ids=["process-tls"])
-def test_a_federated_run_completes(release: Release, tmp_path: pathlib.Path, isolation: str, *, tls: bool):
+def test_a_federated_run_completes(release: Release, reason: str, tmp_path: pathlib.Path, isolation: str, *, tls: bool):
     """`flwr run` of examples/app through a rendered Federation: every round trains on every SuperNode.
 
     From this machine, as the docs tell users: `kubectl port-forward` to the
@@ -133,7 +141,7 @@ def test_a_federated_run_completes(release: Release, tmp_path: pathlib.Path, iso
     proc, logs = run_once_more_after_pull_race(attempt)
     out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     # Two rounds of +1 on each SuperNode, averaged: 2.0 everywhere, from both SuperNodes' work.
-    assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, f"{out}\n{logs}"
+    assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, f"{reason}\n{out}\n{logs}"
     assert "Received 2 results and 0 failures" in proc.stdout, out
 
 
@@ -193,8 +201,17 @@ def test_a_pool_before_1_40_joins_through_the_grpc_fleet_adapter(release: Releas
 SHORT_GIVE_UP = 15
 
 
-@pytest.mark.parametrize("release", ["1.25.0", "1.35.0", "1.41.0", "1.42.0"], indirect=True)
-def test_a_supernode_that_can_never_connect_is_restarted(release: Release, tmp_path: pathlib.Path):
+@pytest.mark.parametrize(
+    ("release", "reason"),
+    [
+        ("1.25.0", "retries for ever, its health SERVING: only the rendered --max-wait-time ends it"),
+        ("1.35.0", "stays up, HTTP /health answering: only the gRPC liveness probe has it restarted"),
+        ("1.41.0", "exits, and the kubelet restarts it"),
+        ("1.42.0", "the newest: exits as 1.41 does"),
+    ],
+    indirect=["release"],
+)
+def test_a_supernode_that_can_never_connect_is_restarted(release: Release, reason: str, tmp_path: pathlib.Path):
     """A SuperNode that does not trust the SuperLink's certificate never joins: it must not look alive.
 
     From 1.41 it exits and the kubelet restarts it; Flower 1.25 retries for ever with
@@ -232,5 +249,5 @@ def test_a_supernode_that_can_never_connect_is_restarted(release: Release, tmp_p
                 if probe.returncode != 0 and "StatusCode.UNAVAILABLE" not in probe.stderr:
                     verdicts[pod.name] = f"liveness probe fails: {probe.stderr.strip().splitlines()[-1:]}"
             time.sleep(2)
-        assert len(verdicts) == len(supernodes), f"alive and never connected: {verdicts}\n{runner.logs()}"
+        assert len(verdicts) == len(supernodes), f"alive and never connected ({reason}): {verdicts}\n{runner.logs()}"
         assert online_supernodes(runner, time.monotonic() + 5, len(supernodes))[0] == 0

@@ -250,8 +250,16 @@ def test_statefulset_identities_join_once_published_and_are_never_locked_out(rel
         assert not new_keys & keys, "a returning replica kept a key its SuperLink unregistered"
 
 
-@pytest.mark.parametrize("release", ["1.25.0", "1.41.0", "1.42.0"], indirect=True)
-def test_daemonset_identities_one_per_node(release: Release, tmp_path: pathlib.Path):
+@pytest.mark.parametrize(
+    ("release", "reason"),
+    [
+        ("1.25.0", "the oldest supported: SuperNodes on gRPC"),
+        ("1.41.0", "SuperNodes on HTTP, through the Fleet API proxy"),
+        ("1.42.0", "the newest supported"),
+    ],
+    indirect=["release"],
+)
+def test_daemonset_identities_one_per_node(release: Release, reason: str, tmp_path: pathlib.Path):
     with start(release, tmp_path, "DaemonSet") as (runner, _, name):
         pods = supernode_pods(runner)
         assert len(pods) == 2
@@ -273,11 +281,19 @@ def test_daemonset_identities_one_per_node(release: Release, tmp_path: pathlib.P
 
         back = wait_for(runner, "2 SuperNodes online, one under a new key", rejoined,
                         ONLINE_TIMEOUT + UNREGISTER_AFTER, [])  # fmt: skip
-        assert len(online(first) & online(back)) == 1, "not exactly one node replaced"
+        assert len(online(first) & online(back)) == 1, f"not exactly one node replaced ({reason})"
 
 
-@pytest.mark.parametrize("release", ["1.25.0", "1.41.0", "1.42.0"], indirect=True)
-def test_a_federated_run_completes_with_authentication(release: Release, tmp_path: pathlib.Path):
+@pytest.mark.parametrize(
+    ("release", "reason"),
+    [
+        ("1.25.0", "the oldest supported: SuperNodes on gRPC"),
+        ("1.41.0", "SuperNodes on HTTP, through the Fleet API proxy"),
+        ("1.42.0", "the newest supported"),
+    ],
+    indirect=["release"],
+)
+def test_a_federated_run_completes_with_authentication(release: Release, reason: str, tmp_path: pathlib.Path):
     """`flwr run` of examples/app, process isolation and TLS, on SuperNodes whose keys Kubernetes vouched for."""
     name = "fed-auth-run"
     federation = claim(name, release.version, "process", tls=True)
@@ -296,7 +312,7 @@ def test_a_federated_run_completes_with_authentication(release: Release, tmp_pat
 
     proc, logs = run_once_more_after_pull_race(attempt)
     out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, f"{out}\n{logs}"
+    assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, f"{reason}\n{out}\n{logs}"
     assert "Received 2 results and 0 failures" in proc.stdout, out
 
 

@@ -113,8 +113,16 @@ def answered(results: list[list[Any]]) -> list[list[Any]]:
     return [r for r in results if isinstance(r[3], int) and 200 <= r[3] < 300]
 
 
-@pytest.mark.parametrize("release", ["1.35.0", "1.41.0", "1.42.0"], indirect=True)
-def test_strangers_reach_the_fleet_api_and_nothing_else(release: Release, tmp_path: pathlib.Path):
+@pytest.mark.parametrize(
+    ("release", "reason"),
+    [
+        ("1.35.0", "Fleet and Control over gRPC, the Runtime API over HTTP on the loopback"),
+        ("1.41.0", "one HTTP listener for Fleet, Control and Runtime, the Fleet API proxy in front"),
+        ("1.42.0", "the newest supported"),
+    ],
+    indirect=["release"],
+)
+def test_strangers_reach_the_fleet_api_and_nothing_else(release: Release, reason: str, tmp_path: pathlib.Path):
     name = "fed-strangers"
     secret = tls_secret(tmp_path, f"{name}-superlink")
     federation = claim(name, release.version, "subprocess", tls=True)
@@ -173,7 +181,7 @@ def test_strangers_reach_the_fleet_api_and_nothing_else(release: Release, tmp_pa
         }
         for seat, (run, at_service) in seats.items():
             results = probe(run, [*pod_bases, at_service], FORBIDDEN)
-            assert answered(results) == [], seat
+            assert answered(results) == [], (seat, reason)
             # Each address was reached (answered, refused or silent): no name failed to resolve.
             assert not [r for r in results if r[3] == "gaierror"], (seat, results)
             if http_fleet:  # health is the one other thing it passes (the kubelet's probes)

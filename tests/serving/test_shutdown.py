@@ -415,11 +415,19 @@ def test_the_image_starts_a_worker_per_cpu_of_its_limit(tmp_path, reason, limit,
             assert proc.wait(timeout=EXIT_SECONDS) == 0
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "two", "Auto"])
-def test_workers_must_be_auto_or_a_whole_number_from_1(value):
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("0", "no worker would serve a call"),
+        ("-1", "a negative count"),
+        ("two", "a word, not a number"),
+        ("Auto", "auto is spelt in lower case"),
+    ],
+)
+def test_workers_must_be_auto_or_a_whole_number_from_1(value, reason):
     result = CliRunner().invoke(main.cli, ["serve", "--insecure", "--workers", value])
-    assert result.exit_code == 2
-    assert "Invalid value for '--workers'" in result.output
+    assert result.exit_code == 2, reason
+    assert "Invalid value for '--workers'" in result.output, reason
 
 
 # Two calls through a pool, in a process of its own (freezing is for the life of a process): the freeze

@@ -116,35 +116,39 @@ def test_remote_pools_wait_for_an_address():
 
 
 @pytest.mark.parametrize(
-    ("ingress", "address"),
+    ("ingress", "address", "reason"),
     [
-        ({"ip": "203.0.113.7"}, "203.0.113.7:9092"),
-        ({"hostname": "lb-123.elb.example.com"}, "lb-123.elb.example.com:9092"),
-        ({"ip": "2001:db8::7"}, "[2001:db8::7]:9092"),
+        ({"ip": "203.0.113.7"}, "203.0.113.7:9092", "an IPv4 address"),
+        (
+            {"hostname": "lb-123.elb.example.com"},
+            "lb-123.elb.example.com:9092",
+            "a hostname, as some clouds' load balancers give instead of an address",
+        ),
+        ({"ip": "2001:db8::7"}, "[2001:db8::7]:9092", "an IPv6 address, in brackets before the port"),
     ],
 )
-def test_remote_pools_released_when_the_load_balancer_has_an_address(ingress, address):
+def test_remote_pools_released_when_the_load_balancer_has_an_address(ingress, address, reason):
     rsp, objects, status, conditions = run(
         REMOTE, {"superlink-service": service_object({"loadBalancer": {"ingress": [ingress]}})}
     )
-    assert superlink_arg(objects["pool-eu"]) == f"--superlink={address}"
-    assert status["endpoints"]["external"] == address
+    assert superlink_arg(objects["pool-eu"]) == f"--superlink={address}", reason
+    assert status["endpoints"]["external"] == address, reason
     assert conditions["ExternalAddressReady"].status == fnv1.STATUS_CONDITION_TRUE
     assert rsp.desired.composite.ready != fnv1.READY_FALSE
 
 
 @pytest.mark.parametrize(
-    ("given", "address"),
+    ("given", "address", "reason"),
     [
-        ("fleet.example.com", "fleet.example.com:9092"),
-        ("fleet.example.com:443", "fleet.example.com:443"),
-        ("[2001:db8::1]:30092", "[2001:db8::1]:30092"),
+        ("fleet.example.com", "fleet.example.com:9092", "no port: the Service's Fleet port"),
+        ("fleet.example.com:443", "fleet.example.com:443", "a port given is kept (a proxy in front, on 443)"),
+        ("[2001:db8::1]:30092", "[2001:db8::1]:30092", "an IPv6 address and its port"),
     ],
 )
-def test_explicit_external_address(given, address):
+def test_explicit_external_address(given, address, reason):
     _, objects, status, _ = run(spec(REMOTE, superlink__externalAddress=given))
-    assert superlink_arg(objects["pool-eu"]) == f"--superlink={address}"
-    assert status["endpoints"]["external"] == address
+    assert superlink_arg(objects["pool-eu"]) == f"--superlink={address}", reason
+    assert status["endpoints"]["external"] == address, reason
 
 
 def test_node_port_needs_a_node_address_then_the_observed_node_port():
