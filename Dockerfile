@@ -12,7 +12,7 @@ RUN --mount=type=cache,target=/var/lib/apt/lists \
 ENV PYTHONDONTWRITEBYTECODE=true
 
 # Build the wheel, then install it alone, with every dependency at the version
-# requirements.lock pins, into a fresh venv. tests/test_package.py runs these
+# requirements.lock pins, into a fresh venv. tests/product/test_package.py runs these
 # same steps.
 WORKDIR /build
 RUN --mount=target=. \

@@ -1,4 +1,4 @@
-"""The property tests' invariants over many fresh examples: the long run of tests/test_properties.py.
+"""The property tests' invariants over many fresh examples: the long run of tests/product/test_properties.py.
 
     .venv/bin/python benchmarks/fuzz.py --examples 10000 [--flwr-python .cache/flwr/1.41.0/bin/python]
     .venv/bin/python benchmarks/fuzz.py --smoke [--flwr-python ...]
@@ -6,7 +6,7 @@
 For each invariant it draws --examples inputs (random, unlike the suite's
 fixed ones), checks each, and prints examples, failures and seconds; the first
 failing inputs are printed whole, to be kept as @example cases in
-tests/test_properties.py. With --flwr-python, Flower's parser then reads back
+tests/product/test_properties.py. With --flwr-python, Flower's parser then reads back
 every --node-config text the valid examples made (none, at times, in a short
 run: it still starts). Exits 1 if anything failed.
 
@@ -44,7 +44,7 @@ from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402 - after
 from hypothesis import strategies as st  # noqa: E402
 
 from support import properties, strategies  # noqa: E402
-from test_nodeconfig import POD_ENV, kubelet_expand  # noqa: E402
+from support.nodeconfig import POD_ENV, kubelet_expand  # noqa: E402
 
 SHOWN_FAILURES = 3
 # How often a long run says how far it is.

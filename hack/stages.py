@@ -162,10 +162,10 @@ def stages() -> dict[str, Stage]:
 # run 26m34s, 35 CPU minutes on two cores: a core mostly idle); these two tests were 7 of its 24
 # minutes, most of it waiting on the registrar's interval and the grace periods they test.
 SECOND_LANE = (
-    "tests/test_real_node_auth.py::test_statefulset_identities_join_once_published_and_are_never_locked_out",
+    "tests/real/test_real_node_auth.py::test_statefulset_identities_join_once_published_and_are_never_locked_out",
     # Two minutes cold, most of them the grace periods it waits out: unit-flower, the last stage,
     # ended at 47m08s of a cold run with it (this lane at 27m11s).
-    "tests/test_real_node_auth.py::test_keys_in_a_groups_shard_register_and_a_missing_shard_locks_no_one_out",
+    "tests/real/test_real_node_auth.py::test_keys_in_a_groups_shard_register_and_a_missing_shard_locks_no_one_out",
 )
 
 GOALS = {

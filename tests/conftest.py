@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
 import shutil
 import subprocess
@@ -12,16 +11,9 @@ import pytest
 import yaml
 
 from support import served
-from support.peers import CLAIMS, EXAMPLES, IN_CI, INVALID, ROOT, SHARED_CRDS, hack_module, load_all, need  # noqa: F401 - re-exported to tests
+from support.peers import EXAMPLES, SHARED_CRDS, hack_module, need, tool
 
 pins = hack_module("pins")
-
-
-def tool(variable: str, what: str, fallback: str = "") -> str:
-    """The executable a test needs, named by an environment variable (set by `make test`)."""
-    path = os.environ.get(variable) or fallback
-    need(bool(path) and os.access(path, os.X_OK), f"{what} ({variable}; `make test`)")
-    return path
 
 
 @pytest.fixture(scope="session")
@@ -32,18 +24,6 @@ def crank() -> str:
 @pytest.fixture(scope="session")
 def celcheck() -> str:
     return tool("CELCHECK", "cel-go's evaluator")
-
-
-def _kubernetes_minors() -> list[str]:
-    """The supported Kubernetes minors: one CRD validator each, from the module of a control
-    plane the e2e runs (tools/kube-1.NN) or pinned alone (tools/crdcheck/go.1.NN.mod)."""
-    planes = [p.name.removeprefix("kube-") for p in (ROOT / "tools").glob("kube-1.*")]
-    older = [p.name[len("go.") : -len(".mod")] for p in (ROOT / "tools" / "crdcheck").glob("go.1.*.mod")]
-    assert planes, "no control plane pinned under tools/kube-1.NN"
-    return sorted({*planes, *older}, key=lambda m: int(m.split(".")[1]))
-
-
-KUBERNETES_MINORS = _kubernetes_minors()
 
 
 @pytest.fixture(scope="session")
@@ -59,13 +39,6 @@ def psscheck() -> str:
 @pytest.fixture(scope="session")
 def netpolicy() -> str:
     return tool("NETPOLICY", "np-guard's NetworkPolicy analyzer")
-
-
-def crdcheck(minor: str) -> str:
-    """The API server's CRD validation of one Kubernetes minor."""
-    path = pathlib.Path(os.environ.get("CRDCHECK_DIR") or ROOT / ".cache" / "bin") / f"crdcheck-{minor}"
-    need(os.access(path, os.X_OK), f"the CRD validation of Kubernetes {minor} ({path}; `make test`)")
-    return str(path)
 
 
 @pytest.fixture(scope="session")
@@ -146,12 +119,13 @@ def functions_file(tmp_path_factory, function_address) -> pathlib.Path:
     return path
 
 
-# Modules whose tests start real pods with tests/support/podrunner.py, marked `podrunner`:
-# they need no Go tool, so `make test` runs them in a stage of their own
+# The modules of tests/real/, whose tests start real pods with tests/support/podrunner.py,
+# marked `podrunner`: they need no Go tool, so `make test` runs them in a stage of their own
 # (hack/stages.py). Under xdist each runner takes a lane of its own
 # (tests/support/podrunner.py). Listed longest first: xdist hands tests out in this
 # order, and the node-authentication runs (minutes each) started last would
 # leave one worker running them alone at the end.
+REAL = pathlib.Path(__file__).parent / "real"
 PODRUNNER_MODULES = (
     "test_real_node_auth",
     "test_real_strangers",
@@ -168,6 +142,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return item.module.__name__ if item.module is not None else ""
 
     for item in items:
+        if item.path.parent == REAL and module(item) not in PODRUNNER_MODULES:
+            # Unmarked, its pods would run in the `unit` stage beside every other test.
+            unmarked = f"{item.path.name} is in tests/real/ but not in PODRUNNER_MODULES (conftest.py)"
+            raise pytest.UsageError(unmarked)
         if module(item) in PODRUNNER_MODULES:
             item.add_marker(pytest.mark.podrunner)
         if module(item) in SHARED_RUNNER_MODULES:

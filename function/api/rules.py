@@ -6,7 +6,7 @@ is refused with the rule's message. Its check is what the function runs
 (function/api/refusals.py), so a render without the XRD, an older XRD or an
 operator manifest gets the same answer; the function reports it on the field
 that is wrong (`spec.supernodes.pools[1].replicas`) with the same message,
-sometimes followed by `: ` and a detail. tests/test_rules.py runs every
+sometimes followed by `: ` and a detail. tests/api/test_rules.py runs every
 rule's cases through both halves, the CEL through cel-go.
 
 Not here: constraints on one field (types, enums, patterns, lengths, bounds),

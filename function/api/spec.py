@@ -62,7 +62,7 @@ class Model(BaseModel):
     # Unknown fields are an error, not silently dropped: a typo must not
     # quietly change what gets deployed. Strict types, as the XRD's schema:
     # lax pydantic read replicas "3" as 3 and insecure "true" as true, which
-    # admission refuses (found by tests/test_properties.py).
+    # admission refuses (found by tests/product/test_properties.py).
     model_config = ConfigDict(extra="forbid", validate_default=True, strict=True)
 
 
@@ -470,7 +470,7 @@ DEFAULT_MAX_CLUSTERS = 100
 # Crossplane reads a function's response up to gRPC's default 4 MiB. A
 # Federation's answer holds one FederationCluster per remote cluster (a few
 # KiB: the pools as written), each answered by a call of its own;
-# tests/test_clusters.py checks this many, with node authentication and TLS.
+# tests/topology/test_clusters.py checks this many, with node authentication and TLS.
 MAX_CLUSTERS = 1000
 
 

@@ -4,7 +4,7 @@ The controls of the baseline and restricted levels
 (https://kubernetes.io/docs/concepts/security/pod-security-standards/), read
 the way the API server's admission reads them. Pure: a pod spec in, the
 violations out, each with the path in the pod spec where it is, so the
-function can name the Federation field it came from. tests/test_pod_security.py
+function can name the Federation field it came from. tests/api/test_policy.py
 holds it to the Kubernetes judge (tools/psscheck) on the same pods.
 """
 

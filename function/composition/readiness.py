@@ -3,7 +3,7 @@
 Once as a CEL query that provider-kubernetes evaluates on the live object (so
 `kubectl get objects` agrees), and once as the same rule in Python, which the
 function applies to what Crossplane observed (so the XR's Ready condition
-means what the operator's meant). tests/test_readiness.py holds the two to
+means what the operator's meant). tests/composition/test_readiness.py holds the two to
 each other through cel-go.
 """
 

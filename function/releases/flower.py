@@ -3,8 +3,8 @@
 Every builder asks the dialect of the release it writes for (the SuperLink's,
 or a pool's own) and never compares version numbers itself, so a new Flower
 release is one new row here. The facts come from each release's command-line
-help and from runs of the real processes: tests/test_flower_cli.py parses every
-rendered argument with that release's own parser, and tests/test_real_flower.py
+help and from runs of the real processes: tests/releases/test_flower_cli.py parses every
+rendered argument with that release's own parser, and tests/real/test_real_flower.py
 runs rendered Federations as real processes.
 
 The ports stay where the flower-operator put them, whatever the release, so
@@ -255,7 +255,7 @@ class Releases:
 
         Flower 1.40+ keeps that server, off unless FLWR_INTERNAL_GRPC_FLEET_API=1,
         as a compatibility adapter while SuperNodes move to HTTP; 1.25 and 1.39
-        SuperNodes join through it, beside HTTP ones (tests/test_real_flower.py).
+        SuperNodes join through it, beside HTTP ones (tests/real/test_real_flower.py).
         It then holds the Service's Fleet port, where the old SuperNodes have
         always dialled, and HTTP SuperNodes dial the Service's `fleet-http`
         port, which leads to the pod's Fleet API proxy.

@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 import yaml
 
-import test_real_flower as real_flower
 from controlplane import (
     CA_ISSUER,
     CROSSPLANE_NS,
@@ -50,7 +49,7 @@ from function.federation import read
 from function.programs import identity_program
 from function.releases.flower import CONTROL_PORT
 from function.serving import cpus
-from support import served
+from support import real_flower, served
 from support.peers import CLAIMS, INVALID, ROOT, hack_module, load_all, need
 from support.podrunner import PodRunner
 

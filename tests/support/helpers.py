@@ -108,5 +108,5 @@ def container(s: dict[str, Any], name: str = "supernode", resource: str = "pool-
 
 
 # A platform policy that lets pools use any namespace (but a cluster's own): for tests of
-# placement, not of tenancy (tests/test_policy.py).
+# placement, not of tenancy (tests/api/test_policy.py).
 ANY_NAMESPACE_POLICY = {"apiVersion": "flower.fn.crossplane.io/v1alpha1", "kind": "Policy", "namespaces": ["*"]}

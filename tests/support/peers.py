@@ -34,6 +34,39 @@ def load_all(path: pathlib.Path) -> list[dict]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
+def expected_message(path: pathlib.Path) -> str:
+    """The error an invalid example must draw: its first line, `# expect: <message>`."""
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("# expect: "), f"{path} must start with '# expect: <message>'"
+    return first[len("# expect: ") :]
+
+
+def tool(variable: str, what: str, fallback: str = "") -> str:
+    """The executable a test needs, named by an environment variable (set by `make test`)."""
+    path = os.environ.get(variable) or fallback
+    need(bool(path) and os.access(path, os.X_OK), f"{what} ({variable}; `make test`)")
+    return path
+
+
+def _kubernetes_minors() -> list[str]:
+    """The supported Kubernetes minors: one CRD validator each, from the module of a control
+    plane the e2e runs (tools/kube-1.NN) or pinned alone (tools/crdcheck/go.1.NN.mod)."""
+    planes = [p.name.removeprefix("kube-") for p in (ROOT / "tools").glob("kube-1.*")]
+    older = [p.name[len("go.") : -len(".mod")] for p in (ROOT / "tools" / "crdcheck").glob("go.1.*.mod")]
+    assert planes, "no control plane pinned under tools/kube-1.NN"
+    return sorted({*planes, *older}, key=lambda m: int(m.split(".")[1]))
+
+
+KUBERNETES_MINORS = _kubernetes_minors()
+
+
+def crdcheck(minor: str) -> str:
+    """The API server's CRD validation of one Kubernetes minor."""
+    path = pathlib.Path(os.environ.get("CRDCHECK_DIR") or ROOT / ".cache" / "bin") / f"crdcheck-{minor}"
+    need(os.access(path, os.X_OK), f"the CRD validation of Kubernetes {minor} ({path}; `make test`)")
+    return str(path)
+
+
 # The examples that need more than the default platform policy, and the policy their platform gives.
 PLATFORM_POLICY = EXAMPLES / "policy" / "gpu-platform.yaml"
 NEEDS_POLICY = frozenset({"gpu-mountall", "multicluster-hub-spokes", "multicluster-selector"})

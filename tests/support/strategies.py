@@ -177,7 +177,7 @@ HINTS: dict[str, st.SearchStrategy[Any]] = {
 }
 HINT_SHARE = 5  # one in this many values of a hinted field is the schema's own
 # Maps whose keys the function checks and the schema cannot say: their own
-# random keys would only be refused (tests/test_refusals.py tries bad keys).
+# random keys would only be refused (tests/api/test_refusals.py tries bad keys).
 HINT_ONLY = {"labels", "annotations", "matchLabels"}
 UNSETTLED_SHARE = 5  # one in this many specs keeps whatever the schema walk drew
 

@@ -1,0 +1,326 @@
+"""SuperNode keys published through Kubernetes: who may publish, what is carried, what the SuperLink is told.
+
+The publication itself, by the real program against a real API server with the
+Role composed here, is proven in the e2e (test_supernode_keys_reach_the_superlink_through_kubernetes).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from function.builders import identity, netpol, published_keys
+from function.composition import compose, objects, resource_names
+from function.federation import read
+from function.federation.value import Hold
+from function.programs import identity_program
+from function.serving import fn
+from support.helpers import manifests, pod, spec, xr
+from support.published_keys import AUTH, CARRIED, COLLECTION, FED, KEY, NAMESPACE, OTHER_KEY, TLS, member
+
+AUTH_DS = spec(AUTH, mode="DaemonSet", supernodes__pools=[{"name": "edge"}])
+PLACES = {COLLECTION: published_keys.Place("default", NAMESPACE)}
+
+
+@pytest.mark.parametrize(
+    ("members", "expected", "reason"),
+    [
+        ([member()], [KEY], "a key a pool's claim owns, observed by this Federation's collection"),
+        ([member(owner_kind="Pod")], [KEY], "a DaemonSet pod owns its key"),
+        ([member(), member(uid="9a9a")], [KEY], "one line per key"),
+        ([member(data={"public-key": KEY, "node-id": "12"})], [KEY], "a node ID beside the key is not carried"),
+        (
+            [member(OTHER_KEY, uid="b", holder="supernode-identity-fed-default-1"), member(uid="a")],
+            sorted([KEY, OTHER_KEY]),
+            "sorted by key",
+        ),
+        (
+            [member(created="2026-12-01T10:00:00Z"), member(OTHER_KEY, created="2026-12-01T10:05:00Z")],
+            [OTHER_KEY],
+            "one holder, one key: the newest (a rekeyed pod's new key), however many it publishes",
+        ),
+        (
+            [member(OTHER_KEY, created="2026-12-01T10:00:00Z"), member(created="2026-12-01T10:05:00Z")],
+            [KEY],
+            "the newest, whatever order the Objects come in",
+        ),
+        (
+            [member(), member(OTHER_KEY, owner_kind="Pod")],
+            sorted([KEY, OTHER_KEY]),
+            "a claim and a pod of one name are two holders",
+        ),
+        ([member(collection="someone-elses-keys")], [], "an Object of another collection"),
+        ([member(carried="other-fed-0123456789")], [], "an Object carried for another Federation"),
+        ([member(namespace="team-b")], [], "a ConfigMap of another namespace than the collection observes"),
+        ([member(metadata__labels={"app.kubernetes.io/instance": "other"})], [], "another Federation's key"),
+        ([member(owner_kind="Secret")], [], "owned by neither a pod nor a claim"),
+        ([member(metadata__ownerReferences=[])], [], "owned by nothing: outlives every SuperNode"),
+        ([member(metadata__name="flwr-key-someone-else")], [], "its name is not its owner's uid"),
+        ([member(kind="Secret")], [], "not a ConfigMap"),
+        ([member("ssh-rsa AAAAB3NzaC1yc2E=")], [], "not the P-384 key the program makes"),
+        ([member(KEY + "\nssh-rsa AAAA")], [], "more than one line"),
+        ([member(data={"public-key": OTHER_KEY})], [], "its name is not of its key"),
+        ([{"apiVersion": objects.OBJECT_API, "kind": "Object", "metadata": {}}], [], "an Object not observed yet"),
+    ],
+)
+def test_only_keys_a_pools_pods_published_are_carried(members, expected, reason):
+    keys = published_keys.published(FED, NAMESPACE, PLACES, members)
+    assert [k.public_key for k in keys] == expected, reason
+
+
+def test_authorized_keys_name_each_key_and_its_holder():
+    configmap = published_keys.authorized_keys(
+        FED, NAMESPACE, {}, published_keys.published(FED, NAMESPACE, PLACES, [member()])
+    )
+    assert configmap["metadata"]["name"] == "fed-superlink-authorized-keys"
+    holder = f"default/{NAMESPACE}/PersistentVolumeClaim/supernode-identity-fed-default-0"
+    assert configmap["data"] == {"authorized-keys": f"{KEY} {holder} -\n"}
+    # A node ID in the publication is not carried: the registrar would not trust it anyway.
+    with_node = published_keys.published(FED, NAMESPACE, PLACES, [member(data={"public-key": KEY, "node-id": "42"})])
+    text = published_keys.authorized_keys(FED, NAMESPACE, {}, with_node)["data"]["authorized-keys"]
+    assert text == f"{KEY} {holder} -\n"
+    # What the registrar reads from it: each key and its holder.
+    assert identity_program.authorized(text) == {KEY: (holder, None)}
+
+
+def test_names_fit_the_member_label_and_stay_apart():
+    long = "f" * 63
+    assert len(published_keys.collection_name(long, NAMESPACE, "c" * 63, "n" * 63)) <= 63
+    assert len(published_keys.carried_label(long, NAMESPACE)) <= 63
+    assert published_keys.carried_label(FED, "team-a") != published_keys.carried_label(FED, "team-b")
+    assert published_keys.collection_name(FED, NAMESPACE, "eu", NAMESPACE) != published_keys.collection_name(
+        FED, NAMESPACE, "us", NAMESPACE
+    )
+
+
+def test_the_pools_service_account_may_create_configmaps_and_nothing_more():
+    built = manifests(AUTH)
+    role = built[resource_names.key_role_resource("default", NAMESPACE)]
+    # Its pods' claims alone, by name (`resourceNames`): every ordinal of the pool's StatefulSet.
+    claims = [f"supernode-identity-fed-supernode-default-{i}" for i in range(2)]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get"], "resourceNames": claims},
+    ]
+    binding = built[resource_names.key_binding_resource("default", NAMESPACE)]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fed-flower", "namespace": NAMESPACE}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    # A DaemonSet's pods own their keys: no claim to read.
+    ds_role = manifests(AUTH_DS)[resource_names.key_role_resource("default", NAMESPACE)]
+    assert ds_role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
+
+
+def test_the_api_server_narrows_the_pools_create_to_each_pods_own_publication():
+    """RBAC cannot restrict a create by name: an admission policy, in the pool's cluster, does.
+
+    What the API server makes of it, from a pool pod's token, is tried in the e2e
+    (test_supernode_keys_reach_the_superlink_through_kubernetes).
+    """
+    built = manifests(AUTH)
+    policy = built[resource_names.key_policy_resource("default", NAMESPACE)]
+    binding = built[resource_names.key_policy_binding_resource("default", NAMESPACE)]
+    assert policy["kind"] == "ValidatingAdmissionPolicy"
+    assert "namespace" not in policy["metadata"], "cluster-scoped"
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    # Only the pool's ServiceAccount is judged: the provider, controllers and people are not.
+    assert spec["matchConditions"] == [
+        {
+            "name": "pool-service-account",
+            "expression": f"request.userInfo.username == 'system:serviceaccount:{NAMESPACE}:fed-flower'",
+        }
+    ]
+    rules = " ".join(v["expression"] for v in spec["validations"])
+    for needed in ("startsWith('flwr-key-')", "== 'fed'", "variables.pod", "variables.podUID", "'supernode-identity-'"):
+        assert needed in rules, needed
+    # A DaemonSet's pods own their keys themselves: no claim may own one.
+    ds = manifests(AUTH_DS)[resource_names.key_policy_resource("default", NAMESPACE)]
+    assert "PersistentVolumeClaim" not in " ".join(v["expression"] for v in ds["spec"]["validations"])
+    # Unique per Federation, its namespace, cluster and pool namespace: cluster-wide names cannot clash.
+    assert len({identity.publication_policy_name("fed", ns, c, p) for ns in "ab" for c in "cd" for p in "ef"}) == 8
+
+
+def test_nothing_is_published_without_identities_made_in_pods():
+    names = set(manifests(TLS))
+    assert not {n for n in names if n.startswith("supernode-keys-") or n == resource_names.AUTHORIZED_KEYS}
+
+
+def test_only_the_identity_containers_hold_a_token():
+    p = manifests(AUTH)["pool-default"]["spec"]["template"]["spec"]
+    assert p["automountServiceAccountToken"] is False
+    holders = {
+        c["name"]
+        for c in p["containers"] + p["initContainers"]
+        if any(m["name"] == identity.KUBE_VOLUME for m in c.get("volumeMounts", []))
+    }
+    assert holders == {identity.INIT_CONTAINER, identity.REKEY_CONTAINER}
+    # Beside the SuperLink, its registrar alone: it reports the keys it retired.
+    superlink = manifests(AUTH)["superlink"]["spec"]["template"]["spec"]
+    reporters = {
+        c["name"]
+        for c in superlink["containers"] + superlink["initContainers"]
+        if any(m["name"] == identity.KUBE_VOLUME for m in c.get("volumeMounts", []))
+    }
+    assert reporters == {identity.REGISTRAR}
+    assert superlink["automountServiceAccountToken"] is False
+    volume = next(v for v in p["volumes"] if v["name"] == identity.KUBE_VOLUME)
+    assert volume["projected"]["sources"][0] == {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}
+
+
+@pytest.mark.parametrize(
+    ("s", "owner_claim"),
+    [(AUTH, "--owner-claim=supernode-identity-$(POD_NAME)"), (AUTH_DS, None)],
+    ids=["statefulset-claim-owns-the-key", "daemonset-pod-owns-the-key"],
+)
+def test_the_publication_is_owned_by_what_holds_the_key(s, owner_claim):
+    workload = "pool-edge" if s is AUTH_DS else "pool-default"
+    first = next(c for c in pod(s, workload)["initContainers"] if c["name"] == identity.INIT_CONTAINER)
+    claims = [a for a in first["args"] if a.startswith("--owner-claim=")]
+    assert claims == ([owner_claim] if owner_claim else [])
+    assert {e["name"] for e in first["env"]} == {"POD_NAME", "POD_NAMESPACE", "POD_UID"}
+
+
+def run(s: dict[str, Any], members: list[dict[str, Any]] | None) -> fnv1.RunFunctionResponse:
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.update(xr(s))
+    if members is not None:
+        answer = req.required_resources[published_keys.REQUIREMENT]
+        for m in members:
+            answer.items.add().resource.update(copy.deepcopy(m))
+    rsp = fn.run(req)
+    assert not [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    return rsp
+
+
+def test_the_function_asks_for_the_carried_keys_and_tells_the_superlink():
+    rsp = run(AUTH, [member()])
+    need = rsp.requirements.resources[published_keys.REQUIREMENT]
+    assert (need.api_version, need.kind) == (objects.OBJECT_API, "Object")
+    assert dict(need.match_labels.labels) == {published_keys.CARRIED_LABEL: CARRIED}
+    desired = {k: resource.struct_to_dict(v.resource) for k, v in rsp.desired.resources.items()}
+    configmap = desired[resource_names.AUTHORIZED_KEYS]["spec"]["forProvider"]["manifest"]
+    assert configmap["data"]["authorized-keys"].startswith(KEY)
+    collection = desired[resource_names.key_collection_resource("default", NAMESPACE)]
+    assert collection["kind"] == "ObservedObjectCollection"
+    assert collection["metadata"]["name"] == COLLECTION
+    assert collection["spec"]["observeObjects"]["namespace"] == NAMESPACE
+    assert rsp.desired.resources[resource_names.key_collection_resource("default", NAMESPACE)].ready == fnv1.READY_TRUE
+    # Without node authentication nothing is asked for.
+    assert published_keys.REQUIREMENT not in run(TLS, None).requirements.resources
+
+
+def test_a_collection_per_cluster_and_namespace_where_pools_publish():
+    # Flower 1.41: pools in other clusters register through the Fleet proxy.
+    two = spec(
+        AUTH,
+        superlink__image="flwr/superlink:1.41.0",
+        superlink__externalAddress="fleet.example.com:443",
+        supernodes__image="flwr/supernode:1.41.0",
+        supernodes__pools=[
+            {"name": "a", "replicas": 1},
+            {"name": "b", "replicas": 1},
+            {"name": "eu", "replicas": 1, "providerConfigRef": {"name": "spoke-eu"}, "caSecretRef": {"name": "ca"}},
+        ],
+    )
+    built = compose.plan(read.federation(xr(two)))
+    assert sorted(built.direct) == [
+        resource_names.key_collection_resource("default", NAMESPACE),
+        resource_names.key_collection_resource("spoke-eu", NAMESPACE),
+    ]
+    assert built.direct[resource_names.key_collection_resource("spoke-eu", NAMESPACE)]["spec"]["providerConfigRef"] == {
+        "name": "spoke-eu"
+    }
+    # Not an Object: returned as it is.
+    assert resource_names.key_collection_resource("default", NAMESPACE) not in built.resources
+
+
+ENDPOINTS = {
+    "addressType": "IPv4",
+    "endpoints": [{"addresses": ["10.0.0.12"]}, {"addresses": ["10.0.0.11", "not-an-address"]}],
+    "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}],
+}
+
+
+@pytest.mark.parametrize(
+    ("endpoints", "expected", "reason"),
+    [
+        (
+            ENDPOINTS,
+            {
+                "to": [{"ipBlock": {"cidr": "10.0.0.11/32"}}, {"ipBlock": {"cidr": "10.0.0.12/32"}}],
+                "ports": [{"port": 6443, "protocol": "TCP"}],
+            },
+            "each API server address, sorted, at the port it serves",
+        ),
+        (
+            {"endpoints": [{"addresses": ["fd00::1"]}], "ports": [{"port": 443}]},
+            {"to": [{"ipBlock": {"cidr": "fd00::1/128"}}], "ports": [{"port": 443, "protocol": "TCP"}]},
+            "IPv6",
+        ),
+        (None, None, "not observed yet"),
+        ({"endpoints": [], "ports": [{"port": 443}]}, None, "no address"),
+        ({"endpoints": [{"addresses": ["10.0.0.1"]}], "ports": []}, None, "no port"),
+    ],
+)
+def test_the_api_server_is_admitted_at_the_endpoints_it_publishes(endpoints, expected, reason):
+    assert netpol.kube_api_egress(endpoints) == expected, reason
+
+
+def observed_endpoints(live: dict[str, Any]) -> dict[str, Any]:
+    return {
+        resource_names.api_endpoints_resource("default"): {
+            "apiVersion": objects.OBJECT_API,
+            "kind": "Object",
+            "status": {"atProvider": {"manifest": {**netpol.KUBE_API_ENDPOINTS, **live}}},
+        }
+    }
+
+
+def test_publishing_pods_reach_their_api_server_once_its_endpoints_are_observed():
+    fed = read.federation(xr(AUTH))
+    before = compose.plan(fed).resources
+    endpoints = before[resource_names.api_endpoints_resource("default")]
+    assert endpoints.observe
+    wrapped = compose.desired(fed, compose.plan(fed))[resource_names.api_endpoints_resource("default")]
+    assert wrapped["spec"]["managementPolicies"] == ["Observe"]
+    assert "readiness" not in wrapped["spec"]
+    policy = resource_names.networkpolicy_resource("default", NAMESPACE)
+    assert netpol.kube_api_egress(ENDPOINTS) not in before[policy].manifest["spec"]["egress"]
+    after = compose.plan(fed, observed_endpoints(ENDPOINTS)).resources
+    assert netpol.kube_api_egress(ENDPOINTS) in after[policy].manifest["spec"]["egress"]
+    # Pools that publish nothing get no such rule, nor anything observed.
+    plain = read.federation(xr(TLS))
+    plan = compose.plan(plain, observed_endpoints(ENDPOINTS)).resources
+    assert resource_names.api_endpoints_resource("default") not in plan
+    assert netpol.kube_api_egress(ENDPOINTS) not in plan[policy].manifest["spec"]["egress"]
+
+
+def test_a_key_of_a_pool_not_placed_there_is_not_listed():
+    """Two ProviderConfigs naming one cluster: each collection claims only its own pools' keys."""
+    places = {COLLECTION: published_keys.Place("default", NAMESPACE, ("default",))}
+    assert published_keys.published(FED, NAMESPACE, places, [member()]) != []
+    assert published_keys.published(FED, NAMESPACE, places, [member(pool="other-cluster-pool")]) == []
+
+
+def test_a_held_pools_keys_stay_listed():
+    """A pool waiting for the SuperLink's external address is not composed, but its pods may run: keys stay."""
+    held = spec(
+        AUTH,
+        superlink__image="flwr/superlink:1.41.0",
+        superlink__service={"type": "LoadBalancer"},
+        supernodes__image="flwr/supernode:1.41.0",
+        supernodes__pools=[{"name": "eu", "replicas": 1, "providerConfigRef": {"name": "spoke-eu"},
+                            "caSecretRef": {"name": "ca"}}],
+    )  # fmt: skip
+    fed = read.federation(xr(held))
+    name = published_keys.collection_name(FED, NAMESPACE, "spoke-eu", NAMESPACE)
+    built = compose.plan(fed, key_members=[member(collection=name, carried=CARRIED, pool="eu")])
+    assert built.held == {"eu": Hold.ADDRESS}
+    assert resource_names.key_collection_resource("spoke-eu", NAMESPACE) not in built.direct
+    listed = built.resources[resource_names.AUTHORIZED_KEYS].manifest["data"]["authorized-keys"]
+    assert listed.startswith(f"{KEY} spoke-eu/{NAMESPACE}/"), listed

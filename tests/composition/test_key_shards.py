@@ -1,0 +1,188 @@
+"""Remote clusters' keys reach the SuperLink through their FederationCluster and its group, never the Federation.
+
+Each FederationCluster reads its own collections' Objects alone and reports
+the keys it checked; its group lists its clusters' reports in a shard beside
+the SuperLink; the Federation's own list names the shards there should be;
+the SuperLink mounts every shard a group may write. The registrar's side (a
+shard named but missing unregisters no one) is in tests/programs/test_identity.py and,
+with real Flower, tests/real/test_real_node_auth.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from function.builders import identity, published_keys
+from function.composition import compose, groups, resource_names, status
+from function.federation import read
+from support.children import CLUSTERS, SECURE, TLS_SECRET, Case, federation_clusters, planned, selected
+from support.helpers import BASE, spec, xr
+from support.published_keys import AUTH, FED, KEY, NAMESPACE, OTHER_KEY, member
+
+POOLS = "flower-sites"
+
+
+def federation() -> tuple[Any, compose.Plan]:
+    return planned(Case("secure", SECURE, CLUSTERS))
+
+
+def part_of(name: str, composite: dict[str, Any]) -> Any:
+    return read.cluster({"metadata": {"name": name}, **composite})
+
+
+def members_of(part: Any, key: str, pool: str | None = None) -> list[dict[str, Any]]:
+    """What Crossplane answers a FederationCluster's call: its collection's Object, published in its cluster.
+
+    pool: the publishing pod's pool; the cluster's own by default.
+    """
+    cluster = part.part.cluster.name
+    collection = published_keys.collection_name(FED, NAMESPACE, cluster, POOLS)
+    pool = pool or f"gpu-{cluster}"
+    return [member(key, collection=collection, carried=compose.carried_label(part), namespace=POOLS, pool=pool)]
+
+
+def reported(name: str, composite: dict[str, Any], key: str, extra: list[dict[str, Any]] | None = None) -> list[str]:
+    """A FederationCluster's call: the keys it reports in its status."""
+    part = part_of(name, composite)
+    built = compose.plan(part, {}, key_members=[*members_of(part, key), *(extra or [])])
+    report = status.report(part, built, {}, 1)
+    return report.status.wire().get("publishedKeys")
+
+
+def test_a_cluster_reports_the_keys_of_its_own_collections_alone():
+    fed, built = federation()
+    parts = federation_clusters(built)
+    eu, us = parts["cluster-config-eu"], parts["cluster-config-us"]
+    us_part = part_of("cluster-config-us", us)
+    # The same Object, labelled for another cluster's call or for the Federation's: not this cluster's key.
+    strays = [
+        {**m, "metadata": {"labels": {**m["metadata"]["labels"], published_keys.CARRIED_LABEL: label}}}
+        for m in members_of(us_part, OTHER_KEY)
+        for label in (compose.carried_label(fed), compose.carried_label(part_of("cluster-config-eu", eu)))
+    ]
+    # A key of another cluster's pool, published where eu's collection looks (two ProviderConfigs, one cluster).
+    aliased = members_of(part_of("cluster-config-eu", eu), OTHER_KEY, pool="gpu-us")
+    lines = reported("cluster-config-eu", eu, KEY, [*strays, *aliased])
+    assert lines == [f"{KEY} eu/{POOLS}/PersistentVolumeClaim/supernode-identity-fed-default-0 -"]
+    assert reported("cluster-config-us", us, OTHER_KEY)[0].startswith(f"{OTHER_KEY} us/{POOLS}/")
+    # Labels differ by cluster, and from the Federation's: no call reads another's members.
+    labels = {compose.carried_label(part_of(n, p)) for n, p in parts.items()} | {compose.carried_label(fed)}
+    assert len(labels) == len(parts) + 1
+
+
+def test_a_clusters_collection_observes_its_own_pools_keys_alone():
+    _, built = federation()
+    for name, composite in federation_clusters(built).items():
+        part = part_of(name, composite)
+        (collection,) = compose.plan(part).direct.values()
+        selector = collection["spec"]["observeObjects"]["selector"]
+        cluster = part.part.cluster.name
+        assert selector["matchExpressions"] == [
+            {"key": "flower.flwr.ai/pool", "operator": "In", "values": [f"gpu-{cluster}"]}
+        ]
+
+
+def test_without_node_authentication_a_cluster_reports_nothing():
+    plain = spec(selected(spec(BASE, supernodes__pools__0__name="gpu")), tls={"secretName": "superlink-tls"})
+    _, built = planned(Case("plain", plain, CLUSTERS))
+    for name, composite in federation_clusters(built).items():
+        part = part_of(name, composite)
+        assert "publishedKeys" not in status.report(part, compose.plan(part), {}, 1).status.wire()
+
+
+def test_a_group_lists_its_clusters_reports_in_its_shard_beside_the_superlink():
+    _, built = federation()
+    group_name, group = next((n, built.direct[n]) for n in sorted(built.parts))
+    assert group["spec"]["authorizedKeys"] == {
+        "shard": published_keys.shard_id(group_name),
+        "providerConfigRef": {"name": "default", "kind": "ClusterProviderConfig"},
+    }
+    composites = groups.compose({"metadata": {"name": group_name}, **group}, {}).desired
+    clusters = {n: c for n, c in composites.items() if c["kind"] in read.CLUSTER_KINDS}
+    keys = iter([KEY, OTHER_KEY])
+    observed = {n: {**c, "status": {"publishedKeys": reported(n, c, next(keys))}} for n, c in clusters.items()}
+    answer = groups.compose({"metadata": {"name": group_name}, **group}, observed)
+    shard = answer.desired[resource_names.AUTHORIZED_KEYS]
+    assert answer.ready[resource_names.AUTHORIZED_KEYS]
+    assert shard["spec"]["providerConfigRef"] == {"name": "default"}
+    manifest = shard["spec"]["forProvider"]["manifest"]
+    assert manifest["metadata"]["name"] == identity.shard_name(FED, published_keys.shard_id(group_name))
+    assert manifest["metadata"]["namespace"] == NAMESPACE
+    listed = sorted(line for c in observed.values() for line in c["status"]["publishedKeys"])
+    assert manifest["data"] == {identity.AUTHORIZED_KEYS_FILE: "".join(f"{line}\n" for line in listed)}
+    # Status counts clusters, not the shard.
+    assert answer.status.clusters == len(clusters)
+
+
+HOLDER = f"eu/{POOLS}/PersistentVolumeClaim/supernode-identity-fed-default-0"
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected", "reason"),
+    [
+        ([f"{KEY} {HOLDER} -"], [f"{KEY} {HOLDER} -"], "a key of a holder in the cluster, no node ID yet"),
+        ([f"{KEY} {HOLDER} 42"], [f"{KEY} {HOLDER} 42"], "with the node ID it registered as"),
+        ([f"{KEY} us/{POOLS}/Pod/x -"], [], "a holder in another cluster: not this cluster's to report"),
+        ([f"ssh-rsa AAAA {HOLDER} -"], [], "not a P-384 key"),
+        ([f"{KEY} eu/{POOLS}/Secret/x -"], [], "a holder that is neither a pod nor a claim"),
+        ([f"{KEY} {HOLDER} -\nssh-rsa AAAA {HOLDER} -"], [], "two lines in one: a line break smuggled in"),
+        ([f"{KEY} {HOLDER} -\n"], [], "a line with its own line break"),
+        ([f"{KEY} {HOLDER} 4x"], [], "a node ID that is not a number"),
+        ("not a list", [], "not a list at all"),
+        ([{"key": KEY}], [], "not a line"),
+    ],
+)
+def test_a_group_lists_only_well_formed_lines_of_its_clusters_own_holders(lines, expected, reason):
+    assert published_keys.reported_lines("eu", lines) == expected, reason
+
+
+def test_a_shard_lists_each_key_once_sorted():
+    lines = [f"{OTHER_KEY} {HOLDER} -", f"{KEY} {HOLDER} 42", f"{KEY} us/{POOLS}/Pod/x -"]
+    text = published_keys.shard(FED, NAMESPACE, {}, "07", lines)["data"][identity.AUTHORIZED_KEYS_FILE]
+    assert text == f"{KEY} {HOLDER} 42\n{OTHER_KEY} {HOLDER} -\n"
+
+
+def test_the_federation_names_its_groups_shards_and_the_superlink_mounts_every_one():
+    _, built = federation()
+    listing = built.resources[resource_names.AUTHORIZED_KEYS].manifest["data"]
+    expected = sorted(identity.shard_file(published_keys.shard_id(g)) for g in built.parts)
+    assert listing[published_keys.SHARDS_FIELD].split() == expected
+    assert listing[identity.AUTHORIZED_KEYS_FILE] == "", "remote clusters' keys are not the Federation's to list"
+    pod = built.resources[resource_names.SUPERLINK].manifest["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == identity.AUTHORIZED_KEYS_VOLUME)
+    sources = volume["projected"]["sources"]
+    assert sources[0] == {"configMap": {"name": identity.authorized_keys_name(FED), "optional": True}}
+    shards = [s["configMap"] for s in sources[1:]]
+    assert [s["name"] for s in shards] == [identity.shard_name(FED, f"{n:02d}") for n in range(identity.SHARDS)]
+    assert all(s["optional"] for s in shards)
+    assert [s["items"][0]["path"] for s in shards] == [identity.shard_file(f"{n:02d}") for n in range(identity.SHARDS)]
+
+
+def test_a_federation_without_selector_pools_keeps_its_one_list():
+    built = compose.plan(read.federation(xr(AUTH)))
+    listing = built.resources[resource_names.AUTHORIZED_KEYS].manifest["data"]
+    assert published_keys.SHARDS_FIELD not in listing
+    pod = built.resources[resource_names.SUPERLINK].manifest["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == identity.AUTHORIZED_KEYS_VOLUME)
+    assert volume == {
+        "name": identity.AUTHORIZED_KEYS_VOLUME,
+        "configMap": {"name": identity.authorized_keys_name(FED), "optional": True},
+    }
+
+
+def test_an_upgrade_keeps_a_remote_key_listed_until_its_object_is_relabelled():
+    """Objects labelled by a release before the shards are still the Federation's to list, until relabelled."""
+    fed, built = federation()
+    collection = published_keys.collection_name(FED, NAMESPACE, "eu", POOLS)
+    before = member(KEY, collection=collection, carried=compose.carried_label(fed), namespace=POOLS, pool="gpu-eu")
+    eu = part_of("cluster-config-eu", federation_clusters(built)["cluster-config-eu"])
+    after = member(KEY, collection=collection, carried=compose.carried_label(eu), namespace=POOLS, pool="gpu-eu")
+
+    def listed(members: list[dict[str, Any]]) -> str:
+        plan = compose.plan(fed, {}, None, TLS_SECRET, members)
+        return plan.resources[resource_names.AUTHORIZED_KEYS].manifest["data"][identity.AUTHORIZED_KEYS_FILE]
+
+    assert listed([before]).startswith(f"{KEY} eu/{POOLS}/")
+    assert listed([after]) == ""

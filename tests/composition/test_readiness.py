@@ -1,0 +1,132 @@
+"""Readiness: the CEL queries on the Objects and the function's own rule agree,
+with cel-go (as provider-kubernetes runs it) as the judge."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from function.composition import readiness
+
+STS = {"kind": "StatefulSet", "spec": {"replicas": 2}}
+DS = {"kind": "DaemonSet", "spec": {}}
+LB = {"kind": "Service", "spec": {"type": "LoadBalancer"}}
+CLUSTER_IP = {"kind": "Service", "spec": {"type": "ClusterIP"}}
+CERT = {"kind": "Certificate", "spec": {}}
+
+
+def cert(*conditions):
+    return {"status": {"conditions": [{"type": t, "status": s} for t, s in conditions]}}
+
+
+def sts(generation=1, observed=1, replicas=2, **status):
+    return {
+        "metadata": {"generation": generation},
+        "spec": {"replicas": replicas},
+        "status": {"observedGeneration": observed, **status},
+    }
+
+
+def ds(generation=1, observed=1, **status):
+    return {"metadata": {"generation": generation}, "spec": {}, "status": {"observedGeneration": observed, **status}}
+
+
+# (desired manifest, live object, ready?)
+CASES = [
+    (STS, sts(readyReplicas=2, updatedReplicas=2), True),
+    (STS, sts(readyReplicas=1, updatedReplicas=2), False),
+    (STS, sts(readyReplicas=2, updatedReplicas=1), False),  # rolling update
+    (STS, sts(generation=2, observed=1, readyReplicas=2, updatedReplicas=2), False),  # new spec not seen
+    (STS, sts(), False),  # zero counters are omitted by Kubernetes
+    (STS, {"metadata": {"generation": 1}, "spec": {"replicas": 2}}, False),  # no status at all
+    (STS, sts(replicas=0), True),
+    (DS, ds(desiredNumberScheduled=3, numberReady=3, updatedNumberScheduled=3), True),
+    (DS, ds(desiredNumberScheduled=3, numberReady=2, updatedNumberScheduled=3), False),
+    (DS, ds(desiredNumberScheduled=3, numberReady=3, updatedNumberScheduled=1), False),
+    (DS, ds(desiredNumberScheduled=0, numberReady=0), True),  # on no node: ready, and warned about
+    (DS, ds(generation=3, observed=2, desiredNumberScheduled=1, numberReady=1, updatedNumberScheduled=1), False),
+    (LB, {"status": {"loadBalancer": {}}}, False),
+    (LB, {"status": {"loadBalancer": {"ingress": []}}}, False),
+    (LB, {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}, True),
+    (LB, {"spec": {"type": "LoadBalancer"}}, False),
+    # cert-manager's Certificate: issued or not, by its Ready condition, not by existing.
+    (CERT, cert(("Ready", "True")), True),
+    (CERT, cert(("Issuing", "True"), ("Ready", "False")), False),
+    (CERT, cert(("Issuing", "True")), False),
+    (CERT, {"status": {}}, False),
+    (CERT, {"spec": {}}, False),
+]
+
+
+def test_cel_and_python_agree(celcheck):
+    checks = [{"query": readiness.policy(m)["celQuery"], "object": live} for m, live, _ in CASES]
+    proc = subprocess.run([celcheck], input=json.dumps(checks), capture_output=True, text=True, check=True)
+    results = json.loads(proc.stdout)
+    for (manifest, live, expected), result in zip(CASES, results, strict=True):
+        assert result == {"result": expected}, (manifest["kind"], live, result)
+        assert readiness.observe(manifest, live).ready is expected, (manifest["kind"], live)
+
+
+@pytest.mark.parametrize(
+    ("manifest", "expected", "reason"),
+    [
+        (STS, "DeriveFromCelQuery", "a StatefulSet is ready when its pods are: a CEL query on its status"),
+        (DS, "DeriveFromCelQuery", "so is a DaemonSet"),
+        (LB, "DeriveFromCelQuery", "a LoadBalancer Service once it has an address"),
+        (CERT, "DeriveFromCelQuery", "a Certificate once cert-manager has issued it"),
+        (CLUSTER_IP, "SuccessfulCreate", "a ClusterIP Service serves once created"),
+        (
+            {"kind": "Service", "spec": {"type": "NodePort"}},
+            "SuccessfulCreate",
+            "so does a NodePort Service: its port is there at once",
+        ),
+    ],
+)
+def test_policy_per_kind(manifest, expected, reason):
+    assert readiness.policy(manifest)["policy"] == expected, reason
+
+
+@pytest.mark.parametrize("kind", ["ServiceAccount", "Namespace"])
+def test_plain_objects_are_ready_once_created(kind):
+    assert readiness.policy({"kind": kind})["policy"] == "SuccessfulCreate"
+    assert readiness.observe({"kind": kind}, {"metadata": {"name": "x"}}).ready
+    assert not readiness.observe({"kind": kind}, None).ready
+
+
+def test_cluster_ip_service_is_ready_once_created():
+    assert readiness.observe(CLUSTER_IP, {"spec": {"type": "ClusterIP"}}).ready
+    assert not readiness.observe(CLUSTER_IP, None).ready
+
+
+@pytest.mark.parametrize(
+    ("live", "reason"),
+    [
+        (
+            {"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "readyReplicas": "two"}},
+            "a count that is a string",
+        ),
+        ({"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "readyReplicas": -1}}, "a negative count"),
+        ({"metadata": "garbage", "status": {}}, "metadata that is no object"),
+        (
+            {"metadata": {"generation": 1}, "spec": {"replicas": "x"}, "status": {"observedGeneration": 1}},
+            "a desired count that is a string",
+        ),
+        ({"status": ["not", "an", "object"]}, "a status that is no object"),
+    ],
+)
+def test_garbled_status_is_unknown_not_a_crash(live, reason):
+    o = readiness.observe(STS, live)
+    assert (o.ready, o.unknown) == (False, True), reason
+    assert o.detail.startswith("status unknown"), reason
+
+
+def test_a_certificate_not_issued_says_why_in_cert_managers_words():
+    live = {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "DoesNotExist",
+                                       "message": "Issuer flower-ca not found"}]}}  # fmt: skip
+    o = readiness.observe(CERT, live)
+    assert (o.ready, o.detail) == (False, "not issued: DoesNotExist: Issuer flower-ca not found")
+    assert readiness.observe(CERT, {"status": {}}).detail == "not issued yet"
+    garbled = readiness.observe(CERT, {"status": {"conditions": "Ready"}})
+    assert (garbled.ready, garbled.unknown) == (False, True)
