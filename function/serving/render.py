@@ -16,12 +16,20 @@ import yaml
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.builders import tls
+from function.composition import admission
 from function.federation import read
 from function.serving import documents, fn, wire
 
 GROUP_VERSION = "flower.crossplane.io/v1alpha1"
 OPERATOR_GROUP_VERSION = "flwr.exalsius.ai/v1"
 COMPOSITION_RESOURCE_NAME = "crossplane.io/composition-resource-name"
+
+
+# What a refusal by the platform's policy adds when render was given none.
+TRY_A_POLICY = (
+    "function render judged it by the default policy: to render it under a platform's, add --policy <file> "
+    "(a flower.fn.crossplane.io Policy; the function's repository has some in examples/policy/)"
+)
 
 
 class RenderError(Exception):
@@ -192,6 +200,8 @@ def render(
     fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     if fatal:
         msg = "; ".join(fatal)
+        if policy is None and admission.ALLOWED_BY in msg:
+            msg += f". {TRY_A_POLICY}"
         raise RenderError(msg)
     warnings = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_WARNING]
     xr_name = xr["metadata"]["name"]
