@@ -228,7 +228,7 @@ def releases(spec: FederationSpec) -> Releases:
     """
     written = versions.written(spec)
     errors = [
-        (field, f"Flower {text} is not a release this function supports ({SUPPORTED})")
+        (field, f"Flower {text} is not a release this function supports: {SUPPORTED}")
         for field, text in written.unsupported
     ]
     superlink_fields = ("spec.version", "spec.superlink.image")
