@@ -1,5 +1,9 @@
-# Every target bootstraps what it needs on a fresh machine (Python 3.11, Go).
+# Every target bootstraps what it needs on a fresh machine (Python 3.11 to 3.13, Go).
+# The Python the function's venv is made with: any of 3.11 to 3.13 (`make render PYTHON=python3.13`).
 PYTHON ?= python3
+# The Python `make unit-py` runs the unit tests that need no peer with.
+PY ?= python3.13
+PY_VENV := .cache/py/$(notdir $(PY))
 VENV := .venv
 # One virtualenv per Flower release the tests run (tests/flower/<release>.txt).
 FLWR_RELEASES := $(patsubst tests/flower/%.txt,%,$(wildcard tests/flower/*.txt))
@@ -44,7 +48,7 @@ E2E_TOOLS := .cache/e2e
 # compile them again.
 GO_BUILD := go build -trimpath -ldflags="-s -w"
 
-.PHONY: render lint unit unit-run unit-tools unit-tools-own unit-tools-kube flower-venvs flower-venv-newest test e2e e2e-run e2e-tools image package serve crank \
+.PHONY: render lint unit unit-run unit-py unit-py-run unit-tools unit-tools-own unit-tools-kube flower-venvs flower-venv-newest test e2e e2e-run e2e-tools image package serve crank \
 	generate bench fuzz clean
 
 $(VENV)/.installed: pyproject.toml requirements.lock
@@ -173,6 +177,38 @@ unit-run:
 		FLWR_PYTHON="$(CURDIR)/.cache/flwr/1.25.0"/bin/python FLWR_VENVS="$(CURDIR)/.cache/flwr" \
 		NGINX_ROOT="$(CURDIR)/$(NGINX_ROOT)" \
 		$(VENV)/bin/pytest --ignore=tests/e2e -n $(UNIT_WORKERS) --dist loadgroup --durations=25 -m "$(UNIT_MARKS)" $(PYTEST_ARGS)
+
+# The function's unit tests that need no peer (marked neither podrunner nor peers: no Flower
+# process or virtualenv, no Go tool; nor tooling: the tests of hack/, benchmarks/ and the like) on
+# another Python, in a venv of its own with the locked dependencies: `make unit-py PY=python3.12`.
+# The property tests draw 20 examples each, not 80: the same code, a quarter of their time. hack/stages.py runs it with the newest Python requires-python
+# admits. PY must run, not just be found: pyenv puts a shim on PATH for every version it has,
+# which fails unless that version is selected too: then the version pyenv installed is run by its own path.
+# Without it the lane fails in CI (CI=true) and is skipped, saying so, elsewhere.
+unit-py:
+	@py="$(PY)"; \
+	if ! "$$py" -c '' >/dev/null 2>&1 && command -v pyenv >/dev/null 2>&1; then \
+		version=$$(pyenv versions --bare 2>/dev/null | grep -E "^$(patsubst python%,%,$(notdir $(PY)))(\.[0-9]+)?$$" | tail -n 1); \
+		if [ -n "$$version" ]; then py="$$(pyenv root)/versions/$$version/bin/$(notdir $(PY))"; fi; \
+	fi; \
+	if "$$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory unit-py-run PY="$$py"; \
+	else \
+		echo "unit-py: $(PY) does not run here ($$(command -v $(PY) || echo 'not on PATH'))"; \
+		if [ "$$CI" = true ]; then exit 1; fi; echo "unit-py: skipped (in CI, CI=true, this fails)"; \
+	fi
+
+unit-py-run: $(PY_VENV)/.installed
+	$(PY_VENV)/bin/python --version
+	PROPERTY_EXAMPLES=20 $(PY_VENV)/bin/pytest --ignore=tests/e2e -m "not podrunner and not peers and not tooling" \
+		-n $(UNIT_WORKERS) --durations=10 $(PYTEST_ARGS)
+
+# Made by uv from the project's venv, as the Flower venvs are: the same locked versions as .venv.
+$(PY_VENV)/.installed: pyproject.toml requirements.lock | $(VENV)/.installed
+	rm -rf $(dir $@)
+	$(UV) venv --quiet --python "$$(command -v $(PY))" $(dir $@)
+	$(UV) pip install --quiet --python $(dir $@)bin/python -c requirements.lock -e '.[dev]'
+	touch $@
 
 # The runtime image, built without a container daemon (needs root).
 $(IMAGE): $(VENV)/.installed hack/build_image.py pyproject.toml requirements.lock $(wildcard function/* function/*/*)

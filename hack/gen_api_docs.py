@@ -195,13 +195,16 @@ deleted). `examples/invalid/` holds one manifest per rule, each with the message
 | operator's rules, with its messages: replicas in DaemonSet mode; missing replicas in StatefulSet \
 mode; a missing or forbidden `superexecImage` or `images.superexecClientApp` for the isolation mode; \
 `gpu.mountAll` without `vendor` | CEL | yes |
-| ours: duplicate pool names; `{index}`/`{replicas}` or `{globalIndex}`/`{totalReplicas}` in \
+| ours: `spec.version` a Flower release this function supports (1.24 and later, 1.x; as the function \
+reads it: `1.41`, `v1.41.0` and `1.41.0-py3.11` too); duplicate pool names; `{index}`/`{replicas}` \
+or `{globalIndex}`/`{totalReplicas}` in \
 `nodeConfig` in DaemonSet mode; `{index}` beside `{globalIndex}` in one pool; TLS sources; `insecure` \
 beside `tls`; node authentication without TLS; `authKeySecretRef` on a pool of more than one SuperNode | CEL | yes |
 | Kubernetes-typed fields (resources, env, volumes, pod templates) against the Kubernetes schema; \
 `nodeConfig` values Flower cannot read; generated names too long; claims deploying outside their \
 namespace; `volumeClaimTemplates` outside StatefulSet mode; a SuperLink claim template named like the \
-persistence volume; a pool volume named like the identity volume | | yes |
+persistence volume; a pool volume named like the identity volume; the release an image's tag names \
+(a tag is any text at admission) | | yes |
 
 The pool limit (128) and the `nodeConfig` bounds (32 keys, string values of at most 1024
 characters) are what keeps these rules within budget. `nodeConfig` values are strings at

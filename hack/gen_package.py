@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import pathlib
 import sys
+import tomllib
 from typing import Any
 
 import yaml
@@ -41,6 +42,10 @@ FUNCTION = "function-flower"
 # the registry's root keeps the name function-flower (see dependency_name).
 FUNCTION_PACKAGE = f"registry.example.com/{FUNCTION}"
 PROVIDER_PACKAGE = "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes"
+# Who maintains the packages, as every package's meta.crossplane.io/maintainer says (a name, no
+# address: the project publishes none), and their license, pyproject.toml's (LICENSE holds its text).
+MAINTAINER = "Flower Federation function maintainers"
+LICENSE = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["license"]
 # CompositionRevisions copy the Composition's labels: this one names the release.
 RELEASE_LABEL = f"{GROUP}/release"
 API_LABEL = f"{GROUP}/api"
@@ -138,9 +143,10 @@ def configuration(flavor: str) -> dict[str, Any]:
         "metadata": {
             "name": spec["package"],
             "annotations": {
-                "meta.crossplane.io/maintainer": "Flower on Crossplane maintainers",
+                "meta.crossplane.io/maintainer": MAINTAINER,
                 # meta.crossplane.io/source takes the repository's public URL:
                 # the project names none yet (as package/crossplane.yaml).
+                "meta.crossplane.io/license": LICENSE,
                 "meta.crossplane.io/description": (
                     "The Flower Federation API: a Federation deploys a Flower federated-learning "
                     "federation (SuperLink, its Service, SuperNode pools) in one cluster or many."

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 from collections.abc import Callable
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -38,6 +39,15 @@ TAIL = 15  # lines of a passed build stage's log worth showing
 FAILURE_TAIL = 5  # lines of a failed stage's log that say why, when it names no failed test
 FAILURE_WIDTH = 400  # a failed test's line, cut: its first lines of error are enough to tell one from another
 MAKE = os.environ.get("MAKE", "make")
+
+
+def newest_python() -> str:
+    """The newest Python minor pyproject.toml's requires-python admits (`<3.14`: 3.13)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    below = re.search(r"<\s*3\.(\d+)", project["requires-python"])
+    if below is None:
+        sys.exit(f"pyproject.toml: requires-python {project['requires-python']!r} names no upper bound (<3.N)")
+    return f"3.{int(below.group(1)) - 1}"
 
 
 def _kube_minors() -> list[str]:
@@ -152,6 +162,18 @@ def stages() -> dict[str, Stage]:
             pytest=True,
             nice=10,
         ),
+        # The function on the newest Python it supports: the unit tests that need no peer (no
+        # Go tool, Flower process or virtualenv; every other lane runs on the venv's Python), in
+        # a venv of its own. It needs `python3.X` to run (not only a pyenv shim for it): in CI
+        # its absence fails the stage (Makefile, unit-py). Lowest weight: it waits on nothing and
+        # nothing waits on it.
+        Stage(
+            f"unit-py{newest_python()}",
+            [MAKE, "--no-print-directory", "unit-py", f"PY=python{newest_python()}"],
+            needs=("venv",),
+            pytest=True,
+            nice=10,
+        ),
         *e2e,
     ]
     return {s.name: s for s in table}
@@ -173,7 +195,7 @@ SECOND_LANE = (
 
 GOALS = {
     "test": None,  # every stage
-    "unit": ("lint", "unit", "unit-flower", "unit-flower-identities"),
+    "unit": ("lint", "unit", "unit-flower", "unit-flower-identities", f"unit-py{newest_python()}"),
     "e2e": tuple(f"e2e-{m}" for m in _kube_minors()),
 }
 

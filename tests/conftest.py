@@ -137,6 +137,25 @@ PODRUNNER_MODULES = (
 SHARED_RUNNER_MODULES = ("test_real_fleet_edge", "test_podrunner")
 
 
+# The fixtures that give a test a real peer (a Go tool, Flower's virtualenv, the peers' CRDs), and
+# the modules whose every test runs Flower's own CLI: their tests are marked `peers`, which
+# `make unit-py` (the newest Python's lane) leaves out, as it builds no peer.
+PEER_FIXTURES = frozenset({"crank", "celcheck", "xrd2crd", "psscheck", "netpolicy", "flwr_python", "shared_crds"})
+PEER_MODULES = ("test_flower_cli",)
+# The modules that test the repository's tooling (the scripts under hack/ and benchmarks/, the e2e
+# harness, the image and package builds, the docs, the lint contract), not the function: marked
+# `tooling`, which `make unit-py` leaves out too. They run on the project venv's Python.
+TOOLING_MODULES = (
+    "test_benchmarks",
+    "test_docs",
+    "test_e2e_harness",
+    "test_image",
+    "test_layers",
+    "test_package",
+    "test_stages",
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def module(item: pytest.Item) -> str:
         return item.module.__name__ if item.module is not None else ""
@@ -148,6 +167,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             raise pytest.UsageError(unmarked)
         if module(item) in PODRUNNER_MODULES:
             item.add_marker(pytest.mark.podrunner)
+        if module(item) in PEER_MODULES or PEER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.peers)
+        if module(item) in TOOLING_MODULES:
+            item.add_marker(pytest.mark.tooling)
         if module(item) in SHARED_RUNNER_MODULES:
             item.add_marker(pytest.mark.xdist_group(module(item)))
     rank = {name: i for i, name in enumerate(PODRUNNER_MODULES)}

@@ -43,12 +43,14 @@ Validated = TypeVar("Validated", bound=pydantic.BaseModel)
 
 
 class SpecError(Exception):
-    """The spec is invalid; errors holds (field path, message) pairs."""
+    """The spec is invalid; errors holds (field path, message) pairs, remedy what would admit it, if anything."""
 
-    def __init__(self, errors: list[tuple[str, str]]) -> None:
-        """Hold errors; the message lists them all."""
+    def __init__(self, errors: list[tuple[str, str]], remedy: str = "") -> None:
+        """Hold errors; the message lists them all, then the remedy."""
         self.errors = errors
-        super().__init__("; ".join(f"{field}: {message}" for field, message in errors))
+        self.remedy = remedy
+        listed = "; ".join(f"{field}: {message}" for field, message in errors)
+        super().__init__(f"{listed}. {remedy}" if remedy else listed)
 
 
 def parse(raw: Any) -> FederationSpec:
@@ -231,7 +233,7 @@ def releases(spec: FederationSpec) -> Releases:
     """
     written = versions.written(spec)
     errors = [
-        (field, f"Flower {text} is not a release this function supports ({SUPPORTED})")
+        (field, f"Flower {text} is not a release this function supports: {SUPPORTED}")
         for field, text in written.unsupported
     ]
     superlink_fields = ("spec.version", "spec.superlink.image")

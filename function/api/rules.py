@@ -10,7 +10,9 @@ sometimes followed by `: ` and a detail. tests/api/test_rules.py runs every
 rule's cases through both halves, the CEL through cel-go.
 
 Not here: constraints on one field (types, enums, patterns, lengths, bounds),
-which the model states (function/api/spec.py); nodeConfig keys and values that
+which the model states (function/api/spec.py), but for the Flower release
+spec.version names: its range as a pattern would read, in kubectl's refusal, as
+a regular expression, where this table's message says which releases run; nodeConfig keys and values that
 Flower must read back as written (function/api/nodeconfig.py), Kubernetes-typed
 fields (function/api/k8s_schema.py) and generated names (function/api/names.py, they
 need the XR's name): none of those needs another field of the spec, and CEL
@@ -34,6 +36,7 @@ from function.api.spec import (
     node_authentication,
     superlink_state,
 )
+from function.releases.flower import SUPPORTED, SUPPORTED_PATTERN, Release, supported
 
 # A field path, and a detail the function appends to the rule's message ("" for none).
 Violation = tuple[str, str]
@@ -83,6 +86,14 @@ def _replicas_missing_in_statefulset(spec: FederationSpec) -> Iterator[Violation
     # The model refuses replicas below 1 itself.
     if spec.mode == "StatefulSet":
         yield from ((f"{field}.replicas", "") for field, pool in _pools(spec) if pool.replicas is None)
+
+
+def _unsupported_version(spec: FederationSpec) -> Iterator[Violation]:
+    # As function/api/versions.py reads it: Release.parse, then supported.
+    if spec.version is not None:
+        release = Release.parse(spec.version)
+        if release is None or not supported(release):
+            yield "spec.version", f"{spec.version!r} is not one"
 
 
 def _superlink_image_missing(spec: FederationSpec) -> Iterator[Violation]:
@@ -322,6 +333,14 @@ RULES: tuple[Rule, ...] = (
         cel="self.supernodes.pools.all(p, !has(p.gpu) || !has(p.gpu.mountAll) || "
         "p.gpu.mountAll == false || (has(p.gpu.vendor) && size(p.gpu.vendor) > 0))",
         check=_mount_all_without_vendor,
+    ),
+    Rule(
+        name="supported-version",
+        field="spec.version",
+        message=f"spec.version must name a Flower release (such as 1.41.0) this function supports: {SUPPORTED}",
+        # SUPPORTED_PATTERN has no backslash or quote to escape in a CEL string.
+        cel=f"!has(self.version) || self.version.matches('{SUPPORTED_PATTERN}')",
+        check=_unsupported_version,
     ),
     Rule(
         name="unique-pool-names",

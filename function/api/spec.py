@@ -631,6 +631,9 @@ class FederationSpec(Model):
     version: str | None = Field(
         default=None,
         min_length=1,
+        # Flower's longest tags (1.41.0-py3.11-ubuntu24.04) are a third of it; it bounds the cost
+        # of the XRD's rule on it (function/api/rules.py, supported-version).
+        max_length=64,
         description=(
             "Flower release the Federation runs (e.g. 1.41.0): images left unset default to "
             "flwr/superlink, flwr/supernode and flwr/superexec with this tag. An image whose tag names "

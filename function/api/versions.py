@@ -105,8 +105,8 @@ def with_default_images(spec: FederationSpec, releases: Releases) -> FederationS
 
 def _warnings(superlink: Release, pools: dict[str, Release]) -> list[str]:
     warnings = [
-        f"Flower {release} is newer than {NEWEST.major}.{NEWEST.minor}, the newest release this function knows: "
-        f"it writes {NEWEST.major}.{NEWEST.minor}'s command lines"
+        f"Flower {release} is newer than {NEWEST.major}.{NEWEST.minor}, the newest release this function is tested "
+        f"with: it writes {NEWEST.major}.{NEWEST.minor}'s command lines"
         for release in sorted({superlink, *pools.values()})
         if newer_than_known(release)
     ]

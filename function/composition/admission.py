@@ -10,9 +10,18 @@ Federation says why in its Synced condition.
 
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
 from typing import Any
 
-from function.api.policy import PLATFORM_POD_FIELDS, RESERVED_NAMESPACES, Rules, looser
+from function.api.policy import (
+    LEVELS,
+    PLATFORM_ENVIRONMENT_CONFIG,
+    PLATFORM_POD_FIELDS,
+    RESERVED_NAMESPACES,
+    Rules,
+    looser,
+)
 from function.api.refusals import SpecError
 from function.api.spec import PoolSpec
 from function.composition import compose, pod_security, resource_names
@@ -21,6 +30,26 @@ from function.federation.value import Federation
 
 WORKLOAD_KINDS = ("StatefulSet", "DaemonSet", "Deployment")
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
+# How a refusal of the policy begins what would admit it: `function render` looks for it.
+ALLOWED_BY = "A platform team allows it with these fields of the platform's policy"
+
+
+@dataclasses.dataclass(frozen=True)
+class Allow:
+    """What of the policy would admit a refusal: a value of one of its fields, in a clusters entry or not.
+
+    key: exceptions (value: namespace, level), podFields, initContainerImages, namespaces or
+    createNamespaces; entry: the providerConfigs of the clusters entry that sets key for
+    the cluster, where one does ("" for the policy's own field).
+    """
+
+    key: str
+    value: tuple[str, ...]
+    entry: str = ""
+
+
+# (Federation field, why, what would admit it: None where no policy may)
+Refused = tuple[str, str, Allow | None]
 
 
 def refusals(fed: Federation, policy: Rules, built: compose.Plan) -> list[tuple[str, str]]:
@@ -28,7 +57,11 @@ def refusals(fed: Federation, policy: Rules, built: compose.Plan) -> list[tuple[
 
     Each object is judged by the rules of the cluster it goes to (Rules.for_cluster).
     """
-    out: list[tuple[str, str]] = []
+    return [(field, why) for field, why, _ in _refused(fed, policy, built)]
+
+
+def _refused(fed: Federation, policy: Rules, built: compose.Plan) -> list[Refused]:
+    out: list[Refused] = []
     sources = _sources(fed)
     for name, composed in sorted(built.resources.items()):
         manifest = composed.manifest
@@ -37,16 +70,34 @@ def refusals(fed: Federation, policy: Rules, built: compose.Plan) -> list[tuple[
             continue
         field, given = source
         if manifest.get("kind") in WORKLOAD_KINDS:
-            out += _workload(field, given, manifest, policy.for_cluster(composed.provider_config.name))
+            out += _workload(field, given, manifest, _Judge(policy, composed.provider_config.name))
     for pool in built.pools:
         field, _ = sources[pool_resource(pool.name)]
         own = fed.namespace if fed.bound else None
-        out += _namespace(field, pool.namespace, pool.spec, own, policy.for_cluster(pool.provider_config.name))
+        out += _namespace(field, pool.namespace, pool.spec, own, _Judge(policy, pool.provider_config.name))
     for name, composed in sorted(built.resources.items()):
         if composed.manifest.get("kind") == "Namespace":
-            rules = policy.for_cluster(composed.provider_config.name)
-            out += _created_namespace(fed, name, composed.manifest, rules)
+            out += _created_namespace(fed, name, composed.manifest, _Judge(policy, composed.provider_config.name))
     return list(dict.fromkeys(out))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Judge:
+    """The rules in one cluster, and where in the policy a change of one of its fields would go."""
+
+    policy: Rules
+    provider_config: str
+
+    @property
+    def rules(self) -> Rules:
+        return self.policy.for_cluster(self.provider_config)
+
+    def allow(self, key: str, *value: str) -> Allow:
+        """What would admit a refusal: key set to value, where the cluster reads key from."""
+        for entry in self.policy.clusters:
+            if any(fnmatch.fnmatchcase(self.provider_config, p) for p in entry.providerConfigs):
+                return Allow(key, value, ", ".join(entry.providerConfigs) if getattr(entry, key) is not None else "")
+        return Allow(key, value)
 
 
 def _sources(fed: Federation) -> dict[str, tuple[str, Any]]:
@@ -61,21 +112,25 @@ def _sources(fed: Federation) -> dict[str, tuple[str, Any]]:
     return out
 
 
-def _workload(field: str, given: Any, manifest: dict[str, Any], policy: Rules) -> list[tuple[str, str]]:
+def _workload(field: str, given: Any, manifest: dict[str, Any], judge: _Judge) -> list[Refused]:
     template = manifest["spec"]["template"]
     pod, annotations = template["spec"], (template.get("metadata") or {}).get("annotations") or {}
     namespace = manifest["metadata"].get("namespace", "")
+    policy = judge.rules
     level = policy.level(namespace)
     user = (given.podTemplate or {}).get("spec") or {}
-    out = []
-    for violation in pod_security.failing(pod, level, annotations):
+    out: list[Refused] = []
+    violations = pod_security.failing(pod, level, annotations)
+    # The strictest level the pod meets: baseline unless a violation breaks baseline too.
+    needed = LEVELS[-1] if any(v.level == LEVELS[1] for v in violations) else LEVELS[1]
+    for violation in violations:
         where = _blame(field, given, pod, violation.path)
-        out.append((where, f"{violation.what}: refused by the platform's policy (podSecurity {level} in {namespace})"))
+        why = f"{violation.what}: refused by the platform's policy (podSecurity {level} in {namespace})"
+        out.append((where, why, judge.allow("exceptions", namespace, needed)))
     for key in sorted(set(user) & set(PLATFORM_POD_FIELDS)):
         if key not in policy.podFields:
-            out.append(
-                (f"{field}.podTemplate.spec.{key}", f"refused by the platform's policy (podFields does not list {key})")
-            )
+            why = f"refused by the platform's policy (podFields does not list {key})"
+            out.append((f"{field}.podTemplate.spec.{key}", why, judge.allow("podFields", key)))
     for j, container in enumerate(user.get("initContainers") or []):
         image = container.get("image") if isinstance(container, dict) else None
         if not isinstance(image, str) or not policy.admits_image(image):
@@ -84,9 +139,17 @@ def _workload(field: str, given: Any, manifest: dict[str, Any], policy: Rules) -
                 (
                     f"{field}.podTemplate.spec.initContainers[{j}].image",
                     f"{image} is refused by the platform's policy (initContainerImages: {allowed})",
+                    judge.allow("initContainerImages", _repository(image)) if isinstance(image, str) else None,
                 )
             )
     return out
+
+
+def _repository(image: str) -> str:
+    """An image without its tag or digest: the prefix that admits every tag of it."""
+    name = image.split("@", 1)[0]
+    head, _, tag = name.rpartition(":")
+    return head if head and "/" not in tag else name
 
 
 def _blame(field: str, given: Any, pod: dict[str, Any], path: tuple[str | int, ...]) -> str:
@@ -129,24 +192,23 @@ def _rest(path: tuple[str | int, ...]) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
 
 
-def _namespace(field: str, namespace: str, spec: PoolSpec, own: str | None, policy: Rules) -> list[tuple[str, str]]:
+def _namespace(field: str, namespace: str, spec: PoolSpec, own: str | None, judge: _Judge) -> list[Refused]:
+    policy = judge.rules
     if policy.admits_namespace(namespace, own):
         return []
     where = f"{field}.namespace" if spec.namespace else field
     if namespace in RESERVED_NAMESPACES:
-        why = f"namespace {namespace} is a cluster's own: no Federation may use it"
-    else:
-        listed = ", ".join(policy.namespaces) or "none"
-        why = (
-            f"namespace {namespace} is refused by the platform's policy: pools run in the Federation's own "
-            f"namespace ({own}) and those its namespaces field lists ({listed})"
-        )
-    return [(where, why)]
+        return [(where, f"namespace {namespace} is a cluster's own: no Federation may use it", None)]
+    listed = ", ".join(policy.namespaces) or "none"
+    why = (
+        f"namespace {namespace} is refused by the platform's policy: pools run in the Federation's own "
+        f"namespace ({own}) and those its namespaces field lists ({listed})"
+    )
+    return [(where, why, judge.allow("namespaces", namespace))]
 
 
-def _created_namespace(
-    fed: Federation, resource: str, manifest: dict[str, Any], policy: Rules
-) -> list[tuple[str, str]]:
+def _created_namespace(fed: Federation, resource: str, manifest: dict[str, Any], judge: _Judge) -> list[Refused]:
+    policy = judge.rules
     name = manifest["metadata"]["name"]
     pools = [
         (i, p)
@@ -155,16 +217,47 @@ def _created_namespace(
     ]
     where = f"spec.supernodes.pools[{pools[0][0]}].createNamespace" if pools else resource
     if not policy.createNamespaces:
-        return [(where, "refused by the platform's policy (createNamespaces: false)")]
+        return [(where, "refused by the platform's policy (createNamespaces: false)", judge.allow("createNamespaces"))]
     level = (manifest["metadata"].get("labels") or {}).get(ENFORCE_LABEL, "privileged")
     allowed = policy.level(name)
     if looser(level, allowed):
-        return [(where, f"a namespace of Pod Security level {level} is refused by the platform's policy ({allowed})")]
+        why = f"a namespace of Pod Security level {level} is refused by the platform's policy ({allowed})"
+        return [(where, why, judge.allow("exceptions", name, level))]
     return []
 
 
 def check(fed: Federation, policy: Rules, built: compose.Plan) -> None:
-    """Raise SpecError naming every refusal of policy; nothing when all is allowed."""
-    found = refusals(fed, policy, built)
+    """Raise SpecError naming every refusal of policy, and what of the policy would admit them; nothing when all is."""
+    found = _refused(fed, policy, built)
     if found:
-        raise SpecError(found)
+        allows = [allow for _, _, allow in found if allow is not None]
+        raise SpecError([(field, why) for field, why, _ in found], remedy(allows))
+
+
+def remedy(allows: list[Allow]) -> str:
+    """What of the platform's policy would admit these, as its fields in YAML's flow style; "" for nothing."""
+    if not allows:
+        return ""
+    entries: dict[str, dict[str, list[str]]] = {}
+    exceptions: dict[tuple[str, str], str] = {}  # (entry, namespace) -> the loosest level asked
+    for allow in allows:
+        if allow.key == "exceptions":
+            namespace, level = allow.value
+            key = (allow.entry, namespace)
+            exceptions[key] = level if looser(level, exceptions.get(key, LEVELS[0])) else exceptions[key]
+            entries.setdefault(allow.entry, {}).setdefault("exceptions", [])
+        else:
+            values = entries.setdefault(allow.entry, {}).setdefault(allow.key, [])
+            values += [v for v in allow.value if v not in values]
+    for (entry, namespace), level in exceptions.items():
+        entries[entry]["exceptions"].append(f"{{namespaces: [{namespace}], podSecurity: {level}}}")
+    parts = []
+    for entry, fields in entries.items():
+        said = "; ".join(_field(key, values) for key, values in fields.items())
+        parts.append(f"in its clusters entry for [{entry}]: {said}" if entry else said)
+    where = f"the packages' Compositions read it from the EnvironmentConfig {PLATFORM_ENVIRONMENT_CONFIG}"
+    return f"{ALLOWED_BY} ({where}): {'; '.join(parts)}"
+
+
+def _field(key: str, values: list[str]) -> str:
+    return "createNamespaces: true" if key == "createNamespaces" else f"{key}: [{', '.join(values)}]"

@@ -51,6 +51,8 @@ FEDERATION_CLUSTER_TTL = dt.timedelta(minutes=5)
 TLS_REQUIREMENT = tls.REQUIREMENT
 CLAIM_NAME_LABEL = read.CLAIM_NAME
 CLAIM_NAMESPACE_LABEL = read.CLAIM_NAMESPACE
+# How a refusal by the platform's policy introduces what would allow it (the CLI adds how to try one).
+POLICY_ALLOWED_BY = admission.ALLOWED_BY
 
 
 @dataclasses.dataclass(frozen=True)

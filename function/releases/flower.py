@@ -54,7 +54,8 @@ class Release:
     @classmethod
     def parse(cls, text: str) -> Release | None:
         """The release a version or image tag names, or None when it names none."""
-        match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][0-9A-Za-z.\-]*)?", text)
+        # ASCII digits (\d would take any script's), as the XRD's rule on spec.version reads them.
+        match = re.fullmatch(r"v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?(?:[-+][0-9A-Za-z.\-]*)?", text)
         if match is None:
             return None
         major, minor, patch = match.groups()
@@ -281,4 +282,28 @@ class Releases:
         return self.legacy_fleet and self.pool_dialect(pool).fleet_api == "http"
 
 
-SUPPORTED = f"{OLDEST.major}.{OLDEST.minor} to {NEWEST.major}.{NEWEST.minor}"
+# The releases this function runs, as every message about them says it: a newer minor of the
+# same major runs with the newest dialect and a warning (supported, newer_than_known).
+SUPPORTED = (
+    f"{OLDEST.major}.{OLDEST.minor} and later (tested {OLDEST.major}.{OLDEST.minor} to "
+    f"{NEWEST.major}.{NEWEST.minor}; a newer release is accepted with a warning)"
+)
+
+
+def _at_least(n: int) -> str:
+    """A regular expression alternation of the decimal numbers from n up, leading zeros aside."""
+    digits = str(n)
+    width = len(digits)
+    out = [digits]
+    for i, digit in enumerate(digits):
+        if digit != "9":
+            left = width - i - 1
+            rest = "" if left == 0 else "[0-9]" if left == 1 else f"[0-9]{{{left}}}"
+            out.append(f"{digits[:i]}[{int(digit) + 1}-9]{rest}")
+    out.append(f"[1-9][0-9]{{{width},}}")
+    return "|".join(out)
+
+
+# What Release.parse reads and supported admits, as one regular expression (RE2's syntax and
+# Python's): the XRD's CEL rule on spec.version (function/api/rules.py).
+SUPPORTED_PATTERN = f"^v?0*{OLDEST.major}[.]0*({_at_least(OLDEST.minor)})([.][0-9]+)?([-+][0-9A-Za-z.-]*)?$"

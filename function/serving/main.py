@@ -160,6 +160,9 @@ def render(file: str, observed: str | None, xrd: str | None, required: str | Non
     XRs, claims and flower-operator Federations are rendered; any other document is
     refused, named, and nothing is printed.
     """
+    # The function logs what it cannot compose (a bug) for a server's log; here stdout is the
+    # rendered stream alone, and the error below says what failed.
+    logging.configure(level=logging.Level.DISABLED)
     try:
         text, warnings = renderer.render_file(file, observed, xrd, required, policy)
     except renderer.RenderError as err:

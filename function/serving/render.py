@@ -9,17 +9,25 @@ from __future__ import annotations
 
 import pathlib
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import yaml
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.composition import outcome
-from function.serving import fn, wire
+from function.serving import documents, fn, wire
 
 GROUP_VERSION = "flower.crossplane.io/v1alpha1"
 OPERATOR_GROUP_VERSION = "flwr.exalsius.ai/v1"
 COMPOSITION_RESOURCE_NAME = "crossplane.io/composition-resource-name"
+
+
+# What a refusal by the platform's policy adds when render was given none.
+TRY_A_POLICY = (
+    "function render judged it by the default policy: to render it under a platform's, add --policy <file> "
+    "(a flower.fn.crossplane.io Policy; the function's repository has some in examples/policy/)"
+)
 
 
 class RenderError(Exception):
@@ -27,25 +35,39 @@ class RenderError(Exception):
 
 
 def _load(path: str) -> list[dict[str, Any]]:
-    """The documents of a YAML file, of every YAML file of a directory, or of standard input (-)."""
-    p = pathlib.Path(path)
-    if path == "-":
-        sources = [("standard input", sys.stdin.read())]
-    else:
-        files = sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml")) if p.is_dir() else [p]
-        sources = [(str(f), f.read_text()) for f in files]
+    """The documents of a YAML file, of every YAML file of a directory, or of standard input (-).
+
+    Any bytes are read as far as they are YAML of Kubernetes' shape, and refused with a
+    RenderError saying where they stop being so (function/serving/documents.py).
+    """
     docs: list[dict[str, Any]] = []
-    for source, text in sources:
-        try:
-            docs += [d for d in yaml.safe_load_all(text) if d]
-        except yaml.YAMLError as err:
-            msg = f"{source}: not YAML: {err}"
-            raise RenderError(msg) from None
-    for d in docs:
-        if not isinstance(d, dict):
-            msg = f"{path}: every document must be a mapping"
-            raise RenderError(msg)
+    try:
+        for source, text in _sources(path):
+            for index, doc in enumerate(documents.load(source, text), 1):
+                if doc is not None and not isinstance(doc, dict):
+                    msg = f"{source}: document {index} is a {type(doc).__name__}, not a mapping (a Kubernetes object)"
+                    raise RenderError(msg)
+                docs += [doc] if doc else []
+    except documents.InputError as err:
+        raise RenderError(str(err)) from None
     return docs
+
+
+def _sources(path: str) -> Iterator[tuple[str, str]]:
+    """(name, text) of each input path stands for: standard input, a file, or a directory's YAML files."""
+    if path == "-":
+        yield "standard input", documents.read("standard input", sys.stdin.buffer)
+        return
+    p = pathlib.Path(path)
+    files = sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml")) if p.is_dir() else [p]
+    for f in files:
+        try:
+            with f.open("rb") as stream:
+                text = documents.read(str(f), stream)
+        except OSError as err:
+            msg = f"{f}: cannot read: {err.strerror or err}"
+            raise documents.InputError(msg) from None
+        yield str(f), text
 
 
 def namespaced_xrd(path: str) -> bool:
@@ -68,6 +90,10 @@ def composite(manifest: dict[str, Any], *, namespaced: bool = False) -> dict[str
     if not isinstance(metadata, dict) or not metadata.get("name"):
         msg = "metadata.name is required"
         raise RenderError(msg)
+    for key in ("name", "namespace"):
+        if not isinstance(metadata.get(key, ""), str):
+            msg = f"metadata.{key} must be a string"
+            raise RenderError(msg)
     spec = manifest.get("spec")
     if manifest.get("kind") == "XFederation":
         return {"apiVersion": GROUP_VERSION, "kind": "XFederation", "metadata": metadata, "spec": spec}
@@ -172,6 +198,8 @@ def render(
     fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     if fatal:
         msg = "; ".join(fatal)
+        if policy is None and outcome.POLICY_ALLOWED_BY in msg:
+            msg += f". {TRY_A_POLICY}"
         raise RenderError(msg)
     warnings = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_WARNING]
     xr_name = xr["metadata"]["name"]
@@ -253,6 +281,22 @@ def _refusal(index: int, doc: dict[str, Any]) -> str | None:
     return f"document {index} ({api_version} {kind}{f' {name}' if name else ''}) is no Federation"
 
 
+def named(index: int, doc: dict[str, Any]) -> str:
+    """Document index (1-based) of a stream, as errors name it: its place, kind and namespace/name.
+
+    A claim's or Federation's namespace is the one it renders in (default when it names
+    none); an XFederation has none.
+    """
+    metadata = doc.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    name, namespace, kind = metadata.get("name"), metadata.get("namespace") or "default", doc.get("kind")
+    if not isinstance(name, str) or not name:
+        return f"document {index} ({kind} without a name)"
+    if kind == "XFederation" or not isinstance(namespace, str):
+        return f"document {index} ({kind} {name})"
+    return f"document {index} ({kind} {namespace}/{name})"
+
+
 def render_file(
     path: str,
     observed_path: str | None = None,
@@ -263,16 +307,19 @@ def render_file(
     """Render every Federation of path (- for standard input) to one YAML stream; also return the warnings.
 
     As `crossplane render` renders the composite it is given: a document of any
-    other kind or version is refused, named, and nothing is rendered.
+    other kind or version is refused, named, and nothing is rendered. An error
+    names the Federation it is about (named); so does a warning in a stream of
+    several documents.
     """
+    source = "standard input" if path == "-" else path
     docs = _load(path)
     if not docs:
-        msg = f"{path}: no document"
+        msg = f"{source}: no document"
         raise RenderError(msg)
     refused = [r for r in (_refusal(i, d) for i, d in enumerate(docs, 1)) if r is not None]
     if refused:
         kinds = ", ".join(f"{v} {' or '.join(k)}" for v, k in RENDERED_KINDS.items())
-        msg = f"{path}: {'; '.join(refused)}: function render renders {kinds}"
+        msg = f"{source}: {'; '.join(refused)}: function render renders {kinds}"
         raise RenderError(msg)
     observed = _load(observed_path) if observed_path else []
     required = _load(required_path) if required_path else []
@@ -283,8 +330,12 @@ def render_file(
         raise RenderError(msg)
     policy = policies[0] if policies else None
     text, warnings = "", []
-    for doc in docs:
-        rendered, said = render(doc, observed, namespaced=namespaced, required=required, policy=policy)
+    for index, doc in enumerate(docs, 1):
+        try:
+            rendered, said = render(doc, observed, namespaced=namespaced, required=required, policy=policy)
+        except RenderError as err:
+            msg = f"{source}: {named(index, doc)}: {err}"
+            raise RenderError(msg) from None
         text += "".join("---\n" + yaml.safe_dump(d, sort_keys=True) for d in rendered)
-        warnings += said
+        warnings += [f"{named(index, doc)}: {w}" for w in said] if len(docs) > 1 else said
     return text, warnings

@@ -19,7 +19,7 @@ import yaml
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from function.api import policy
-from function.composition import pod_security
+from function.composition import admission, pod_security
 from function.serving import fn, render
 from support.helpers import BASE, pool, spec, xr
 from support.peers import EXAMPLES, ROOT
@@ -279,12 +279,59 @@ def test_the_pod_security_judge_agrees_with_the_api_servers(psscheck, level):
     assert theirs["as-composed"] and not theirs["hostnetwork"]
 
 
+def applied(given: dict[str, Any] | None, message: str) -> dict[str, Any]:
+    """The policy given, with what the refusal says would admit it: its lists lengthened, the rest set."""
+    remedy = message.split(admission.ALLOWED_BY, 1)[1].split("): ", 1)[1]
+    out = copy.deepcopy(given or {})
+    for part in remedy.split("; "):
+        for key, value in yaml.safe_load(part).items():
+            # An exception first: the first one naming a namespace is the one that holds.
+            out[key] = value + out.get(key, []) if isinstance(value, list) else value
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.reason for c in CASES])
+def test_a_refusal_says_which_fields_of_the_policy_would_allow_it_and_they_do(case: Case):
+    """What a platform team reads in the refusal is enough: the fields it names, set so, admit the Federation.
+    Nothing is offered for what no policy may allow (a cluster's own namespace)."""
+    given = {"createNamespaces": False} if "createNamespace" in case.field else case.given
+    message = refused(run(case.spec, given, claim=case.claim))
+    if case.allowed_by is None and "createNamespace" not in case.field:
+        assert admission.ALLOWED_BY not in message, (case.reason, message)
+        return
+    assert admission.ALLOWED_BY in message, (case.reason, message)
+    remedied = run(case.spec, applied(given, message), claim=case.claim)
+    assert refused(remedied) == "", (case.reason, message, refused(remedied))
+
+
+@pytest.mark.parametrize(
+    ("reason", "given", "says"),
+    [
+        ("a level for the namespace, the loosest the pod needs", None,
+         "exceptions: [{namespaces: [team-a], podSecurity: privileged}]"),
+        ("in the clusters entry that sets the field for the cluster, not the policy's own",
+         {"clusters": [{"providerConfigs": ["default", "spoke-*"], "exceptions": [
+             {"namespaces": ["other"], "podSecurity": "privileged"}]}]},
+         "in its clusters entry for [default, spoke-*]: exceptions: [{namespaces: [team-a], podSecurity: privileged}]"),
+        ("the policy's own field, where the cluster's entry does not set it",
+         {"clusters": [{"providerConfigs": ["default"], "namespaces": ["x"]}]},
+         "): exceptions: [{namespaces: [team-a], podSecurity: privileged}]"),
+    ],
+)  # fmt: skip
+def test_the_remedy_names_where_in_the_policy_the_cluster_reads_the_field(reason, given, says):
+    message = refused(run(pool(BASE, podTemplate=template(hostPID=True, hostNetwork=True)), given))
+    assert says in message, (reason, message)
+
+
 def test_function_render_takes_the_platforms_policy():
     """`function render --policy`: the examples that need more than the defaults render under a policy that
     admits them, and are refused, naming the field, under the defaults."""
     example = str(EXAMPLES / "claims" / "gpu-mountall.yaml")
-    with pytest.raises(render.RenderError, match=r"spec\.supernodes\.pools\[1\]\.gpu\.mountAll: a privileged"):
+    with pytest.raises(render.RenderError, match=r"spec\.supernodes\.pools\[1\]\.gpu\.mountAll: a privileged") as err:
         render.render_file(example)
+    # Where its policy would allow it, and how to try one here.
+    assert "exceptions: [{namespaces: [gpu-privileged], podSecurity: privileged}]" in str(err.value)
+    assert str(err.value).endswith(render.TRY_A_POLICY)
     text, _ = render.render_file(example, policy_path=str(EXAMPLES / "policy" / "gpu-platform.yaml"))
     assert "privileged: true" in text
 

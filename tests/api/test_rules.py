@@ -92,6 +92,33 @@ CASES = [
         "superlink-image-or-version", spec(BASE, superlink={}), "spec.superlink.image", "which image, which release?"
     ),
     keeps("superlink-image-or-version", VERSIONED, "spec.version names flwr/superlink:1.41.0"),
+    # spec.version at admission as the function reads it (Release.parse, then supported).
+    *[
+        breaks("supported-version", spec(VERSIONED, version=version), "spec.version", reason)
+        for version, reason in [
+            ("9.9.9", "no Flower 9: refused, where 1.43 is not (the range the message gives)"),
+            ("2.0.0", "another major version: its command lines are unknown"),
+            ("0.24.0", "major 0, though minor 24"),
+            ("1.23.9", "before the oldest release supported, 1.24"),
+            ("1.2", "1.2, not 1.20 nor 1.24"),
+            ("latest", "a tag that names no release"),
+            ("1.41.0.1", "four numbers"),
+            ("1.41.0\n", "a trailing newline (a block scalar's): both read to the end of the text"),
+            ("\u0661.\u0664\u0661.\u0660", "Arabic-Indic digits: a release is written in ASCII"),
+        ]
+    ],
+    *[
+        keeps("supported-version", spec(VERSIONED, version=version), reason)
+        for version, reason in [
+            ("1.24.0", "the oldest release supported"),
+            ("1.43.0", "newer than the newest tested: accepted, with a warning when composed"),
+            ("1.100.0", "a minor of three digits"),
+            ("1.41", "no patch: the function reads it as 1.41.0"),
+            ("v1.41.0", "a v before it, as some tags have"),
+            ("1.41.0-py3.11-ubuntu24.04", "a variant of the image, after the release"),
+            ("01.024.0", "leading zeros, read as numbers"),
+        ]
+    ],
     breaks(
         "supernode-image-or-version",
         spec(BASE, supernodes__image=None),

@@ -9,6 +9,7 @@ import operator
 import re
 import subprocess
 import tarfile
+import tomllib
 from typing import Any
 
 import pytest
@@ -255,3 +256,32 @@ def test_a_release_bump_makes_a_new_composition_revision(monkeypatch):
     after = gen_package.composition("v1")
     assert before["spec"] == after["spec"]
     assert before["metadata"]["labels"] != after["metadata"]["labels"]
+
+
+# What every package says of itself (the keys Crossplane's package metadata reads), and why.
+META = "meta.crossplane.io"
+ANNOTATIONS = [
+    ("maintainer", "who to ask: a name, the project publishes no address"),
+    ("license", "the license the package's source is under: pyproject.toml's, whose text is LICENSE"),
+    ("description", "one sentence, as a registry lists it"),
+    ("readme", "what installing it does"),
+]
+
+
+@pytest.mark.parametrize("meta", ["package/crossplane.yaml", "apis/crossplane.yaml", "apis/v2/crossplane.yaml"])
+def test_every_package_names_its_maintainer_and_license(meta):
+    annotations = yaml.safe_load((ROOT / meta).read_text())["metadata"]["annotations"]
+    for key, why in ANNOTATIONS:
+        assert annotations.get(f"{META}/{key}"), f"{meta}: {META}/{key} ({why})"
+    assert annotations[f"{META}/maintainer"] == gen_package.MAINTAINER
+    license_ = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["license"]
+    assert annotations[f"{META}/license"] == license_ == "Apache-2.0"
+    # No repository URL is published yet: one made up would send users to the wrong place.
+    assert f"{META}/source" not in annotations
+
+
+def test_the_license_file_is_the_apache_license_2_0():
+    text = (ROOT / "LICENSE").read_text()
+    assert text.lstrip().startswith("Apache License\n                           Version 2.0, January 2004")
+    assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
+    assert "END OF TERMS AND CONDITIONS" in text

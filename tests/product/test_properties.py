@@ -15,6 +15,7 @@ import random
 import subprocess
 import sys
 
+import pytest
 from hypothesis import HealthCheck, Phase, example, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
@@ -72,6 +73,8 @@ def drawn_fields(value, path=()) -> set[tuple[str, ...]]:
     return set()
 
 
+# Of the tests' own generator, not the function: `make unit-py` leaves it out (a minute of its time).
+@pytest.mark.tooling
 def test_the_strategies_draw_every_field_of_the_model():
     # A field the walk never draws would never be tested: the generator
     # follows the schema, and this holds it to every property in it.
@@ -200,6 +203,11 @@ def test_content_caches_are_bounded():
     assert report["bounds"] == [bound] * len(caching._CACHES)
     assert report["sizes"] == report["bounds"], report
     # Twice as many distinct specs as it took to fill them, and full caches
-    # only replace entries: memory stays where it was, give or take noise.
+    # only replace entries: memory stays where it was, give or take noise. The noise
+    # is Python's: from one run to the next, 3.11 moved by up to a tenth and 3.13 by
+    # up to a fifth, either way, with no trend over 1,000 more calls. Caches that kept
+    # every spec would grow by about what each entry holds (full / bound) per call:
+    # 0.8 of that measured; allow a quarter.
     assert report["filled_after"] < more
-    assert report["later"] < report["full"] * 1.05, report
+    kept = report["full"] / bound * more
+    assert report["later"] - report["full"] < kept / 4, report

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import subprocess
 import sys
@@ -263,3 +264,36 @@ def test_what_a_stage_alone_waits_for_runs_at_that_stage_weight(logs, capsys):
     assert out.index("later: passed") < out.index("behind: at front's weight (nice 0), all it waits for"), out
     assert "low: at lower's weight" not in out
     assert table["low"].nice_now == 10
+
+
+def test_the_newest_python_lane_runs_what_requires_python_admits_last_and_needs_only_the_venv():
+    table = stages.stages()
+    assert stages.newest_python() == "3.13", "pyproject.toml's requires-python: >=3.11,<3.14"
+    lane = table["unit-py3.13"]
+    assert lane.needs == ("venv",) and lane.pytest
+    assert "PY=python3.13" in lane.command
+    assert "unit-py3.13" in stages.GOALS["unit"]
+
+
+def _unit_py(tmp_path, python: str, *, ci: bool) -> subprocess.CompletedProcess[str]:
+    """`make unit-py PY=python`, python on PATH a shim that fails, as pyenv's does for a version it does not select."""
+    shim = tmp_path / python
+    shim.write_text(f"#!/bin/sh\necho 'pyenv: {python}: command not found' >&2\nexit 127\n")
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}", "CI": "true" if ci else ""}
+    return subprocess.run([stages.MAKE, "--no-print-directory", "unit-py", f"PY={python}"], cwd=stages.ROOT, env=env,
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("reason", "ci", "code", "says"),
+    [
+        ("in CI the lane fails: a shim on PATH is not a Python that runs", True, 2, "does not run here"),
+        ("elsewhere it is skipped, and says so", False, 0, "unit-py: skipped (in CI, CI=true, this fails)"),
+    ],
+)
+def test_the_lane_fails_in_ci_when_its_python_does_not_run(tmp_path, reason, ci, code, says):
+    proc = _unit_py(tmp_path, "python3.77", ci=ci)
+    assert proc.returncode == code, (reason, proc.stdout, proc.stderr)
+    assert says in proc.stdout, (reason, proc.stdout)
+    assert str(tmp_path / "python3.77") in proc.stdout, "it names what it found"

@@ -167,7 +167,8 @@ RESOLVE_CASES = [
     ResolveCase(
         "too old",
         {"version": "1.20.0", "superlink__image": "flwr/superlink", "supernodes__image": "flwr/supernode"},
-        error="spec.version: Flower 1.20.0 is not a release this function supports (1.24 to 1.42)",
+        error="spec.version: Flower 1.20.0 is not a release this function supports: 1.24 and later (tested 1.24 "
+        "to 1.42; a newer release is accepted with a warning)",
     ),
     ResolveCase(
         "another major version",
@@ -179,7 +180,12 @@ RESOLVE_CASES = [
         {"superlink__image": "flwr/superlink:1.43.0", "supernodes__image": "flwr/supernode:1.43.0"},
         "1.43.0",
         {"a": "1.43.0"},
-        ("Flower 1.43.0 is newer than 1.42, the newest release this function knows: it writes 1.42's command lines",),
+        (
+            (
+                "Flower 1.43.0 is newer than 1.42, the newest release this function is tested with: it writes 1.42's "
+                "command lines"
+            ),
+        ),
     ),
     ResolveCase(
         "a pool before 1.40 joins a 1.40+ SuperLink through Flower's gRPC Fleet adapter, with a warning",
@@ -397,5 +403,8 @@ def test_release_warnings_reach_the_user():
     }
     _, warnings = render.render(xr, [])
     assert warnings == [
-        "Flower 1.43.0 is newer than 1.42, the newest release this function knows: it writes 1.42's command lines"
+        (
+            "Flower 1.43.0 is newer than 1.42, the newest release this function is tested with: it writes 1.42's "
+            "command lines"
+        )
     ]

@@ -432,11 +432,12 @@ def test_workers_must_be_auto_or_a_whole_number_from_1(value, reason):
 
 # Two calls through a pool, in a process of its own (freezing is for the life of a process): the freeze
 # count of the process that composed before, after the first call and after the second, then the
-# serving process's own.
+# serving process's own before and after.
 SETTLE = """
 import asyncio, gc, sys
 from function.serving import workers
 data = sys.stdin.buffer.read()
+serving_before = gc.get_freeze_count()
 pool = workers.Thread() if sys.argv[1] == "thread" else workers.Processes(1)
 def frozen():
     if isinstance(pool, workers.Processes):
@@ -451,7 +452,7 @@ for call in (data, other.SerializeToString()):
     answer = asyncio.run(pool.run(call))
     seen.append(frozen())
 pool.shutdown()
-print("frozen:", len(answer), *seen, gc.get_freeze_count())
+print("frozen:", len(answer), *seen, serving_before, gc.get_freeze_count())
 """
 
 
@@ -467,11 +468,11 @@ def test_what_the_first_call_leaves_is_frozen_once(reason, pool, serving_process
     out = subprocess.run([sys.executable, "-c", SETTLE, pool], input=data, capture_output=True, cwd=ROOT,
                          timeout=CALL_SECONDS, check=True).stdout.decode()  # fmt: skip
     said = next(line for line in out.splitlines() if line.startswith("frozen: "))  # after the function's log lines
-    size, before, first, second, serving = map(int, said.split()[1:])
+    size, before, first, second, serving_before, serving = map(int, said.split()[1:])
     assert size > 0, reason
-    assert before == 0, reason
-    assert first > 0, f"{reason}: nothing frozen after the first call"
+    # From the count the interpreter starts with: 0 on 3.11 and 3.13, 375 on 3.12.1.
+    assert first > before, f"{reason}: nothing frozen after the first call"
     # Frozen objects still go when nothing refers to them (the first call's event loop, say), so the
     # count may fall; freezing again would add the thousands of objects made since.
     assert second <= first, f"{reason}: frozen again on the second call"
-    assert (serving > 0) is serving_process_freezes, reason
+    assert (serving > serving_before) is serving_process_freezes, reason

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import pathlib
+import shlex
 import sys
 from types import ModuleType
 
@@ -67,14 +68,28 @@ def crdcheck(minor: str) -> str:
     return str(path)
 
 
-# The examples that need more than the default platform policy, and the policy their platform gives.
+# The policy a platform that runs the examples needing more than the defaults gives.
 PLATFORM_POLICY = EXAMPLES / "policy" / "gpu-platform.yaml"
-NEEDS_POLICY = frozenset({"gpu-mountall", "multicluster-hub-spokes", "multicluster-selector"})
+
+
+def header_commands(example: pathlib.Path) -> list[list[str]]:
+    """The arguments of each `function render` command an example's leading comment gives."""
+    out = []
+    for line in example.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        text = line.lstrip("#").strip()
+        if text.startswith("function render "):
+            out.append(shlex.split(text)[2:])
+    return out
 
 
 def policy_path(example: pathlib.Path) -> pathlib.Path | None:
-    """The policy file an example renders under (None: the defaults)."""
-    return PLATFORM_POLICY if example.stem in NEEDS_POLICY else None
+    """The policy file an example renders under, as its header's command gives it (None: the defaults)."""
+    for args in header_commands(example):
+        if "--policy" in args:
+            return ROOT / args[args.index("--policy") + 1]
+    return None
 
 
 def policy_for(example: pathlib.Path) -> dict | None:
