@@ -191,6 +191,8 @@ SECOND_LANE = (
     # The Fleet proxy from the attacker's seat and a model larger than its body cap: about 90 s on
     # a calm machine, new in this release; here rather than on unit-flower, the last stage.
     "tests/real/test_real_fleet_edge.py",
+    # A publication naming another's node, from a pool pod's seat: about two minutes, mostly the grace period.
+    "tests/real/test_real_node_auth.py::test_a_publication_naming_anothers_node_acts_on_no_node_but_its_own",
 )
 
 GOALS = {

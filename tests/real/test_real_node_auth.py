@@ -407,3 +407,49 @@ def test_an_unregistered_key_is_replaced_and_joins_with_no_one_acting(release: R
             restarts=[],
         )
         assert gone not in online(back) and len(online(back) & online(first)) == 1, (first, back)
+
+
+def stranger_key() -> str:
+    """A P-384 public key no pod holds, in OpenSSH's one-line form: what a pool's pod could publish for itself."""
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - the tests' own, as the pods'
+    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
+
+    public = ec.generate_private_key(ec.SECP384R1()).public_key()
+    return public.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+
+
+@pytest.mark.parametrize(
+    ("release", "reason"),
+    [("1.42.0", "the newest release: one HTTP listener for every API, the registrar its only Control client")],
+    indirect=["release"],
+)
+def test_a_publication_naming_anothers_node_acts_on_no_node_but_its_own(
+    release: Release, reason: str, tmp_path: pathlib.Path
+):
+    """From a pool pod's seat: a listed key whose line names another SuperNode's node ID (a publication's
+    `node-id`, which an older function carried) is registered as a node of its own; the named node is not
+    adopted, and when that line leaves the list, the registrar unregisters the stranger's node alone: the
+    victim keeps its node ID and stays online. (Without the fix the registrar adopted the key under the
+    victim's node, registered nothing, and unregistered the victim's node once the line was gone.)"""
+    with start(release, tmp_path, "StatefulSet", replicas=2) as (runner, _, name):
+        pods = supernode_pods(runner)
+        carry(runner, name, pods)
+        first = wait_for(runner, "2 SuperNodes online", lambda ls: len(online(ls)) == 2, ONLINE_TIMEOUT, [])
+        victim = min(online(first))
+        listed = published_keys.authorized_keys(name, NAMESPACE, {}, checked(runner, name, pods))
+        forged = f"{stranger_key()} default/{NAMESPACE}/Pod/{pods[0]} {victim}\n"
+        text = listed["data"][published_keys.AUTHORIZED_KEYS]
+        runner.update({**listed, "data": {**listed["data"], published_keys.AUTHORIZED_KEYS: text + forged}})
+
+        three = wait_for(runner, "the stranger's key registered as its own node", lambda ls: len(registered(ls)) == 3,
+                         BACK_TIMEOUT, restarts=[])  # fmt: skip
+        stranger = {n["node-id"] for n in registered(three)} - {n["node-id"] for n in registered(first)}
+        assert len(stranger) == 1 and victim not in stranger, (reason, first, three)
+        assert victim in online(three), "the victim's node was taken over"
+
+        # The line goes (its publication deleted): past the grace period, the stranger's node alone goes.
+        runner.update(listed)
+        after = wait_for(runner, "the stranger's node unregistered", lambda ls: len(registered(ls)) == 2,
+                         BACK_TIMEOUT + UNREGISTER_AFTER, restarts=[])  # fmt: skip
+        assert {n["node-id"] for n in registered(after)} == {n["node-id"] for n in registered(first)}, after
+        assert victim in online(after), (reason, after)
