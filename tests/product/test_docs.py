@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from function.releases import flower
-from support.peers import ROOT, hack_module
+from function.serving import render
+from support.peers import ROOT, hack_module, header_commands
 
 GUIDES = sorted((ROOT / "docs").glob("*.md"))
 DOCS = [ROOT / "README.md", *GUIDES, ROOT / "CHANGELOG.md"]
@@ -170,3 +171,51 @@ def test_the_python_row_is_the_packages_range_the_image_and_this_run():
     tested = releases(row["Tested in the unit suite"])
     assert f"{sys.version_info.major}.{sys.version_info.minor}" in tested
     assert set(tested) <= set(supported)
+
+
+def composed_table() -> list[re.Pattern[str]]:
+    """The README's "What gets composed" table: each row's composition resource names, placeholders as patterns."""
+    text = (ROOT / "README.md").read_text().split("## What gets composed", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in text.splitlines() if line.startswith("| `")]
+    names = [n for row in rows for n in re.findall(r"`([^`]+)`", row)]
+    # re.escape leaves < and > as they are: each <placeholder> becomes a name's characters.
+    return [re.compile("^" + re.sub(r"<[^>]+>", "[a-z0-9.-]+", re.escape(n)) + "$") for n in names]
+
+
+def _render_args(args: list[str]) -> tuple[str, str | None, str | None, str | None, str | None]:
+    """render_file's arguments for an example header's `function render` arguments, paths from the root."""
+    flags = {"--observed": 1, "--xrd": 2, "--required": 3, "--policy": 4}
+    out: list[str | None] = [None] * 5
+    words = iter(args)
+    for word in words:
+        value = next(words) if word in flags else word
+        out[flags.get(word, 0)] = str(ROOT / value)
+    assert out[0] is not None, args
+    return (out[0], out[1], out[2], out[3], out[4])
+
+
+def test_the_composed_table_names_everything_the_examples_compose():
+    """Every composition resource an example composes has its row: the table does not fall behind the function."""
+    rows = composed_table()
+    assert len(rows) > 10, rows
+    missing = set()
+    for path in sorted((ROOT / "examples" / "claims").glob("*.yaml")):
+        args = (header_commands(path) or [[str(path)]])[0]
+        text, _ = render.render_file(*_render_args(args))
+        for doc in yaml.safe_load_all(text):
+            name = ((doc or {}).get("metadata", {}).get("annotations") or {}).get(
+                "crossplane.io/composition-resource-name"
+            )
+            if name and not any(row.match(name) for row in rows):
+                missing.add(name)
+    assert not missing, f"README's What gets composed has no row for: {sorted(missing)}"
+
+
+def test_the_readmes_sample_status_is_what_the_function_renders():
+    """The status in the README's `crossplane render` sample has the fields the function writes, no fewer."""
+    readme = (ROOT / "README.md").read_text()
+    sample = readme.split("kind: XFederation\n", 1)[1].split("\n---", 1)[0]
+    shown = set(re.findall(r"^  ([A-Za-z]+):", sample.split("status:\n", 1)[1], flags=re.M))
+    text, _ = render.render_file(str(ROOT / "examples" / "xr.yaml"))
+    status = next(yaml.safe_load_all(text))["status"]
+    assert shown == set(status), f"README's sample shows {sorted(shown)}, the function writes {sorted(status)}"
