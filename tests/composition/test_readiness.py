@@ -35,38 +35,41 @@ def ds(generation=1, observed=1, **status):
 
 # (desired manifest, live object, ready?)
 CASES = [
-    (STS, sts(readyReplicas=2, updatedReplicas=2), True),
-    (STS, sts(readyReplicas=1, updatedReplicas=2), False),
-    (STS, sts(readyReplicas=2, updatedReplicas=1), False),  # rolling update
-    (STS, sts(generation=2, observed=1, readyReplicas=2, updatedReplicas=2), False),  # new spec not seen
-    (STS, sts(), False),  # zero counters are omitted by Kubernetes
-    (STS, {"metadata": {"generation": 1}, "spec": {"replicas": 2}}, False),  # no status at all
-    (STS, sts(replicas=0), True),
-    (DS, ds(desiredNumberScheduled=3, numberReady=3, updatedNumberScheduled=3), True),
-    (DS, ds(desiredNumberScheduled=3, numberReady=2, updatedNumberScheduled=3), False),
-    (DS, ds(desiredNumberScheduled=3, numberReady=3, updatedNumberScheduled=1), False),
-    (DS, ds(desiredNumberScheduled=0, numberReady=0), True),  # on no node: ready, and warned about
-    (DS, ds(generation=3, observed=2, desiredNumberScheduled=1, numberReady=1, updatedNumberScheduled=1), False),
-    (LB, {"status": {"loadBalancer": {}}}, False),
-    (LB, {"status": {"loadBalancer": {"ingress": []}}}, False),
-    (LB, {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}, True),
-    (LB, {"spec": {"type": "LoadBalancer"}}, False),
+    (STS, sts(readyReplicas=2, updatedReplicas=2), True, "every replica ready and updated"),
+    (STS, sts(readyReplicas=1, updatedReplicas=2), False, "a replica not ready"),
+    (STS, sts(readyReplicas=2, updatedReplicas=1), False, "a rolling update in progress"),
+    (STS, sts(generation=2, observed=1, readyReplicas=2, updatedReplicas=2), False,
+     "a new spec the controller has not seen yet"),
+    (STS, sts(), False, "zero counters, which Kubernetes omits, read as zero"),
+    (STS, {"metadata": {"generation": 1}, "spec": {"replicas": 2}}, False, "no status at all yet"),
+    (STS, sts(replicas=0), True, "scaled to zero: nothing to wait for"),
+    (DS, ds(desiredNumberScheduled=3, numberReady=3, updatedNumberScheduled=3), True,
+     "a pod ready and updated on every node it should run on"),
+    (DS, ds(desiredNumberScheduled=3, numberReady=2, updatedNumberScheduled=3), False, "a node's pod not ready"),
+    (DS, ds(desiredNumberScheduled=3, numberReady=3, updatedNumberScheduled=1), False, "a rolling update in progress"),
+    (DS, ds(desiredNumberScheduled=0, numberReady=0), True, "on no node: ready, and warned about elsewhere"),
+    (DS, ds(generation=3, observed=2, desiredNumberScheduled=1, numberReady=1, updatedNumberScheduled=1), False,
+     "a new spec the controller has not seen yet"),
+    (LB, {"status": {"loadBalancer": {}}}, False, "a LoadBalancer with no address yet"),
+    (LB, {"status": {"loadBalancer": {"ingress": []}}}, False, "an empty list of addresses is none"),
+    (LB, {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}, True, "an address: clients can dial it"),
+    (LB, {"spec": {"type": "LoadBalancer"}}, False, "no status at all yet"),
     # cert-manager's Certificate: issued or not, by its Ready condition, not by existing.
-    (CERT, cert(("Ready", "True")), True),
-    (CERT, cert(("Issuing", "True"), ("Ready", "False")), False),
-    (CERT, cert(("Issuing", "True")), False),
-    (CERT, {"status": {}}, False),
-    (CERT, {"spec": {}}, False),
-]
+    (CERT, cert(("Ready", "True")), True, "issued"),
+    (CERT, cert(("Issuing", "True"), ("Ready", "False")), False, "being issued: Ready is False"),
+    (CERT, cert(("Issuing", "True")), False, "being issued, no Ready condition yet"),
+    (CERT, {"status": {}}, False, "no conditions"),
+    (CERT, {"spec": {}}, False, "no status: existing is not issued"),
+]  # fmt: skip
 
 
 def test_cel_and_python_agree(celcheck):
-    checks = [{"query": readiness.policy(m)["celQuery"], "object": live} for m, live, _ in CASES]
+    checks = [{"query": readiness.policy(m)["celQuery"], "object": live} for m, live, _, _ in CASES]
     proc = subprocess.run([celcheck], input=json.dumps(checks), capture_output=True, text=True, check=True)
     results = json.loads(proc.stdout)
-    for (manifest, live, expected), result in zip(CASES, results, strict=True):
-        assert result == {"result": expected}, (manifest["kind"], live, result)
-        assert readiness.observe(manifest, live).ready is expected, (manifest["kind"], live)
+    for (manifest, live, expected, reason), result in zip(CASES, results, strict=True):
+        assert result == {"result": expected}, (reason, manifest["kind"], live, result)
+        assert readiness.observe(manifest, live).ready is expected, (reason, manifest["kind"], live)
 
 
 @pytest.mark.parametrize(
