@@ -180,6 +180,7 @@ def nginx_binary() -> pathlib.Path:
     return binary
 
 
+@pytest.mark.peers  # Debian's nginx, which `make unit-py` does not unpack
 @pytest.mark.parametrize("secure", [False, True], ids=["plain", "tls"])
 def test_nginx_accepts_the_configuration(tmp_path: pathlib.Path, *, secure: bool):
     """nginx itself reads the file (`nginx -t`), with its paths moved under a scratch directory."""
@@ -218,6 +219,7 @@ print(CHUNK, len(request.SerializeToString()))
 """
 
 
+@pytest.mark.peers  # each release's Flower virtualenv, which `make unit-py` does not make
 @pytest.mark.parametrize(
     ("release", "reason"),
     [
