@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 # Crossplane reads a function's response with gRPC's default limit, 4 MiB;
 # what is left is room for the results and framing.
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024 - 64 * 1024
-_CONDITION_STATUS = {"True": fnv1.STATUS_CONDITION_TRUE, "False": fnv1.STATUS_CONDITION_FALSE}
 
 
 @dataclasses.dataclass
@@ -104,18 +103,11 @@ def _written(rsp: fnv1.RunFunctionResponse, decided: outcome.Outcome) -> Answer:
             labels = dict(need.match_labels or {})
             response.require_resources(rsp, need.key, need.api_version, need.kind, match_labels=labels,
                                        namespace=need.namespace)  # fmt: skip
-    for c in decided.conditions:
-        # As the SDK's set_conditions writes them, and on the claim too: a tenant may often read
-        # the claim alone, not its composite.
-        condition = fnv1.Condition(
-            type=c.typ,
-            status=_CONDITION_STATUS.get(c.status, fnv1.STATUS_CONDITION_UNKNOWN),
-            reason=c.reason or "",
-            target=fnv1.TARGET_COMPOSITE_AND_CLAIM,
-        )
-        if c.message:
-            condition.message = c.message
-        rsp.conditions.append(condition)
+    if decided.conditions:
+        response.set_conditions(rsp, *decided.conditions)
+        for condition in rsp.conditions:
+            # On the claim too: a tenant may often read the claim alone, not its composite.
+            condition.target = fnv1.TARGET_COMPOSITE_AND_CLAIM
     for warning in decided.warnings:
         # Crossplane makes each an event; on the claim too, where a claim's user looks (`kubectl describe`).
         rsp.results.append(
