@@ -11,8 +11,9 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
-from support.peers import ROOT
+from support.peers import ROOT, hack_module
 
 LINT_IMPORTS = pathlib.Path(sys.executable).parent / "lint-imports"
 
@@ -179,3 +180,18 @@ def test_a_long_function_is_found(tmp_path):
     body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
     module.write_text(module.read_text() + f"\n\ndef _long():\n{body}")
     assert long_functions(tree) == [f"function/caching.py:_long ({MAX_FUNCTION_LINES + 1})"]
+
+
+def test_one_request_leaves_serving_once():
+    """At run time too (hack/layer_calls.py, docs/development.md's table): serving calls composition's
+    outcome and nothing else below it, and no builder calls back into composition."""
+
+    layer_calls = hack_module("layer_calls")
+    manifest = next(d for d in yaml.safe_load_all((ROOT / "examples" / "claims" / "production.yaml").read_text()) if d)
+    found = layer_calls.edges(manifest)
+    from_serving = {
+        below: calls for (above, below), calls in found.items() if above == "serving" and below != "caching"
+    }
+    assert set(from_serving) == {"composition"}, from_serving
+    assert {callee for _, callee in from_serving["composition"]} == {"decide"}, from_serving
+    assert ("builders", "composition") not in found, found[("builders", "composition")]
