@@ -84,6 +84,8 @@ FLAVORS: dict[str, dict[str, Any]] = {
         "cluster_kind": "XFederationCluster",
         "group_composition": f"xfederationclustergroups.{GROUP}",
         "group_kind": "XFederationClusterGroup",
+        "run_composition": f"xfederationruns.{GROUP}",
+        "run_kind": "XFederationRun",
         "summary": "the cluster-scoped XFederation with the namespaced claim Federation",
     },
     "v2": {
@@ -95,6 +97,8 @@ FLAVORS: dict[str, dict[str, Any]] = {
         "cluster_kind": "FederationCluster",
         "group_composition": f"federationclustergroups.{GROUP}",
         "group_kind": "FederationClusterGroup",
+        "run_composition": f"federationruns.{GROUP}",
+        "run_kind": "FederationRun",
         "summary": "the namespaced Federation of Crossplane v2 (no claim)",
     },
 }
@@ -103,9 +107,10 @@ FLAVORS: dict[str, dict[str, Any]] = {
 def composition(flavor: str, part: str = "") -> dict[str, Any]:
     """The flavor's Composition: one step, this function; of its FederationCluster or group with part.
 
-    The same step and policy for a Federation and a FederationCluster: a remote
-    cluster's pools are judged where they are composed. A group only fans out
-    FederationClusters and reads no policy.
+    The same step and policy for a Federation, a FederationCluster and a
+    FederationRun: a remote cluster's pools are judged where they are composed,
+    a run's app where it is asked for. A group only fans out FederationClusters
+    and reads no policy.
     """
     spec = FLAVORS[flavor]
     prefix = f"{part}_" if part else ""
@@ -198,6 +203,7 @@ def outputs() -> dict[pathlib.Path, Any]:
         out[spec["dir"] / "composition.yaml"] = lambda f=flavor: _render(composition(f))
         out[spec["dir"] / "cluster-composition.yaml"] = lambda f=flavor: _render(composition(f, "cluster"))
         out[spec["dir"] / "group-composition.yaml"] = lambda f=flavor: _render(composition(f, "group"))
+        out[spec["dir"] / "run-composition.yaml"] = lambda f=flavor: _render(composition(f, "run"))
         out[spec["dir"] / "crossplane.yaml"] = lambda f=flavor: _render(configuration(f))
     return out
 

@@ -16,6 +16,10 @@ it, an older XRD, an operator manifest). In the order the front door
   every pool can join its SuperLink at the releases they run;
 - `cluster_counts`: no selector matches more clusters than its maxClusters.
 
+A FederationRun (function/api/run_spec.py) is read by `run_spec`, refused
+without a namespace (`unclaimed_run`) and by `run_release` on a Federation
+whose Flower cannot start runs from its runner.
+
 A FederationCluster (function/api/cluster_spec.py) is read by `cluster_spec`,
 which checks the Federation's spec it carries with `parse` as above, and
 `cluster_namespace`: a namespaced one speaks only for its namespace's Federation.
@@ -36,8 +40,9 @@ import pydantic
 from function import caching
 from function.api import k8s_schema, names, nodeconfig, rules, versions
 from function.api.cluster_spec import FederationClusterGroupSpec, FederationClusterSpec
+from function.api.run_spec import FederationRunSpec
 from function.api.spec import K8S_TYPE, FederationSpec, pool_ref, remote, superlink_ref
-from function.releases.flower import SUPPORTED, Releases, dialect
+from function.releases.flower import RUNS_SINCE, SUPPORTED, Dialect, Release, Releases, dialect
 
 Validated = TypeVar("Validated", bound=pydantic.BaseModel)
 
@@ -104,6 +109,27 @@ def cluster_spec(raw: Any) -> tuple[FederationClusterSpec, FederationSpec]:
         message = f"must name each selector pool of spec.federationSpec once ({', '.join(selectors) or 'none'})"
         raise SpecError([("spec.selected", message)])
     return given, spec
+
+
+def run_spec(raw: Any) -> FederationRunSpec:
+    """A FederationRun's spec (function/api/run_spec.py), its fields named under spec."""
+    return _validated(FederationRunSpec, raw)
+
+
+def unclaimed_run() -> SpecError:
+    """The refusal of a cluster-scoped XFederationRun of no claim: it belongs to no namespace, so to no Federation."""
+    message = "an XFederationRun must come from a claim: apply a FederationRun in the Federation's namespace"
+    return SpecError([("metadata", message)])
+
+
+def run_release(federation: str, release: Release, dialect: Dialect) -> None:
+    """A run is refused on a Federation whose Flower the runner cannot start runs with."""
+    if not dialect.runs:
+        message = (
+            f"Federation {federation!r} runs Flower {release}, whose CLI the runner cannot start runs with; "
+            f"FederationRuns need Flower {RUNS_SINCE} or later (upgrade the Federation's spec.version)"
+        )
+        raise SpecError([("spec.federation", message)])
 
 
 def group_spec(raw: Any) -> FederationClusterGroupSpec:

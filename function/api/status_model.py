@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import Field
 
+from function.api.run_spec import Phase
 from function.api.spec import Model
 
 
@@ -45,6 +46,14 @@ class Endpoints(Model):
     )
 
 
+class RunsSummary(Model):
+    inProgress: int = Field(description="FederationRuns Pending or Running.")
+    total: int = Field(description="FederationRuns naming this Federation.")
+    latest: str | None = Field(
+        default=None, description="The newest FederationRun's name and phase, e.g. `mnist-3 (Running)`."
+    )
+
+
 class CompositeStatus(Model):
     """What the function writes into a composite's status (a Federation's, a FederationCluster's, a group's)."""
 
@@ -68,6 +77,7 @@ class FederationStatus(CompositeStatus):
         ),
     )
     clusters: int = Field(description="Clusters SuperNode pools run in.")
+    runs: RunsSummary | None = Field(default=None, description="Its FederationRuns, once it has any.")
     endpoints: Endpoints = Field(description="Where to reach the SuperLink.")
     pools: list[PoolStatus] = Field(description="Per-pool status.")
 
@@ -95,3 +105,14 @@ class FederationClusterGroupStatus(CompositeStatus):
     readySupernodes: int = Field(description="Ready SuperNodes in these clusters.")
     desiredSupernodes: int = Field(description="Desired SuperNodes in these clusters.")
     pools: list[PoolStatus] = Field(description="Per-pool status, as the FederationClusters report it.")
+
+
+class FederationRunStatus(CompositeStatus):
+    observedGeneration: int | None = Field(default=None, description="Generation last processed.")
+    phase: Phase = Field(description="Pending, Running, Completed, Failed or Stopped, from Flower's record of the run.")
+    runId: str | None = Field(default=None, description="Flower's run ID, once the SuperLink accepted the run.")
+    flowerStatus: str | None = Field(default=None, description="The run's status as Flower records it.")
+    startedAt: str | None = Field(default=None, description="When Flower started the run (RFC 3339).")
+    finishedAt: str | None = Field(default=None, description="When Flower finished the run (RFC 3339).")
+    reason: str | None = Field(default=None, description="Why the run is Pending, Failed or Stopped, in words.")
+    logs: str | None = Field(default=None, description="Where the run's logs are: a command to read them.")

@@ -159,7 +159,7 @@ def program_configmap_name(federation: str) -> str:
     return f"{federation}-identity-program-{PROGRAM_DIGEST}"
 
 
-def _configmap(name: str, namespace: str, labels: dict[str, str], **content: Any) -> dict[str, Any]:
+def configmap(name: str, namespace: str, labels: dict[str, str], **content: Any) -> dict[str, Any]:
     """A ConfigMap of ours: name, namespace, labels, then content (data, binaryData, immutable)."""
     return {
         "apiVersion": "v1",
@@ -169,7 +169,8 @@ def _configmap(name: str, namespace: str, labels: dict[str, str], **content: Any
     }
 
 
-def _role(name: str, namespace: str, labels: dict[str, str], rules: list[dict[str, Any]]) -> dict[str, Any]:
+def role(name: str, namespace: str, labels: dict[str, str], rules: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Role of ours beside the programs that use it."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
@@ -181,7 +182,7 @@ def _role(name: str, namespace: str, labels: dict[str, str], rules: list[dict[st
 def program_configmap(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
     """The program, once per namespace where identity containers run; immutable, as its name is its content."""
     name = program_configmap_name(federation)
-    return _configmap(name, namespace, labels, immutable=True, binaryData={PROGRAM_FILE: PROGRAM_ARCHIVE})
+    return configmap(name, namespace, labels, immutable=True, binaryData={PROGRAM_FILE: PROGRAM_ARCHIVE})
 
 
 def registration(fed: Federation, address: str) -> Registration:
@@ -206,7 +207,7 @@ def registration(fed: Federation, address: str) -> Registration:
     )
 
 
-def _program(name: str, image: str, args: list[str], mounts: list[dict[str, Any]]) -> dict[str, Any]:
+def program(name: str, image: str, args: list[str], mounts: list[dict[str, Any]]) -> dict[str, Any]:
     """A container running the program from its ConfigMap, with the image's Python."""
     program = {"name": PROGRAM_VOLUME, "mountPath": PROGRAM_DIR, "readOnly": True}
     return {
@@ -223,7 +224,8 @@ def publication_labels(federation: str, pool: str) -> dict[str, str]:
     return {names.INSTANCE_LABEL: federation, names.POOL_LABEL: pool, KEY_LABEL: "true"}
 
 
-def _program_volume(federation: str) -> dict[str, Any]:
+def program_volume(federation: str) -> dict[str, Any]:
+    """The program's ConfigMap as a volume, readable by whatever user the container runs as."""
     return {"name": PROGRAM_VOLUME, "configMap": {"name": program_configmap_name(federation), "defaultMode": 0o444}}
 
 
@@ -249,10 +251,10 @@ def pool_init_containers(
         {"name": KUBE_VOLUME, "mountPath": KUBE_DIR, "readOnly": True},
     ]
     env = [{"name": k, "valueFrom": {"fieldRef": {"fieldPath": v}}} for k, v in POD_FIELDS.items()]
-    publisher = {**_program(INIT_CONTAINER, image, ["publish", *args], mounts), "env": env}
+    publisher = {**program(INIT_CONTAINER, image, ["publish", *args], mounts), "env": env}
     retired = {"name": RETIRED_VOLUME, "mountPath": RETIRED_DIR, "readOnly": True}
     rekey_args = ["rekey", *args, f"--retired={RETIRED_DIR}/{identity_program.RETIRED_FIELD}", f"--interval={interval}"]
-    rekeyer = {**_program(REKEY_CONTAINER, image, rekey_args, [*mounts, retired]), "env": env}
+    rekeyer = {**program(REKEY_CONTAINER, image, rekey_args, [*mounts, retired]), "env": env}
     rekeyer["restartPolicy"] = "Always"
     return [publisher, rekeyer]
 
@@ -267,7 +269,7 @@ def pool_volumes(spec: FederationSpec, federation: str) -> list[dict[str, Any]]:
     memory = {"medium": "Memory", "sizeLimit": "1Mi"}
     # Optional: composed only while it lists a retired key of the namespace (retired_keys).
     retired = {"name": RETIRED_VOLUME, "configMap": {"name": retired_keys_name(federation), "optional": True}}
-    volumes = [_program_volume(federation), kube_api_volume(), retired]
+    volumes = [program_volume(federation), kube_api_volume(), retired]
     if spec.mode == "DaemonSet":
         volumes.append({"name": IDENTITY_VOLUME, "emptyDir": memory})
     return volumes
@@ -304,7 +306,7 @@ def registrar(reg: Registration) -> dict[str, Any]:
         mounts.append(tls.ca_mount())
     # The token it reports retired keys with (registrations_role): only this container of the pod mounts it.
     mounts.append({"name": KUBE_VOLUME, "mountPath": KUBE_DIR, "readOnly": True})
-    container = _program(REGISTRAR, reg.image, reg.args(), mounts)
+    container = program(REGISTRAR, reg.image, reg.args(), mounts)
     container["env"] = [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]
     container["restartPolicy"] = "Always"
     return container
@@ -330,7 +332,7 @@ def registrar_volumes(reg: Registration) -> list[dict[str, Any]]:
         ]
         listed = {"projected": {"sources": [listed, *shards]}}
     return [
-        _program_volume(reg.federation),
+        program_volume(reg.federation),
         {"name": WORK_VOLUME, "emptyDir": {}},
         {"name": AUTHORIZED_KEYS_VOLUME, **listed},
         kube_api_volume(),
@@ -354,7 +356,7 @@ def registrations_name(federation: str) -> str:
 
 def registrations(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
     """The registrar's report, created empty: the registrar writes it, Crossplane only reads it back."""
-    return _configmap(registrations_name(federation), namespace, labels, data={identity_program.RETIRED_FIELD: ""})
+    return configmap(registrations_name(federation), namespace, labels, data={identity_program.RETIRED_FIELD: ""})
 
 
 def reported_retired(live: Any) -> list[tuple[str, str]]:
@@ -376,7 +378,7 @@ def registrations_role(federation: str, namespace: str, labels: dict[str, str]) 
     """What the SuperLink's ServiceAccount may do beside it: read and patch the report, nothing else."""
     rule = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"],
             "resourceNames": [registrations_name(federation)]}  # fmt: skip
-    return _role(f"{federation}-{REPORTER}", namespace, labels, [rule])
+    return role(f"{federation}-{REPORTER}", namespace, labels, [rule])
 
 
 def registrations_binding(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -385,7 +387,7 @@ def registrations_binding(federation: str, namespace: str, labels: dict[str, str
     Not to the Federation's, which SuperNode pods in the same namespace run
     as: a pod's token would let it report others' keys retired.
     """
-    return _binding(f"{federation}-{REPORTER}", pods.superlink_service_account(federation), namespace, labels)
+    return binding(f"{federation}-{REPORTER}", pods.superlink_service_account(federation), namespace, labels)
 
 
 def retired_keys_name(federation: str) -> str:
@@ -396,7 +398,7 @@ def retired_keys_name(federation: str) -> str:
 def retired_keys(federation: str, namespace: str, labels: dict[str, str], digests: list[str]) -> dict[str, Any]:
     """The retired keys of one pool namespace, a digest a line, where its pods' rekey sidecars read them."""
     text = "".join(f"{d}\n" for d in sorted(set(digests)))
-    return _configmap(retired_keys_name(federation), namespace, labels, data={identity_program.RETIRED_FIELD: text})
+    return configmap(retired_keys_name(federation), namespace, labels, data={identity_program.RETIRED_FIELD: text})
 
 
 def authorized_keys_name(federation: str) -> str:
@@ -440,7 +442,7 @@ def publisher_role(federation: str, namespace: str, labels: dict[str, str], *, c
                 "resourceNames": sorted(claims),
             }
         )
-    return _role(f"{federation}-{PUBLISHER}", namespace, labels, rules)
+    return role(f"{federation}-{PUBLISHER}", namespace, labels, rules)
 
 
 # The pod a projected ServiceAccount token is bound to, as the API server tells admission.
@@ -534,10 +536,11 @@ def publication_policy_binding(name: str, labels: dict[str, str]) -> dict[str, A
 
 def publisher_binding(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
     """The Role above, granted to the Federation's ServiceAccount in namespace."""
-    return _binding(f"{federation}-{PUBLISHER}", pods.service_account(federation), namespace, labels)
+    return binding(f"{federation}-{PUBLISHER}", pods.service_account(federation), namespace, labels)
 
 
-def _binding(role: str, account: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+def binding(role: str, account: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A RoleBinding of the Role role to one ServiceAccount of namespace."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",

@@ -13,7 +13,7 @@ from function.api.spec import (
     node_authentication,
     superlink_state,
 )
-from function.builders import fleet_proxy, identity, merge, pods, superexec_auth, tls
+from function.builders import fleet_proxy, identity, merge, pods, runner, superexec_auth, tls
 from function.federation.value import Federation
 from function.releases.flower import CONTROL_PORT, FLEET_PORT, FLEET_PROXY_PORT, Dialect
 
@@ -152,19 +152,29 @@ def _containers(
     return containers, volumes
 
 
-def statefulset(fed: Federation, *, registration: identity.Registration | None = None) -> dict[str, Any]:
+def statefulset(
+    fed: Federation, *, registration: identity.Registration | None = None, with_runner: bool = False
+) -> dict[str, Any]:
     """The SuperLink's one-replica StatefulSet: its SuperExec sidecar in process mode, from 1.40 its Fleet proxy.
 
     It also serves the gRPC Fleet API for pools before 1.40 (Releases.legacy_fleet),
     and its Control API on every address when the user opened it, not the
     loopback alone; registration: with node authentication, how its
-    registrar reaches the Control API.
+    registrar reaches the Control API; with_runner: whether its runner starts the
+    Federation's FederationRuns (function/builders/runner.py).
     """
     federation, namespace, spec, dialect = fed.name, fed.namespace, fed.spec, fed.superlink_dialect
     legacy_fleet, control_open = fed.flower.legacy_fleet, fed.control_open
     name = names.superlink(federation)
     labels = names.superlink_labels(federation)
-    pod_spec = _pod_spec(fed, dialect, legacy_fleet=legacy_fleet, control_open=control_open, registration=registration)
+    pod_spec = _pod_spec(
+        fed,
+        dialect,
+        legacy_fleet=legacy_fleet,
+        control_open=control_open,
+        registration=registration,
+        with_runner=with_runner,
+    )
     workload: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -201,6 +211,7 @@ def _pod_spec(
     legacy_fleet: bool,
     control_open: bool,
     registration: identity.Registration | None,
+    with_runner: bool,
 ) -> dict[str, Any]:
     """The SuperLink pod's containers, init containers and volumes, before hardening and the user's template."""
     federation, spec = fed.name, fed.spec
@@ -213,6 +224,9 @@ def _pod_spec(
     if registration is not None:
         init.append(identity.registrar(registration))
         volumes = merge.add_missing(volumes, identity.registrar_volumes(registration))
+    if with_runner:
+        init.append(runner.container(fed))
+        volumes = merge.add_missing(volumes, runner.volumes(fed))
     if tls.enabled(spec):
         # The whole Secret for the SuperLink; its CA alone for the containers that only dial it.
         volumes = merge.add_missing(volumes, [tls.superlink_volume(federation, spec)])

@@ -46,6 +46,7 @@ from function.composition.resource_names import (
     retired_keys_resource,
     serviceaccount_resource,
 )
+from function.composition.runs import takes_runs
 from function.federation.read import pool_resource
 from function.federation.value import Federation, Hold, PlacedPool
 from function.releases.flower import CONTROL_PORT, LOOPBACK
@@ -99,6 +100,7 @@ def plan(
     remembered: Any = None,
     tls_secret: Any = None,
     key_members: list[dict[str, Any]] | None = None,
+    wanted_runs: dict[str, Composed] | None = None,
 ) -> Plan:
     """The composed resources of a Federation, keyed by composition resource name.
 
@@ -106,7 +108,8 @@ def plan(
     address they dial (from the observed Service) and, with TLS, the CA they
     trust (from the SuperLink's Secret, a required resource). A pool that
     lacks either is held back. key_members: the Objects the key collections
-    made (a required resource), whose keys the SuperLink is told.
+    made (a required resource), whose keys the SuperLink is told. wanted_runs:
+    what its runs need beside the SuperLink (function/composition/runs.py).
     """
     observed = observed or {}
     if fed.part is not None:
@@ -122,6 +125,7 @@ def plan(
         **pool_resources(fed, composed, external, ca, observed),
         **authorized_keys(fed, pools, key_members or []),
         **registrations(fed),
+        **(wanted_runs or {}),
     }
     needs_ca = any(p.copies_ca for p in pools)
     parts = children.composites(fed, external.address, ca, observed, needs_ca=needs_ca)
@@ -180,7 +184,9 @@ def superlink_resources(fed: Federation, external: placement.External) -> dict[s
     """The SuperLink, its Service, from 1.40 its Fleet proxy's configuration and, from cert-manager, its certificate."""
     hub = fed.hub
     out = {
-        SUPERLINK: Composed(superlink.statefulset(fed, registration=_registration(fed)), hub),
+        SUPERLINK: Composed(
+            superlink.statefulset(fed, registration=_registration(fed), with_runner=takes_runs(fed)), hub
+        ),
         SERVICE: Composed(superlink.service(fed), hub),
     }
     if fed.superlink_dialect.fleet_api == "http":
@@ -229,8 +235,9 @@ def service_accounts(fed: Federation, pools: list[PlacedPool]) -> dict[str, Comp
 def identity_programs(fed: Federation, pools: list[PlacedPool]) -> dict[str, Composed]:
     """The identity containers' program, once per cluster and namespace they run in (identity.program_configmap)."""
     labels = names.labels(fed.name, "flower", "identity-program")
-    # The SuperLink's registrar runs it too; a FederationCluster has no SuperLink.
-    places = [(fed.hub, fed.namespace)] if fed.registers_keys and fed.part is None else []
+    # The SuperLink's registrar and runner run it too; a FederationCluster has no SuperLink.
+    beside = (fed.registers_keys or takes_runs(fed)) and fed.part is None
+    places = [(fed.hub, fed.namespace)] if beside else []
     places += [(p.provider_config, p.namespace) for p in pools if generates_identity(fed.spec, p.spec)]
     return _once_per_place(
         places, identity_program_resource, lambda ns: identity.program_configmap(fed.name, ns, labels)
@@ -491,7 +498,12 @@ def desired(fed: Federation, built: Plan) -> dict[str, dict[str, Any]]:
     """The Objects to return: the planned ones wrapped, the kept ones as observed."""
     out = {
         name: wrap(
-            c.manifest, c.provider_config, namespaced=fed.namespaced, observe=c.observe, create_only=c.create_only
+            c.manifest,
+            c.provider_config,
+            namespaced=fed.namespaced,
+            observe=c.observe,
+            create_only=c.create_only,
+            labels=c.labels,
         )
         for name, c in built.resources.items()
     }

@@ -25,6 +25,8 @@ class Composed:
     observe: bool = False
     # Created once, then only read: its data belongs to whoever writes it in the cluster.
     create_only: bool = False
+    # Labels of the Object itself, by which other composites' calls find it (not the manifest's).
+    labels: dict[str, str] | None = None
 
 
 def wrap(
@@ -34,6 +36,7 @@ def wrap(
     namespaced: bool = False,
     observe: bool = False,
     create_only: bool = False,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A provider-kubernetes Object that applies manifest to the chosen cluster (or only observes it).
 
@@ -50,4 +53,8 @@ def wrap(
         spec["readiness"] = readiness.policy(manifest)
     if create_only:
         spec["managementPolicies"] = CREATE_ONLY
-    return {"apiVersion": NAMESPACED_OBJECT_API if namespaced else OBJECT_API, "kind": "Object", "spec": spec}
+    out: dict[str, Any] = {"apiVersion": NAMESPACED_OBJECT_API if namespaced else OBJECT_API, "kind": "Object"}
+    if labels:
+        out["metadata"] = {"labels": labels}
+    out["spec"] = spec
+    return out

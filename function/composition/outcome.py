@@ -23,9 +23,12 @@ from crossplane.function.resource import Condition
 
 from function.api import policy, refusals
 from function.api.refusals import SpecError
+from function.api.run_spec import MAX_FAB_BYTES
 from function.builders import published_keys, tls
-from function.composition import admission, compose, groups, objects, status
+from function.builders.runner import bundle as runner_bundle
+from function.composition import admission, compose, groups, objects, runs, status
 from function.federation import read
+from function.federation import runs as read_runs
 from function.federation.value import Federation
 from function.topology import clusters
 
@@ -46,6 +49,10 @@ from function.topology import clusters
 FEDERATION_TTL = dt.timedelta(minutes=1)
 GROUP_TTL = dt.timedelta(minutes=1)
 FEDERATION_CLUSTER_TTL = dt.timedelta(minutes=5)
+# A FederationRun composes nothing, so no watch wakes it: it reads its entry of the runner's report
+# again this often while Flower works on it, and rarely once Flower is done with it.
+RUN_TTL = dt.timedelta(seconds=15)
+FINISHED_RUN_TTL = dt.timedelta(minutes=10)
 
 # The names the CLI answers requirements and builds composites with, as Crossplane would.
 TLS_REQUIREMENT = tls.REQUIREMENT
@@ -75,7 +82,8 @@ class Outcome:
     kind: str
     desired: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     ready: dict[str, bool] = dataclasses.field(default_factory=dict)
-    # The composite's status, and False where it is not ready however ready its resources are.
+    # The composite's status, and its readiness where its resources do not decide it: False where it
+    # is not ready however ready its resources are, True for a composite that composes nothing.
     status: dict[str, Any] | None = None
     composite_ready: bool | None = None
     conditions: list[Condition] = dataclasses.field(default_factory=list)
@@ -108,7 +116,7 @@ def decide(
         # First ask for the policy, then judge: Crossplane calls again with it at once, and
         # would not after a fatal result. Nothing desired here is applied.
         return Outcome("Federation", requirements=_policy_requirement(given))
-    out = _judged(xr, observed, required, given)
+    out = _run(xr, required, given) if read_runs.is_run(xr) else _judged(xr, observed, required, given)
     if out.refusal is None:
         out.requirements += _policy_requirement(given)
     return out
@@ -144,24 +152,30 @@ def _federation(
     fed = read.cluster(xr) if read.is_cluster(xr) else read.federation(xr, required, observed)
     remembered = ((xr.get("status") or {}).get("endpoints") or {}).get("external")
     secrets = required.get(tls.REQUIREMENT) or []
+    given_runs = runs.read(fed, required, observed)
     built = compose.plan(fed, observed, remembered, secrets[0] if secrets else None,
-                         required.get(published_keys.REQUIREMENT))  # fmt: skip
+                         required.get(published_keys.REQUIREMENT),
+                         runs.resources(fed, given_runs, required))  # fmt: skip
     # The platform's policy, from the Composition's step: what the Federation may have composed.
     admission.check(fed, platform, built)
     desired = compose.desired(fed, built)
     report = status.report(fed, built, observed, (xr.get("metadata") or {}).get("generation"))
+    # Not only the fields set: those set to None (no generation, no external address) too.
+    written = report.status.wire()
+    summary = runs.summary(given_runs)
+    if summary is not None:
+        written["runs"] = summary.model_dump(mode="json", exclude_none=True)
     return Outcome(
         "Federation",
         desired,
         {name: bool(report.ready.get(name)) for name in desired},
-        # Not only the fields set: those set to None (no generation, no external address) too.
-        report.status.wire(),
+        written,
         # Pools that wait are not desired resources, yet the Federation is not ready; nor is one
         # whose selectors stand for no cluster yet.
         False if built.held or not fed.spec.supernodes.pools else None,
         list(report.conditions),
         list(report.warnings),
-        _requirements(fed, built),
+        [*_requirements(fed, built), *_run_requirements(fed, given_runs)],
         FEDERATION_TTL if fed.part is None else FEDERATION_CLUSTER_TTL,
     )
 
@@ -205,6 +219,124 @@ def _requirements(fed: Federation, built: compose.Plan) -> list[Requirement]:
             )
         )
     return out
+
+
+def _run_requirements(fed: Federation, given: runs.Runs) -> list[Requirement]:
+    """With a runner, the Federation's runs and the bundle of each run Flower has not taken yet.
+
+    All of its namespace's runs: each says which Federation it is for.
+    """
+    if not runs.takes_runs(fed):
+        return []
+    if fed.namespaced:
+        out = [Requirement(runs.RUNS_REQUIREMENT, RUN_API, "FederationRun", match_labels={}, namespace=fed.namespace)]
+    else:
+        claimed = {read_runs.CLAIM_NAMESPACE: fed.namespace}
+        out = [Requirement(runs.RUNS_REQUIREMENT, RUN_API, "XFederationRun", match_labels=claimed)]
+    for run in given.waiting:
+        out.append(Requirement(runs.bundle_requirement(run), "v1", "ConfigMap",
+                               match_name=run.spec.app.configMap.name, namespace=run.namespace))  # fmt: skip
+    return out
+
+
+def _run(xr: dict[str, Any], required: dict[str, list[dict[str, Any]]], given: policy.Policy) -> Outcome:
+    """A FederationRun's status from its Federation's runner's report, or a refusal."""
+    try:
+        policy.effective(given, required.get(policy.REQUIREMENT) or [])
+        run = read_runs.run(xr)
+        return _run_status(run, required, (xr.get("metadata") or {}).get("generation"))
+    except SpecError as err:
+        return refused("FederationRun", f"invalid FederationRun: {err}")
+    except Exception as err:  # a bug must not crash the server
+        logging.get_logger().exception("cannot read FederationRun")
+        return refused("FederationRun", f"cannot read FederationRun: {type(err).__name__}: {err}")
+
+
+def _run_status(run: read_runs.Run, required: dict[str, list[dict[str, Any]]], generation: Any) -> Outcome:
+    """What a run's call reports: Pending (and why) until its Federation's runner reports it, then its entry."""
+    needs = [_federation_requirement(run), _bundle_requirement(run)]
+    found = required.get(runs.FEDERATION_REQUIREMENT)
+    fed: Federation | None = None
+    if found is None:
+        waiting = f"looking for Federation {run.spec.federation!r}"
+    elif not found:
+        waiting = f"no Federation {run.spec.federation!r} in namespace {run.namespace!r}"
+    else:
+        try:
+            fed = read.federation(found[0])
+        except SpecError as err:
+            waiting = f"Federation {run.spec.federation!r} is refused: {err}"
+        else:
+            refusals.run_release(fed.name, fed.flower.superlink, fed.superlink_dialect)
+            needs.append(_report_requirement(fed, found[0]))
+            waiting = _bundle_problem(run, required) or "waiting for the SuperLink's runner to take the run"
+    reported = required.get(runs.REPORT_REQUIREMENT) or []
+    written = runs.status(run, fed, reported[0] if reported else None, generation, waiting)
+    finished = written.phase in ("Completed", "Failed", "Stopped")
+    return Outcome(
+        "FederationRun",
+        status=written.wire(),
+        composite_ready=written.phase in ("Running", "Completed"),
+        conditions=[_succeeded(written.phase, written.reason)],
+        requirements=needs,
+        ttl=FINISHED_RUN_TTL if finished else RUN_TTL,
+    )
+
+
+RUN_API = "flower.crossplane.io/v1alpha1"
+# A run's call reads its bundle's ConfigMap only to say what is wrong with it.
+RUN_BUNDLE = "run-bundle"
+
+
+def _federation_requirement(run: read_runs.Run) -> Requirement:
+    """The Federation a run names, in its own namespace only."""
+    if run.namespaced:
+        return Requirement(runs.FEDERATION_REQUIREMENT, RUN_API, "Federation", match_name=run.spec.federation,
+                           namespace=run.namespace)  # fmt: skip
+    claim = {read.CLAIM_NAME: run.spec.federation, read.CLAIM_NAMESPACE: run.namespace}
+    return Requirement(runs.FEDERATION_REQUIREMENT, RUN_API, "XFederation", match_labels=claim)
+
+
+def _bundle_requirement(run: read_runs.Run) -> Requirement:
+    """The ConfigMap holding the run's app, to tell its user what is wrong with it."""
+    return Requirement(RUN_BUNDLE, "v1", "ConfigMap", match_name=run.spec.app.configMap.name,
+                       namespace=run.namespace)  # fmt: skip
+
+
+def _bundle_problem(run: read_runs.Run, required: dict[str, list[dict[str, Any]]]) -> str | None:
+    """What keeps the runner from the run's app, if anything."""
+    answered = required.get(RUN_BUNDLE)
+    if answered is None:
+        return None
+    where = f"ConfigMap {run.namespace}/{run.spec.app.configMap.name}"
+    found = runner_bundle(answered[0] if answered else None, run.spec.app.configMap.key)
+    if isinstance(found, str):
+        return f"{where} {found}"
+    if len(found) > MAX_FAB_BYTES:
+        return f"{where} holds a bundle of {len(found)} bytes; a run's may have at most {MAX_FAB_BYTES}"
+    return None
+
+
+def _report_requirement(fed: Federation, federation_xr: dict[str, Any]) -> Requirement:
+    """The Object of the runner's report, composed by this very Federation."""
+    composite = (federation_xr.get("metadata") or {}).get("name") or ""
+    labels = {runs.REPORT_LABEL: runs.report_label(fed), COMPOSITE_LABEL: composite}
+    api = objects.NAMESPACED_OBJECT_API if fed.namespaced else objects.OBJECT_API
+    return Requirement(runs.REPORT_REQUIREMENT, api, "Object", match_labels=labels,
+                       namespace=fed.namespace if fed.namespaced else None)  # fmt: skip
+
+
+# Crossplane labels each composed resource with its composite's name.
+COMPOSITE_LABEL = "crossplane.io/composite"
+
+
+def _succeeded(phase: str, reason: str | None) -> Condition:
+    """The run's own condition: True once Flower completed it, False once it failed or stopped."""
+    if phase == "Completed":
+        return Condition("Succeeded", "True", "Completed", "Flower completed the run")
+    if phase in ("Failed", "Stopped"):
+        return Condition("Succeeded", "False", phase, reason or f"the run {phase.lower()}")
+    return Condition("Succeeded", "Unknown", phase, reason or f"the run is {phase.lower()}")
 
 
 def _policy_requirement(given: policy.Policy) -> list[Requirement]:

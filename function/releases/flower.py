@@ -110,6 +110,10 @@ class Dialect:
     # Where `flwr` reads a SuperLink's address: a Flower app's pyproject.toml
     # ([tool.flwr.federations]) or $FLWR_HOME/config.toml ([superlink.NAME], 1.26).
     cli_config: Literal["pyproject", "config-toml"]
+    # Whether the SuperLink pod's runner can start, follow and stop FederationRuns with the
+    # release's CLI (function/programs/run_program.py): from 1.26, whose CLI reads the connection
+    # from $FLWR_HOME/config.toml; before, from the app's own pyproject.toml, which is the user's.
+    runs: bool
 
     def superlink_listen_args(self, *, control_open: bool) -> list[str]:
         """Where the SuperLink's listeners bind: the Fleet API and health on every address, the rest on the loopback.
@@ -189,8 +193,9 @@ _1_24 = Dialect(
     superexec_plugin_type=True,
     http_health=False,
     cli_config="pyproject",
+    runs=False,
 )
-_1_26 = dataclasses.replace(_1_24, since=Release(1, 26), cli_config="config-toml")
+_1_26 = dataclasses.replace(_1_24, since=Release(1, 26), cli_config="config-toml", runs=True)
 _1_28 = dataclasses.replace(_1_26, since=Release(1, 28), simulationio_api=False)
 _1_29 = dataclasses.replace(
     _1_28, since=Release(1, 29), storage_dir=False, superexec_auth=True, dependency_install="opt-in"
@@ -205,6 +210,8 @@ _1_38 = dataclasses.replace(_1_37, since=Release(1, 38), superexec_plugin_type=F
 _1_40 = dataclasses.replace(_1_38, since=Release(1, 40), fleet_api="http")
 
 DIALECTS = (_1_24, _1_26, _1_28, _1_29, _1_32, _1_35, _1_36, _1_37, _1_38, _1_40)
+# The first release FederationRuns work with (Dialect.runs).
+RUNS_SINCE = next(d.since for d in DIALECTS if d.runs)
 
 
 # Not a content cache (function/caching.py): a handful of releases run at once, and a cache

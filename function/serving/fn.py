@@ -93,8 +93,8 @@ def _written(rsp: fnv1.RunFunctionResponse, decided: outcome.Outcome) -> Answer:
         # Not the SDK's update_status: it leaves out unset fields, where the ones
         # left out here are those set to None (no generation, no external address).
         resource.update(rsp.desired.composite, {"status": decided.status})
-    if decided.composite_ready is False:
-        rsp.desired.composite.ready = fnv1.READY_FALSE
+    if decided.composite_ready is not None:
+        rsp.desired.composite.ready = fnv1.READY_TRUE if decided.composite_ready else fnv1.READY_FALSE
     for need in decided.requirements:
         if need.match_name is not None:
             response.require_resources(rsp, need.key, need.api_version, need.kind, match_name=need.match_name,

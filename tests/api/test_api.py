@@ -108,7 +108,7 @@ def test_xrd_names_and_columns():
     )
     assert spec["claimNames"]["shortNames"] == ["fedf"]
     columns = [c["name"] for c in spec["versions"][0]["additionalPrinterColumns"]]
-    assert columns == ["MODE", "ISOLATION", "VERSION", "SUPERNODES", "REGISTERED", "CLUSTERS"]
+    assert columns == ["MODE", "ISOLATION", "VERSION", "SUPERNODES", "REGISTERED", "CLUSTERS", "RUNNING", "LATEST-RUN"]
     assert SPEC_SCHEMA["properties"]["supernodes"]["properties"]["pools"]["maxItems"] == MAX_POOLS == 128
 
 

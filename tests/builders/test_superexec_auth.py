@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from function.builders import fleet_proxy, superexec_auth
+from function.builders import fleet_proxy, runner, superexec_auth
 from function.serving import render
 from support.helpers import ANY_NAMESPACE_POLICY, PROCESS, spec
 
@@ -56,7 +56,8 @@ def test_which_pods_share_a_secret(reason, release, isolation, want):
         # The Fleet proxy (1.40+) is nginx: it neither runs apps nor holds the secret.
         flower_containers = [c for c in pod["containers"] if c["name"] != fleet_proxy.CONTAINER]
         flagged = [c["name"] for c in flower_containers if FLAG in c["args"]]
-        inits = [c["name"] for c in pod.get("initContainers", [])]
+        # The runner (a sidecar of the SuperLink's from 1.26) runs no app and holds no secret.
+        inits = [c["name"] for c in pod.get("initContainers", []) if c["name"] != runner.CONTAINER]
         if want:
             assert len(flagged) == len(flower_containers) == 2, (reason, name, flagged)
             assert inits == [superexec_auth.CONTAINER], (reason, name)
@@ -68,7 +69,7 @@ def test_the_secret_lives_in_memory_and_only_its_writer_may_write():
     for name, pod in at("1.41.0").items():
         volume = next(v for v in pod["volumes"] if v["name"] == superexec_auth.VOLUME)
         assert volume["emptyDir"]["medium"] == "Memory", name
-        (init,) = pod["initContainers"]
+        (init,) = [c for c in pod["initContainers"] if c["name"] == superexec_auth.CONTAINER]
         assert init["securityContext"]["readOnlyRootFilesystem"] is True
         # The writer runs the pod's own Flower image; the readers mount read-only.
         assert init["image"] == pod["containers"][0]["image"]
@@ -86,7 +87,7 @@ def test_a_podtemplates_init_containers_come_after_the_secret_writer():
     restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     extra = {"spec": {"initContainers": [{"name": "warm-cache", "image": "busybox", "securityContext": restricted}]}}
     pod = at_release_with_template("1.41.0", extra)
-    assert [c["name"] for c in pod["initContainers"]] == [superexec_auth.CONTAINER, "warm-cache"]
+    assert [c["name"] for c in pod["initContainers"]] == [superexec_auth.CONTAINER, runner.CONTAINER, "warm-cache"]
 
 
 def at_release_with_template(release, template):

@@ -93,6 +93,7 @@ AUXILIARY = (
     "superlink-fleet-proxy",  # from Flower 1.40: the Fleet-only proxy's configuration
     "superlink-registrations",
     "superlink-serviceaccount",
+    "superlink-run",  # from Flower 1.26: the runner's list of runs, its report and its Role
 )
 
 

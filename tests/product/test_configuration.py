@@ -72,6 +72,8 @@ def committed(folder: str) -> dict[str, dict[str, Any]]:
             "cluster-composition",
             "group-definition",
             "group-composition",
+            "run-definition",
+            "run-composition",
         )
     }
 
@@ -87,6 +89,7 @@ def committed(folder: str) -> dict[str, dict[str, Any]]:
                 "xfederations.flower.crossplane.io",
                 "xfederationclusters.flower.crossplane.io",
                 "xfederationclustergroups.flower.crossplane.io",
+                "xfederationruns.flower.crossplane.io",
             ],
         ),
         # namespaced, no claim
@@ -97,6 +100,7 @@ def committed(folder: str) -> dict[str, dict[str, Any]]:
                 "federations.flower.crossplane.io",
                 "federationclusters.flower.crossplane.io",
                 "federationclustergroups.flower.crossplane.io",
+                "federationruns.flower.crossplane.io",
             ],
         ),
     ],
@@ -105,8 +109,8 @@ def test_each_flavor_packages_its_committed_files_and_nothing_else(built, flavor
     objects = built[flavor]
     files = committed(folder)
     # The package is the committed files, as parsed: no copy that can drift. The Federation's
-    # XRD and Composition, those of the FederationCluster it composes per remote cluster and of the
-    # groups it composes those through.
+    # XRD and Composition, those of the FederationCluster it composes per remote cluster, of the
+    # groups it composes those through, and of the FederationRuns users apply on it.
     meta = next(o for o in objects if o["kind"] == "Configuration")
     assert meta["spec"] == files["crossplane"]["spec"]
     assert meta["metadata"]["name"] == files["crossplane"]["metadata"]["name"]
@@ -117,8 +121,9 @@ def test_each_flavor_packages_its_committed_files_and_nothing_else(built, flavor
     assert definitions[xrds[0]] == files["definition"]
     assert definitions[xrds[1]] == files["cluster-definition"]
     assert definitions[xrds[2]] == files["group-definition"]
+    assert definitions[xrds[3]] == files["run-definition"]
     assert sorted(compositions.values(), key=lambda c: c["metadata"]["name"]) == sorted(
-        [files["composition"], files["cluster-composition"], files["group-composition"]],
+        [files[f"{part}composition"] for part in ("", "cluster-", "group-", "run-")],
         key=lambda c: c["metadata"]["name"],
     )
     for definition in definitions.values():

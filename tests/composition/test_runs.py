@@ -1,0 +1,272 @@
+"""FederationRuns (function/composition/runs.py, function/builders/runner.py), through outcome.decide.
+
+A Federation's call lists its runs beside the SuperLink for the runner, with
+the bundles Flower has not taken; a run's call reads its entry of the
+runner's report back, by uid, and says why it waits when it has none.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+
+from function.api.run_spec import MAX_FAB_BYTES
+from function.builders import pods, runner
+from function.composition import outcome, runs
+from function.federation import read
+from support.helpers import BASE, spec, xr
+
+RELEASE = "1.42.0"
+CURRENT = spec(BASE, superlink__image=f"flwr/superlink:{RELEASE}", supernodes__image=f"flwr/supernode:{RELEASE}")
+BUNDLE = b"PK\x03\x04 a Flower App Bundle"
+
+
+def run_xr(name: str = "mnist", federation: str = "fed", namespace: str = "team-a", **fields: Any) -> dict[str, Any]:
+    """A claim's composite FederationRun, as Crossplane passes it."""
+    given: dict[str, Any] = {"federation": federation, "app": {"configMap": {"name": f"{name}-app"}}, **fields}
+    return {
+        "apiVersion": "flower.crossplane.io/v1alpha1",
+        "kind": "XFederationRun",
+        "metadata": {
+            "name": f"{name}-q8w4z",
+            "uid": f"uid-{name}",
+            "creationTimestamp": f"2026-12-02T05:00:0{len(name) % 10}Z",
+            "labels": {read.CLAIM_NAME: name, read.CLAIM_NAMESPACE: namespace},
+            "generation": 1,
+        },
+        "spec": {**given, "claimRef": {"name": name, "namespace": namespace}},
+    }
+
+
+def bundle_configmap(name: str, content: bytes = BUNDLE, key: str = "app.fab") -> dict[str, Any]:
+    data = {"binaryData": {key: base64.b64encode(content).decode()}}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "team-a"}, **data}
+
+
+def report_object(**entries: dict[str, Any]) -> dict[str, Any]:
+    """The report's Object as observed: the runner's text in its live manifest."""
+    text = json.dumps(entries)
+    return {"status": {"atProvider": {"manifest": {"data": {runner.REPORT_FIELD: text}}}}}
+
+
+def entry(uid: str = "uid-mnist", phase: str = "Running", **fields: Any) -> dict[str, Any]:
+    return {"uid": uid, "phase": phase, "runId": "4242", "flowerStatus": "running", **fields}
+
+
+def manifest(out: outcome.Outcome, name: str) -> dict[str, Any]:
+    return out.desired[name]["spec"]["forProvider"]["manifest"]
+
+
+def wanted(out: outcome.Outcome) -> dict[str, Any]:
+    return json.loads(manifest(out, runs.WANTED)["data"][runner.WANTED_FILE])
+
+
+@dataclasses.dataclass(frozen=True)
+class Listed:
+    reason: str
+    runs: list[dict[str, Any]]
+    listed: list[str]
+    bundles: list[str]
+    report: dict[str, Any] | None = None
+    required: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+
+
+LISTED = [
+    Listed("no runs: an empty list, so the runner stops nothing it did not start", [], [], []),
+    Listed("a new run is listed with its bundle", [run_xr()], ["mnist"], ["mnist"],
+           required={"run-bundle-mnist": [bundle_configmap("mnist-app")]}),
+    Listed("runs of another Federation or namespace are not this one's",
+           [run_xr("a", federation="other"), run_xr("b", namespace="team-b"), run_xr("c")], ["c"], []),
+    Listed("a run Flower took carries its bundle no more", [run_xr()], ["mnist"], [],
+           report={"superlink-run-status": report_object(mnist=entry())},
+           required={"run-bundle-mnist": [bundle_configmap("mnist-app")]}),
+    Listed("a report of an older run of the same name does not stand for this one", [run_xr()], ["mnist"], ["mnist"],
+           report={"superlink-run-status": report_object(mnist=entry(uid="uid-old"))},
+           required={"run-bundle-mnist": [bundle_configmap("mnist-app")]}),
+    Listed("a bundle over the bound is not carried", [run_xr()], ["mnist"], [],
+           required={"run-bundle-mnist": [bundle_configmap("mnist-app", b"x" * (MAX_FAB_BYTES + 1))]}),
+    Listed("a bundle kept as text is not carried", [run_xr()], ["mnist"], [],
+           required={"run-bundle-mnist": [{"apiVersion": "v1", "kind": "ConfigMap", "data": {"app.fab": "PK"}}]}),
+    Listed("a run whose own call refuses it is not listed", [run_xr(runConfig={"lr": [1]}), run_xr("ok")], ["ok"], []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", LISTED, ids=lambda c: c.reason)
+def test_a_federation_lists_its_runs_and_the_bundles_flower_has_not_taken(case: Listed):
+    out = outcome.decide(xr(CURRENT), case.report or {}, {runs.RUNS_REQUIREMENT: case.runs, **case.required}, None)
+    assert out.refusal is None, out.refusal
+    listed = wanted(out)["runs"]
+    assert [r["name"] for r in listed] == case.listed, case.reason
+    binary = manifest(out, runs.WANTED).get("binaryData", {})
+    assert sorted(binary) == [runner.bundle_key(n) for n in case.bundles], case.reason
+    assert [r["name"] for r in listed if r["app"]] == case.bundles, case.reason
+    for name in case.bundles:
+        assert base64.b64decode(binary[runner.bundle_key(name)]) == BUNDLE
+
+
+def test_the_runner_is_told_each_runs_config_and_deadline_and_asked_for_bundles_only_until_taken():
+    given = [run_xr(runConfig={"num-server-rounds": "3", "lr": 0.1}, deadlineSeconds=600), run_xr("taken")]
+    report = {"superlink-run-status": report_object(taken=entry("uid-taken"))}
+    out = outcome.decide(xr(CURRENT), report, {runs.RUNS_REQUIREMENT: given}, None)
+    listed = {r["name"]: r for r in wanted(out)["runs"]}
+    assert listed["mnist"]["runConfig"] == {"lr": 0.1, "num-server-rounds": "3"}
+    assert listed["mnist"]["deadlineSeconds"] == 600
+    asked = {r.key: r for r in out.requirements}
+    assert asked[runs.RUNS_REQUIREMENT].kind == "XFederationRun"
+    assert asked[runs.RUNS_REQUIREMENT].match_labels == {read.CLAIM_NAMESPACE: "team-a"}
+    assert asked["run-bundle-mnist"].match_name == "mnist-app"
+    assert asked["run-bundle-mnist"].namespace == "team-a"
+    assert "run-bundle-taken" not in asked
+    assert out.status is not None
+    assert out.status["runs"] == {"inProgress": 2, "total": 2, "latest": "taken (Running)"}
+
+
+def test_only_the_superlinks_own_account_may_write_the_report_and_nothing_else():
+    out = outcome.decide(xr(CURRENT), {}, {runs.RUNS_REQUIREMENT: []}, None)
+    role, binding = manifest(out, runs.ROLE), manifest(out, runs.BINDING)
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "verbs": ["get", "patch"],
+            "resourceNames": [runner.status_name("fed")],
+        }
+    ]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    # The SuperLink's account, not the Federation's that SuperNode pods run as.
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": pods.superlink_service_account("fed"), "namespace": "team-a"}
+    ]
+    report = out.desired[runs.STATUS]
+    assert report["spec"]["managementPolicies"] == ["Observe", "Create", "Delete"], "the runner writes it, not us"
+    assert report["metadata"]["labels"] == {runs.REPORT_LABEL: runs.report_label(read.federation(xr(CURRENT)))}
+
+
+def test_the_runner_sidecar_reaches_only_the_loopback_and_mounts_what_it_uses():
+    out = outcome.decide(xr(CURRENT), {}, {runs.RUNS_REQUIREMENT: []}, None)
+    pod = manifest(out, "superlink")["spec"]["template"]["spec"]
+    sidecar = next(c for c in pod["initContainers"] if c["name"] == runner.CONTAINER)
+    assert sidecar["restartPolicy"] == "Always"
+    assert sidecar["image"] == f"flwr/superlink:{RELEASE}"
+    assert "--address=127.0.0.1:9093" in sidecar["args"]
+    assert not sidecar.get("ports"), "no listener of its own"
+    mounted = {m["name"] for m in sidecar["volumeMounts"]}
+    assert mounted == {runner.WANTED_VOLUME, runner.WORK_VOLUME, "identity-kube-api", "identity-program"}
+    others = [c for c in [*pod["containers"], *pod["initContainers"]] if c["name"] != runner.CONTAINER]
+    assert not any(m["name"] == runner.WANTED_VOLUME for c in others for m in c.get("volumeMounts", []))
+
+
+@pytest.mark.parametrize(
+    ("reason", "federation"),
+    [
+        ("Flower 1.25 reads connections from the app's own pyproject.toml: no runner",
+         spec(BASE, superlink__image="flwr/superlink:1.25.0")),
+        ("an XFederation of no claim is bound to no namespace, whose tenants could run on it", None),
+    ],
+)  # fmt: skip
+def test_a_federation_that_cannot_take_runs_has_no_runner_and_asks_for_none(reason: str, federation: Any):
+    given = xr(federation) if federation is not None else {**xr(CURRENT), "metadata": {"name": "fed"}}
+    if federation is None:
+        given["spec"] = {**CURRENT, "namespace": "team-a"}
+    out = outcome.decide(given, {}, {runs.RUNS_REQUIREMENT: [run_xr()]}, None)
+    assert out.refusal is None, out.refusal
+    assert runs.WANTED not in out.desired, reason
+    assert runs.RUNS_REQUIREMENT not in {r.key for r in out.requirements}, reason
+    pod = manifest(out, "superlink")["spec"]["template"]["spec"]
+    assert runner.CONTAINER not in {c["name"] for c in pod.get("initContainers", [])}, reason
+
+
+@dataclasses.dataclass(frozen=True)
+class Status:
+    reason: str
+    required: dict[str, list[dict[str, Any]]]
+    phase: str
+    said: str | None = None
+    ready: bool = False
+    succeeded: str = "Unknown"
+
+
+FED = xr(CURRENT)
+REPORTED = [report_object(mnist=entry())]
+STATUSES = [
+    Status("nothing answered yet", {}, "Pending", "looking for Federation 'fed'"),
+    Status("no such Federation in the run's namespace", {runs.FEDERATION_REQUIREMENT: []}, "Pending",
+           "no Federation 'fed' in namespace 'team-a'"),
+    Status("the bundle's ConfigMap is missing", {runs.FEDERATION_REQUIREMENT: [FED], outcome.RUN_BUNDLE: []},
+           "Pending", "ConfigMap team-a/mnist-app not found"),
+    Status("the bundle is text", {runs.FEDERATION_REQUIREMENT: [FED], outcome.RUN_BUNDLE: [
+        {"apiVersion": "v1", "kind": "ConfigMap", "data": {"app.fab": "x"}}]}, "Pending", "as text"),
+    Status("the bundle is too large", {runs.FEDERATION_REQUIREMENT: [FED], outcome.RUN_BUNDLE: [
+        bundle_configmap("mnist-app", b"x" * (MAX_FAB_BYTES + 1))]}, "Pending", "at most"),
+    Status("all there, the runner has not reported it", {runs.FEDERATION_REQUIREMENT: [FED],
+           outcome.RUN_BUNDLE: [bundle_configmap("mnist-app")]}, "Pending", "runner to take the run"),
+    Status("running", {runs.FEDERATION_REQUIREMENT: [FED], runs.REPORT_REQUIREMENT: REPORTED}, "Running",
+           ready=True),
+    Status("completed, from Flower's record", {runs.FEDERATION_REQUIREMENT: [FED], runs.REPORT_REQUIREMENT: [
+        report_object(mnist=entry(phase="Completed", flowerStatus="finished:completed"))]}, "Completed",
+           ready=True, succeeded="True"),
+    Status("failed, with the runner's words", {runs.FEDERATION_REQUIREMENT: [FED], runs.REPORT_REQUIREMENT: [
+        report_object(mnist=entry(phase="Failed", reason="the ServerApp exited: boom"))]}, "Failed",
+           "the ServerApp exited: boom", succeeded="False"),
+    Status("a report of another run of the same name", {runs.FEDERATION_REQUIREMENT: [FED],
+           runs.REPORT_REQUIREMENT: [report_object(mnist=entry(uid="uid-old", phase="Completed"))]}, "Pending"),
+    Status("an entry not well formed is no entry", {runs.FEDERATION_REQUIREMENT: [FED],
+           runs.REPORT_REQUIREMENT: [report_object(mnist=entry(phase="Done"))]}, "Pending"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", STATUSES, ids=lambda c: c.reason)
+def test_a_runs_status_is_its_entry_in_the_runners_report(case: Status):
+    out = outcome.decide(run_xr(), {}, case.required, None)
+    assert out.refusal is None, out.refusal
+    assert out.status is not None
+    assert out.status["phase"] == case.phase, case.reason
+    if case.said is not None:
+        assert case.said in out.status.get("reason", ""), out.status
+    assert out.composite_ready is case.ready, case.reason
+    assert [(c.typ, c.status) for c in out.conditions] == [("Succeeded", case.succeeded)], case.reason
+    if case.phase == "Running":
+        assert out.status["runId"] == "4242"
+        assert out.ttl == outcome.RUN_TTL
+
+
+def test_a_run_asks_for_its_federation_in_its_own_namespace_only_then_for_that_federations_report():
+    first = outcome.decide(run_xr(), {}, {}, None)
+    (federation,) = [r for r in first.requirements if r.key == runs.FEDERATION_REQUIREMENT]
+    assert (federation.kind, federation.match_labels) == (
+        "XFederation",
+        {read.CLAIM_NAME: "fed", read.CLAIM_NAMESPACE: "team-a"},
+    )
+    then = outcome.decide(run_xr(), {}, {runs.FEDERATION_REQUIREMENT: [FED]}, None)
+    (report,) = [r for r in then.requirements if r.key == runs.REPORT_REQUIREMENT]
+    assert report.match_labels == {
+        runs.REPORT_LABEL: runs.report_label(read.federation(FED)),
+        outcome.COMPOSITE_LABEL: FED["metadata"]["name"],
+    }
+    namespaced = {**run_xr(), "kind": "FederationRun", "metadata": {"name": "mnist", "namespace": "team-b", "uid": "u"}}
+    (federation,) = [r for r in outcome.decide(namespaced, {}, {}, None).requirements if r.key == "run-federation"]
+    assert (federation.kind, federation.match_name, federation.namespace) == ("Federation", "fed", "team-b")
+
+
+@pytest.mark.parametrize(
+    ("reason", "given", "field"),
+    [
+        ("a Federation whose Flower cannot start runs from its runner",
+         {runs.FEDERATION_REQUIREMENT: [xr(spec(BASE))]}, "spec.federation: Federation 'fed' runs Flower 1.25.0"),
+        ("an XFederationRun of no claim belongs to no namespace", {"unclaimed": []}, "metadata: an XFederationRun"),
+        ("a run config value of no scalar type", {"config": []}, "spec.runConfig.lr"),
+    ],
+)  # fmt: skip
+def test_a_run_that_cannot_be_is_refused_naming_the_field(reason: str, given: dict[str, Any], field: str):
+    given_run = run_xr(runConfig={"lr": {"a": 1}}) if "config" in given else run_xr()
+    if "unclaimed" in given:
+        given_run["metadata"] = {"name": "mnist", "uid": "u"}
+    required = {k: v for k, v in given.items() if k not in ("config", "unclaimed")}
+    out = outcome.decide(given_run, {}, required, None)
+    assert out.refusal is not None, reason
+    assert field in out.refusal, out.refusal
+    assert not out.desired
