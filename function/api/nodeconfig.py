@@ -90,6 +90,11 @@ def _typed(text: str) -> NodeConfigValue:
     return text
 
 
+def typed(config: dict[str, NodeConfigValue]) -> dict[str, NodeConfigValue]:
+    """A config's values as Flower should read them: numeric-looking and boolean strings typed, keys sorted."""
+    return {k: _typed(v) if isinstance(v, str) else v for k, v in sorted(config.items())}
+
+
 def _literal(value: NodeConfigValue) -> str:
     """The TOML literal of one value, in a form Flower's regex keeps whole."""
     if isinstance(value, float) and not math.isfinite(value):

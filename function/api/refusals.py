@@ -112,8 +112,16 @@ def cluster_spec(raw: Any) -> tuple[FederationClusterSpec, FederationSpec]:
 
 
 def run_spec(raw: Any) -> FederationRunSpec:
-    """A FederationRun's spec (function/api/run_spec.py), its fields named under spec."""
-    return _validated(FederationRunSpec, raw)
+    """A FederationRun's spec (function/api/run_spec.py), its fields named under spec.
+
+    Its run config goes to `flwr run --run-config`, which Flower parses as a
+    node config is parsed: each value must read back unchanged, as there.
+    """
+    spec = _validated(FederationRunSpec, raw)
+    errors = nodeconfig.check(nodeconfig.typed(spec.runConfig), "StatefulSet", "spec.runConfig")
+    if errors:
+        raise SpecError(errors)
+    return spec
 
 
 def unclaimed_run() -> SpecError:

@@ -25,7 +25,7 @@ import json
 import re
 from typing import Any
 
-from function.api import names
+from function.api import names, nodeconfig
 from function.api.run_spec import FINISHED, PHASES
 from function.api.spec import STATE_VOLUME, superlink_state
 from function.builders import identity, pods, tls
@@ -156,7 +156,8 @@ def wanted(
             "name": r.name,
             "uid": r.uid,
             "app": bundle_key(r.name) if r.name in bundles else None,
-            "runConfig": dict(sorted(r.spec.runConfig.items())),
+            # Typed as Flower reads a run config: "3" is 3, "true" is true.
+            "runConfig": nodeconfig.typed(r.spec.runConfig),
             "deadlineSeconds": r.spec.deadlineSeconds,
         }
         for r in runs

@@ -113,7 +113,7 @@ def test_the_runner_is_told_each_runs_config_and_deadline_and_asked_for_bundles_
     report = {"superlink-run-status": report_object(taken=entry("uid-taken"))}
     out = outcome.decide(xr(CURRENT), report, {runs.RUNS_REQUIREMENT: given}, None)
     listed = {r["name"]: r for r in wanted(out)["runs"]}
-    assert listed["mnist"]["runConfig"] == {"lr": 0.1, "num-server-rounds": "3"}
+    assert listed["mnist"]["runConfig"] == {"lr": 0.1, "num-server-rounds": 3}, "typed as Flower reads it"
     assert listed["mnist"]["deadlineSeconds"] == 600
     asked = {r.key: r for r in out.requirements}
     assert asked[runs.RUNS_REQUIREMENT].kind == "XFederationRun"
@@ -259,13 +259,16 @@ def test_a_run_asks_for_its_federation_in_its_own_namespace_only_then_for_that_f
          {runs.FEDERATION_REQUIREMENT: [xr(spec(BASE))]}, "spec.federation: Federation 'fed' runs Flower 1.25.0"),
         ("an XFederationRun of no claim belongs to no namespace", {"unclaimed": []}, "metadata: an XFederationRun"),
         ("a run config value of no scalar type", {"config": []}, "spec.runConfig.lr"),
+        ("a run config value Flower's parser would not read back", {"quotes": []}, "spec.runConfig.lr: value"),
     ],
 )  # fmt: skip
 def test_a_run_that_cannot_be_is_refused_naming_the_field(reason: str, given: dict[str, Any], field: str):
     given_run = run_xr(runConfig={"lr": {"a": 1}}) if "config" in given else run_xr()
+    if "quotes" in given:
+        given_run = run_xr(runConfig={"lr": "both ' and \""})
     if "unclaimed" in given:
         given_run["metadata"] = {"name": "mnist", "uid": "u"}
-    required = {k: v for k, v in given.items() if k not in ("config", "unclaimed")}
+    required = {k: v for k, v in given.items() if k not in ("config", "unclaimed", "quotes")}
     out = outcome.decide(given_run, {}, required, None)
     assert out.refusal is not None, reason
     assert field in out.refusal, out.refusal

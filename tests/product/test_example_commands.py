@@ -53,6 +53,8 @@ TABLE = [
     Row("policy/*.yaml", NO_FEDERATION, "a platform's policy: --policy's input, not a Federation"),
     Row("v2/providerconfigs.yaml", NO_FEDERATION, "the provider configs the namespaced Federation names"),
     Row("v2/tenant.yaml", NO_FEDERATION, "a tenant's RBAC for Federations in its namespace"),
+    Row("v2/run.yaml", NO_FEDERATION, "a FederationRun: applied on a cluster, where the runner starts it"),
+    Row("runs/*.yaml", NO_FEDERATION, "a FederationRun: applied on a cluster, where the runner starts it"),
     Row("functions.yaml", NO_FEDERATION, "the function as `crossplane render` runs it"),
 ]  # fmt: skip
 EXAMPLE_FILES = sorted(p.relative_to(EXAMPLES).as_posix() for p in EXAMPLES.rglob("*.yaml") if "app" not in p.parts)
