@@ -193,6 +193,10 @@ SECOND_LANE = (
     "tests/real/test_real_fleet_edge.py",
     # A publication naming another's node, from a pool pod's seat: about two minutes, mostly the grace period.
     "tests/real/test_real_node_auth.py::test_a_publication_naming_anothers_node_acts_on_no_node_but_its_own",
+    # FederationRuns started by the SuperLink's runner: the runner on its own against real Flower, then
+    # runs as objects through rendered pods; new in this release, a few Flower runs each.
+    "tests/real/test_real_runs.py",
+    "tests/real/test_real_runs_as_objects.py",
 )
 
 GOALS = {
