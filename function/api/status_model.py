@@ -46,6 +46,12 @@ class Endpoints(Model):
     )
 
 
+class UnreachableCluster(Model):
+    providerConfig: str = Field(description="The cluster's ProviderConfig.")
+    reason: str = Field(description="CredentialsRefused or Unreachable.")
+    message: str = Field(description="What provider-kubernetes' client said, on the Objects it could not sync.")
+
+
 class RunsSummary(Model):
     inProgress: int = Field(description="FederationRuns Pending or Running.")
     total: int = Field(description="FederationRuns naming this Federation.")
@@ -78,6 +84,10 @@ class FederationStatus(CompositeStatus):
     )
     clusters: int = Field(description="Clusters SuperNode pools run in.")
     runs: RunsSummary | None = Field(default=None, description="Its FederationRuns, once it has any.")
+    unreachableClusters: list[UnreachableCluster] | None = Field(
+        default=None,
+        description="Clusters provider-kubernetes cannot reach: their pools' status is the last seen.",
+    )
     endpoints: Endpoints = Field(description="Where to reach the SuperLink.")
     pools: list[PoolStatus] = Field(description="Per-pool status.")
 

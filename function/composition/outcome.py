@@ -172,7 +172,8 @@ def _federation(
         written,
         # Pools that wait are not desired resources, yet the Federation is not ready; nor is one
         # whose selectors stand for no cluster yet.
-        False if built.held or not fed.spec.supernodes.pools else None,
+        # Nor is one whose SuperLink's cluster does not answer: nothing there can train.
+        False if built.held or not fed.spec.supernodes.pools or report.hub_unreached else None,
         list(report.conditions),
         list(report.warnings),
         [*_requirements(fed, built), *_run_requirements(fed, given_runs)],

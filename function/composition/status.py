@@ -13,9 +13,15 @@ from crossplane.function.resource import Condition
 from function.api import exposure, names
 from function.api import spec as api_spec
 from function.api.spec import PoolSpec, generates_identity
-from function.api.status_model import Endpoints, FederationClusterStatus, FederationStatus, PoolStatus
+from function.api.status_model import (
+    Endpoints,
+    FederationClusterStatus,
+    FederationStatus,
+    PoolStatus,
+    UnreachableCluster,
+)
 from function.builders import identity, published_keys, superlink, tls
-from function.composition import compose, groups, kept, readiness, resource_names
+from function.composition import compose, groups, kept, reachability, readiness, resource_names
 from function.federation import read
 from function.federation.read import pool_resource
 from function.federation.value import Federation, Hold
@@ -31,6 +37,9 @@ class Report:
     ready: dict[str, bool]  # by composition resource name
     conditions: list[Condition]  # the SDK's, as response.set_conditions takes them
     warnings: list[str]
+    # The clusters provider-kubernetes cannot reach, and whether the SuperLink's is one of them.
+    unreached: list[reachability.Unreached] = dataclasses.field(default_factory=list)
+    hub_unreached: bool = False
 
 
 def _why(what: str, o: readiness.Observed) -> str:
@@ -99,15 +108,43 @@ def report(fed: Federation, built: compose.Plan, observed: dict[str, Any], gener
         conditions = [_supernodes_condition(fed, pools, counts)]
         part = _part_status(entries, generation, built.keys)
         return Report(part, ready, conditions, _warnings(fed, built, manifests, pools))
+    unreached = reachability.unreached(observed, _clusters(built))
     status = _status(fed, built, [entry for entry, _ in pools], generation)
+    if unreached:
+        status.unreachableClusters = [
+            UnreachableCluster(providerConfig=u.cluster, reason=u.why, message=u.message) for u in unreached
+        ]
     warnings = [
         *fed.flower.warnings,
         *superlink.exposure_warnings(fed.spec),
         *exposure.warnings(fed.spec),
         *_warnings(fed, built, manifests, pools),
     ]
-    conditions = _conditions(fed, built, judged, pools)
-    return Report(status, ready, conditions, warnings)
+    conditions = [*_conditions(fed, built, judged, pools), _reachable_condition(unreached)]
+    hub = any(u.cluster == fed.hub.name for u in unreached)
+    return Report(status, ready, conditions, warnings, unreached, hub)
+
+
+def _clusters(built: compose.Plan) -> dict[str, str]:
+    """Each composed or kept Object's cluster (ProviderConfig name), by composition resource name."""
+    out = {name: c.provider_config.name for name, c in built.resources.items()}
+    for name, obj in built.kept.items():
+        ref = (obj.get("spec") or {}).get("providerConfigRef") if isinstance(obj, dict) else None
+        if isinstance(ref, dict) and isinstance(ref.get("name"), str):
+            out[name] = ref["name"]
+    return out
+
+
+def _reachable_condition(unreached: list[reachability.Unreached]) -> Condition:
+    """Whether provider-kubernetes reaches every cluster; else which, and why, in the client's words.
+
+    What the other conditions and the pools say of such a cluster is its last known state.
+    """
+    if not unreached:
+        return Condition("ClustersReachable", "True", "Available", "provider-kubernetes reaches every cluster")
+    why = "CredentialsRefused" if any(u.why == "CredentialsRefused" for u in unreached) else "Unreachable"
+    said = "; ".join(u.said() for u in unreached)
+    return Condition("ClustersReachable", "False", why, f"{said}; its pools' status is the last seen")
 
 
 def _part_status(

@@ -128,6 +128,7 @@ def test_status_and_conditions_on_the_wire(channel):
             "SuperLink not ready: not created yet; SuperLink Service not ready: not created yet",
         ),
         ("SuperNodesReady", fnv1.STATUS_CONDITION_FALSE, "Creating", "Pool default not ready: not created yet"),
+        ("ClustersReachable", fnv1.STATUS_CONDITION_TRUE, "Available", "provider-kubernetes reaches every cluster"),
     ]
 
 
@@ -138,6 +139,7 @@ def test_conditions_reach_the_claim_too(channel):
     assert {(c.type, c.target) for c in rsp.conditions} == {
         ("SuperLinkReady", fnv1.TARGET_COMPOSITE_AND_CLAIM),
         ("SuperNodesReady", fnv1.TARGET_COMPOSITE_AND_CLAIM),
+        ("ClustersReachable", fnv1.TARGET_COMPOSITE_AND_CLAIM),
     }
 
 
