@@ -50,6 +50,7 @@ class UnreachableCluster(Model):
     providerConfig: str = Field(description="The cluster's ProviderConfig.")
     reason: str = Field(description="CredentialsRefused or Unreachable.")
     message: str = Field(description="What provider-kubernetes' client said, on the Objects it could not sync.")
+    objects: int = Field(default=1, description="How many of its Objects could not be synced.")
 
 
 class RunsSummary(Model):
@@ -98,6 +99,10 @@ class FederationClusterStatus(CompositeStatus):
     readySupernodes: int = Field(description="Ready SuperNodes in this cluster.")
     desiredSupernodes: int = Field(description="Desired SuperNodes in this cluster.")
     pools: list[PoolStatus] = Field(description="Per-pool status, as the Federation lists it.")
+    unreachableClusters: list[UnreachableCluster] | None = Field(
+        default=None,
+        description="This cluster, if provider-kubernetes cannot reach it: its pools' status is the last seen.",
+    )
     publishedKeys: list[str] | None = Field(
         default=None,
         description=(
@@ -115,6 +120,9 @@ class FederationClusterGroupStatus(CompositeStatus):
     readySupernodes: int = Field(description="Ready SuperNodes in these clusters.")
     desiredSupernodes: int = Field(description="Desired SuperNodes in these clusters.")
     pools: list[PoolStatus] = Field(description="Per-pool status, as the FederationClusters report it.")
+    unreachableClusters: list[UnreachableCluster] | None = Field(
+        default=None, description="Those of these clusters provider-kubernetes cannot reach, as they report it."
+    )
 
 
 class FederationRunStatus(CompositeStatus):

@@ -25,6 +25,7 @@ from function.api import names, refusals
 from function.api.cluster_spec import FederationClusterGroupSpec, GroupedCluster
 from function.api.status_model import FederationClusterGroupStatus, PoolStatus
 from function.builders import published_keys
+from function.composition import reachability
 from function.composition.kept import as_observed
 from function.composition.objects import wrap
 from function.composition.resource_names import AUTHORIZED_KEYS
@@ -149,6 +150,7 @@ def rolled_up(
     """The group's status: its FederationClusters' pools as they report them, and the counts."""
     pools = [pool for name in sorted(desired) for pool in _reported(observed.get(name))]
     ready_total, desired_total = sum(p.ready for p in pools), sum(p.desired for p in pools)
+    unreached = [u for name in sorted(desired) for u in reachability.reported(observed.get(name))]
     return FederationClusterGroupStatus(
         observedGeneration=generation if isinstance(generation, int) else None,
         clusters=len(desired),
@@ -157,6 +159,7 @@ def rolled_up(
         readySupernodes=ready_total,
         desiredSupernodes=desired_total,
         pools=pools,
+        unreachableClusters=[u.entry() for u in unreached] or None,
     )
 
 

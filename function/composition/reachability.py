@@ -16,6 +16,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from function.api.status_model import UnreachableCluster
+
 # The Kubernetes client's words when credentials are refused or cannot be used: an expired or
 # rotated token, a CA that does not match, a kubeconfig that does not parse.
 _CREDENTIALS = (
@@ -55,6 +57,11 @@ class Unreached:
     why: Why
     message: str
     objects: int
+
+    def entry(self) -> UnreachableCluster:
+        """As a composite's status lists it."""
+        return UnreachableCluster(providerConfig=self.cluster, reason=self.why, message=self.message,
+                                  objects=self.objects)  # fmt: skip
 
     def said(self) -> str:
         """The cluster and why, as the condition says it."""
@@ -97,4 +104,18 @@ def unreached(observed: Mapping[str, Any], clusters: Mapping[str, str]) -> list[
         # Credentials first: a refused token is what a person must fix; a timeout may pass.
         why, message = min(failures, key=lambda f: (f[0] != "CredentialsRefused", f[1]))
         out.append(Unreached(cluster, why, " ".join(message.split())[:MAX_MESSAGE], len(failures)))
+    return out
+
+
+def reported(composite: Any) -> list[Unreached]:
+    """The clusters an observed composite (a FederationCluster, or its group) reports unreached in its status."""
+    status = composite.get("status") if isinstance(composite, dict) else None
+    entries = status.get("unreachableClusters") if isinstance(status, dict) else None
+    out = []
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        cluster, why, message = entry.get("providerConfig"), entry.get("reason"), entry.get("message")
+        if isinstance(cluster, str) and why in ("CredentialsRefused", "Unreachable") and isinstance(message, str):
+            out.append(Unreached(cluster, why, message[:MAX_MESSAGE], int(entry.get("objects") or 1)))
     return out

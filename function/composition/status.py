@@ -18,7 +18,6 @@ from function.api.status_model import (
     FederationClusterStatus,
     FederationStatus,
     PoolStatus,
-    UnreachableCluster,
 )
 from function.builders import identity, published_keys, superlink, tls
 from function.composition import compose, groups, kept, reachability, readiness, resource_names
@@ -105,15 +104,16 @@ def report(fed: Federation, built: compose.Plan, observed: dict[str, Any], gener
     if fed.part is not None:
         entries = [entry for entry, _ in pools]
         counts = f"{sum(p.ready for p in entries)}/{sum(p.desired for p in entries)} SuperNodes ready"
-        conditions = [_supernodes_condition(fed, pools, counts)]
+        unreached = reachability.unreached(observed, _clusters(built))
+        conditions = [_supernodes_condition(fed, pools, counts), _reachable_condition(unreached)]
         part = _part_status(entries, generation, built.keys)
-        return Report(part, ready, conditions, _warnings(fed, built, manifests, pools))
+        part.unreachableClusters = [u.entry() for u in unreached] or None
+        return Report(part, ready, conditions, _warnings(fed, built, manifests, pools), unreached)
+    # Its own Objects' clusters, and those its FederationClusters report through their groups.
     unreached = reachability.unreached(observed, _clusters(built))
+    unreached += [u for name in sorted(built.parts) for u in reachability.reported(observed.get(name))]
     status = _status(fed, built, [entry for entry, _ in pools], generation)
-    if unreached:
-        status.unreachableClusters = [
-            UnreachableCluster(providerConfig=u.cluster, reason=u.why, message=u.message) for u in unreached
-        ]
+    status.unreachableClusters = [u.entry() for u in unreached] or None
     warnings = [
         *fed.flower.warnings,
         *superlink.exposure_warnings(fed.spec),

@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from function.composition import outcome, reachability
+from function.composition import groups, outcome, reachability
+from function.topology import clusters
+from support.children import CLUSTERS, Case, federation_clusters, planned, selected
 from support.helpers import BASE, spec, xr
 
 REFUSED = 'cannot get object: Get "https://10.1.2.3:6443/apis/apps/v1/namespaces/x": dial tcp 10.1.2.3:6443: connect: connection refused'  # noqa: E501 - the client's message, whole
@@ -76,7 +78,7 @@ def test_a_spoke_that_does_not_answer_is_named_with_why_and_the_federation_stays
     assert "connection refused" in message
     assert out.status is not None
     assert out.status["unreachableClusters"] == [
-        {"providerConfig": "spoke", "reason": "Unreachable", "message": " ".join(REFUSED.split())[:300]}
+        {"providerConfig": "spoke", "reason": "Unreachable", "message": " ".join(REFUSED.split())[:300], "objects": 1}
     ]
     assert out.composite_ready is not False, "the SuperLink's cluster answers: what it has can train"
     assert pool in out.desired, "nothing composed differently: the spoke's Objects stay desired"
@@ -96,3 +98,29 @@ def test_the_superlinks_own_cluster_not_answering_makes_the_federation_unready()
     assert condition(out)[0] == "False"
     assert "cluster default" in condition(out)[2]
     assert out.composite_ready is False
+
+
+def test_a_remote_clusters_federation_cluster_reports_it_and_its_group_and_federation_roll_it_up():
+    """Through the chain a selector's clusters report by: FederationCluster, its group, the Federation."""
+    case = Case("a plain selector", selected(spec(BASE, supernodes__pools__0__name="gpu")), CLUSTERS)
+    _, built = planned(case)
+    eu = {"metadata": {"name": "cluster-config-eu"}, **federation_clusters(built)["cluster-config-eu"]}
+    pool = next(name for name in outcome.decide(eu, {}, {}, None).desired if name.startswith("pool-"))
+    part = outcome.decide(eu, {pool: failing(UNAUTHORIZED)}, {}, None)
+    assert part.status is not None
+    (entry,) = part.status["unreachableClusters"]
+    assert (entry["providerConfig"], entry["reason"]) == ("eu", "CredentialsRefused")
+    assert condition(part)[:2] == ("False", "CredentialsRefused")
+    observed_parts = {"cluster-config-eu": {"status": part.status}}
+    rolled = {
+        name: groups.compose({"metadata": {"name": name}, **built.direct[name]}, observed_parts).status.wire()
+        for name in built.parts
+    }
+    (group,) = [name for name, status in rolled.items() if status.get("unreachableClusters")]
+    assert [u["providerConfig"] for u in rolled[group]["unreachableClusters"]] == ["eu"]
+    answers = {clusters.requirement_key("gpu", "ProviderConfig"): case.configs}
+    whole = outcome.decide(xr(case.spec), {group: {"status": rolled[group]}}, answers, None)
+    assert whole.status is not None
+    assert [u["providerConfig"] for u in whole.status["unreachableClusters"]] == ["eu"]
+    assert condition(whole)[:2] == ("False", "CredentialsRefused")
+    assert whole.composite_ready is not False, "the hub answers"
