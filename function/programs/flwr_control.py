@@ -32,6 +32,8 @@ from typing import Any, Literal
 
 # The name of the SuperLink connection the CLI is given.
 CONNECTION = "federation"
+# Where an app's pyproject.toml names its SuperLinks (up to 1.25).
+FEDERATIONS = "tool.flwr.federations"
 # How long a `flwr` call may take before it is killed, and how often the caller looks whether it ended.
 CLI_TIMEOUT = 60.0
 FORK_POLL = 0.02
@@ -102,17 +104,32 @@ class Cli:
         return [str(app), CONNECTION]
 
     def connect_app(self, app: pathlib.Path) -> None:
-        """Make an unpacked app runnable against this SuperLink: up to 1.25 its pyproject.toml names the connection.
+        """Make an unpacked app run against this SuperLink, whatever federations its pyproject.toml names.
 
-        The connection is added as a table of its own, so the app's other
-        federations (and its default) stay as they are; from 1.26 the app is
-        left untouched, as the CLI reads connections from $FLWR_HOME.
+        Up to 1.25 the CLI reads the connection from the app's pyproject.toml:
+        it is added as a table of its own, the app's other federations left as
+        they are. From 1.26 the CLI reads $FLWR_HOME, and `flwr run` moves an
+        app's legacy federations there (one of the same name would replace
+        this SuperLink's connection): they are commented out first, as that
+        migration itself leaves them.
         """
-        if self.style != "pyproject":
-            return
         pyproject = app / "pyproject.toml"
         text = pyproject.read_text() if pyproject.exists() else ""
-        pyproject.write_text(f"{text.rstrip()}\n\n[tool.flwr.federations.{CONNECTION}]\n{self.connection}")
+        if self.style == "pyproject":
+            pyproject.write_text(f"{text.rstrip()}\n\n[tool.flwr.federations.{CONNECTION}]\n{self.connection}")
+        elif FEDERATIONS in text:
+            pyproject.write_text(without_federations(text))
+
+
+def without_federations(text: str) -> str:
+    """A pyproject.toml's text with its [tool.flwr.federations...] tables commented out, line by line."""
+    out, inside = [], False
+    for line in text.splitlines(keepends=True):
+        header = line.strip()
+        if header.startswith("["):
+            inside = header.lstrip("[").startswith(FEDERATIONS)
+        out.append(f"# {line}" if inside else line)
+    return "".join(out)
 
 
 def load_entry_point(name: str) -> Callable[[], Any] | Literal[False]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import tomllib
 import zipfile
 
 import pytest
 
-from function.programs import run_program
+from function.programs import flwr_control, run_program
 from function.programs.run_program import FlowerRun, Remembered, Wanted
 
 NOW = 1_800_000_000.0
@@ -250,3 +251,34 @@ def test_a_bundle_unpacks_without_its_signature_files(tmp_path):
 def test_a_long_message_becomes_one_bounded_line():
     said = run_program.one_line("Error:\n" + "x" * 1000)
     assert "\n" not in said and len(said) == run_program.REASON_LENGTH and said.startswith("Error: x")
+
+
+APP = (
+    '[project]\nname = "smoke"\n\n[tool.flwr.app]\npublisher = "x"\n\n'
+    '[tool.flwr.federations]\ndefault = "local"\n\n'
+    '[tool.flwr.federations.local]\naddress = "127.0.0.1:9093"\ninsecure = true\n\n'
+    "[tool.other]\nkept = 1\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("style", "reason"),
+    [
+        ("config-toml", "from 1.26 `flwr run` would move the app's federations into $FLWR_HOME: commented out"),
+        ("pyproject", "up to 1.25 the app's pyproject.toml names the SuperLink: this one's table added"),
+    ],
+)
+def test_an_app_is_pointed_at_this_superlink(tmp_path, style, reason):
+    cli = flwr_control.Cli(tmp_path / "work", style, "127.0.0.1:19093", None)
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "pyproject.toml").write_text(APP)
+    cli.connect_app(app)
+    parsed = tomllib.loads((app / "pyproject.toml").read_text())
+    federations = parsed["tool"]["flwr"].get("federations")
+    if style == "config-toml":
+        assert federations is None, reason
+        assert parsed["tool"]["other"] == {"kept": 1}, "the tables after them are kept"
+    else:
+        ours = {"address": "127.0.0.1:19093", "insecure": True}
+        assert federations == {"default": "local", "local": federations["local"], "federation": ours}, reason
