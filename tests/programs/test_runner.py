@@ -282,3 +282,84 @@ def test_an_app_is_pointed_at_this_superlink(tmp_path, style, reason):
     else:
         ours = {"address": "127.0.0.1:19093", "insecure": True}
         assert federations == {"default": "local", "local": federations["local"], "federation": ours}, reason
+
+
+class FakeApi:
+    """The Kubernetes API as the reporter sees it: each PATCH answered with the next status."""
+
+    def __init__(self, *statuses):
+        self.statuses, self.patches = list(statuses), []
+
+    def call(self, method, path, body=None, content_type=""):
+        self.patches.append((method, path, body, content_type))
+        status = self.statuses.pop(0)
+        return status, {} if status == 200 else {"message": "forbidden"}
+
+
+def test_the_report_is_written_and_patched_only_when_it_changes(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("POD_NAMESPACE", "team-a")
+    api = FakeApi(403, 200, 200)
+    reporter = run_program.RunReporter(tmp_path / "report.json", api, "fed-runs")
+    first = run_program.report([want(has_app=False)], {}, {})
+    reporter.turn(first)
+    reporter.turn(first)
+    assert (tmp_path / "report.json").read_text() == first, "the file always holds the latest report"
+    assert len(api.patches) == 2, "a refused write is tried again at the next turn"
+    method, path, body, content_type = api.patches[1]
+    assert (method, path) == ("PATCH", "/api/v1/namespaces/team-a/configmaps/fed-runs")
+    assert body == {"data": {"runs": first}} and content_type == "application/merge-patch+json"
+    reporter.turn(first)
+    assert len(api.patches) == 2, "unchanged since it was written: not patched again"
+    reporter.turn(run_program.report([want()], {}, {}))
+    assert len(api.patches) == 3, "changed: patched"
+    log = capsys.readouterr().out
+    assert log.count("cannot report the runs in ConfigMap team-a/fed-runs: 403 forbidden") == 1, log
+    assert log.count("run a: ") == 2, "one line per change of a run's entry"
+
+
+class FakeCli:
+    """The CLI as submit sees it: the answer of `flwr run`, and what it was asked."""
+
+    def __init__(self, answer):
+        self.answer, self.calls, self.connected = answer, [], []
+
+    def connect_app(self, app):
+        self.connected.append(app)
+
+    def call(self, *argv, app=None, options=()):
+        self.calls.append((argv, app, options, (app / "pyproject.toml").read_text()))
+        return self.answer
+
+
+@pytest.mark.parametrize(
+    ("answer", "run_id", "refused", "reason"),
+    [
+        ({"success": True, "run-id": "42"}, "42", "", "Flower took it: its run ID remembered, as a string"),
+        ({"success": True, "run-id": 42}, "42", "", "a numeric run ID is remembered as a string"),
+        (
+            {"success": False, "error-message": "pyproject.toml is invalid:\n- Missing [tool.flwr.app] section"},
+            None, "pyproject.toml is invalid: - Missing [tool.flwr.app] section", "refused: Flower's words, one line",
+        ),
+        (
+            {"success": False, "error-message": "Connection to the SuperLink is unavailable."},
+            None, "", "the SuperLink not reached: not a refusal, tried again next turn",
+        ),
+        (
+            {"success": False, "error-message": "flwr did not answer within 60 s"},
+            None, "", "the CLI timed out: tried again next turn",
+        ),
+    ],
+)  # fmt: skip
+def test_a_submission_remembers_a_run_id_or_a_refusal(tmp_path, answer, run_id, refused, reason):
+    wanted_dir = tmp_path / "wanted"
+    wanted_dir.mkdir()
+    with zipfile.ZipFile(wanted_dir / "a.fab", "w") as archive:
+        archive.writestr("pyproject.toml", "[project]\n")
+    cli = FakeCli(answer)
+    run = Wanted("a", "u1", "a.fab", {"num-server-rounds": 1}, None, has_app=True)
+    known = run_program.submit(cli, run, wanted_dir, tmp_path / "work")
+    assert (known.run_id, known.refused) == (run_id, refused), reason
+    ((argv, app, options, pyproject),) = cli.calls
+    assert argv == ("run",) and pyproject == "[project]\n" and cli.connected == [app]
+    assert options == ("--run-config", str(tmp_path / "work" / "apps" / "u1.toml"))
+    assert not app.exists(), "the unpacked app is removed once submitted"
