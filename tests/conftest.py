@@ -129,13 +129,14 @@ REAL = pathlib.Path(__file__).parent / "real"
 PODRUNNER_MODULES = (
     "test_real_node_auth",
     "test_real_runs_as_objects",
+    "test_real_runs",
     "test_real_strangers",
     "test_real_flower",
     "test_real_fleet_edge",
     "test_podrunner",
 )
-# Modules whose tests share one runner (a module-scoped fixture): one worker runs them all.
-SHARED_RUNNER_MODULES = ("test_real_fleet_edge", "test_podrunner")
+# Modules whose tests share one runner or one real SuperLink (a module-scoped fixture): one worker runs them all.
+SHARED_RUNNER_MODULES = ("test_real_fleet_edge", "test_podrunner", "test_real_runs")
 
 
 # The fixtures that give a test a real peer (a Go tool, Flower's virtualenv, the peers' CRDs), and

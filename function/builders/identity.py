@@ -21,8 +21,9 @@ client: over the pod's loopback it registers each listed key and unregisters a
 key only once it has left the list for good (identity_program.registrar). It
 runs the SuperLink's image, so the CLI always speaks the SuperLink's release;
 the publisher runs the pool's SuperNode image. Both run
-function/programs/identity_program.py with that image's Python (no shell, no user text).
-The program ships once per namespace, in a ConfigMap named by its content
+function/programs/identity_program.py with that image's Python (no shell, no user text),
+from one archive of the pods' programs (the SuperLink's run sidecar, run_program, too).
+The archive ships once per namespace, in a ConfigMap named by its content
 (program_configmap), not inlined into every pod spec: a new program is a new
 name, so pods that run it roll, and a Federation's size grows by a reference
 per pod, not by the program.
@@ -40,6 +41,8 @@ import re
 import zipfile
 from typing import Any
 
+import function
+from function import programs
 from function.api import names
 from function.api.spec import (
     AUTH_KEY_PATH,
@@ -51,7 +54,8 @@ from function.api.spec import (
 )
 from function.builders import pods, tls
 from function.federation.value import Federation
-from function.programs import identity_program
+from function.programs import __main__ as programs_main
+from function.programs import flwr_control, identity_program, run_program
 
 KEY_DIR = posixpath.dirname(AUTH_KEY_PATH)
 WORK_VOLUME = "supernode-registrar-work"
@@ -68,14 +72,20 @@ REGISTRAR_STATE = "registrar"
 REGISTRAR_STATE_DIR = "/var/lib/flower-registrar"
 # Seconds between a publisher's attempts while Kubernetes does not hold its key yet.
 PUBLISH_RETRY = 5
-# The program's text: it runs in the Flower image, which has no copy of this package.
-PROGRAM = inspect.getsource(identity_program)
+# The programs' text, by its path in their archive: they run in the Flower image, which has no copy of
+# this package, so the archive holds each module at its package path, and __main__.py picks the mode's.
+PROGRAM = {
+    "__main__.py": inspect.getsource(programs_main),
+    "function/__init__.py": inspect.getsource(function),
+    "function/programs/__init__.py": inspect.getsource(programs),
+    "function/programs/flwr_control.py": inspect.getsource(flwr_control),
+    "function/programs/identity_program.py": inspect.getsource(identity_program),
+    "function/programs/run_program.py": inspect.getsource(run_program),
+}
 PROGRAM_VOLUME = "identity-program"
 PROGRAM_DIR = "/etc/flower-identity"
 # A zip archive, which Python runs by its __main__.py (zipapp).
 PROGRAM_FILE = "identity_program.pyz"
-# Names the ConfigMap after the program's content: immutable, and replaced (not edited) when it changes.
-PROGRAM_DIGEST = hashlib.sha256(PROGRAM.encode()).hexdigest()[:10]
 # The projected ServiceAccount token and cluster CA the identity container publishes the key with.
 KUBE_VOLUME = "identity-kube-api"
 KUBE_DIR = "/var/run/flower-identity-api"
@@ -135,23 +145,27 @@ class Registration:
         return [*args, f"--interval={self.interval}", f"--grace={self.grace}"]
 
 
-def _archive(source: str) -> bytes:
-    """The program as an archive `python` runs, deflated to a third of its size.
+def _archive(sources: dict[str, str]) -> bytes:
+    """The programs as an archive `python` runs (path in the archive -> text), deflated to a third of their size.
 
     It ships once per cluster, so its size counts against what Crossplane reads
-    from a function (4 MiB) for every selected cluster. A fixed timestamp and
-    level: the same program always makes the same bytes.
+    from a function (4 MiB) for every selected cluster. Entries sorted, a fixed
+    timestamp and level: the same programs always make the same bytes.
     """
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as archive:
-        entry = zipfile.ZipInfo("__main__.py", date_time=(1980, 1, 1, 0, 0, 0))
-        entry.compress_type = zipfile.ZIP_DEFLATED
-        entry.external_attr = 0o644 << 16
-        archive.writestr(entry, source, compresslevel=9)
+        for name, source in sorted(sources.items()):
+            entry = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            entry.external_attr = 0o644 << 16
+            archive.writestr(entry, source, compresslevel=9)
     return out.getvalue()
 
 
-PROGRAM_ARCHIVE = base64.b64encode(_archive(PROGRAM)).decode()
+_ARCHIVE = _archive(PROGRAM)
+PROGRAM_ARCHIVE = base64.b64encode(_ARCHIVE).decode()
+# Names the ConfigMap after the archive's content: immutable, and replaced (not edited) when any module changes.
+PROGRAM_DIGEST = hashlib.sha256(_ARCHIVE).hexdigest()[:10]
 
 
 def program_configmap_name(federation: str) -> str:

@@ -47,11 +47,7 @@ Modes:
   registers once Crossplane has carried it: no one has to act.
 
 The registrar talks to the SuperLink through the release's own `flwr` CLI,
-configured the way that release reads it (a Flower app's pyproject.toml up to
-1.25, $FLWR_HOME/config.toml from 1.26), so the Control API is used as Flower
-intends in every release. It imports the CLI once and runs each command in a
-child forked from itself: a call costs what the command does, not the second
-or two of importing Flower that starting `flwr` costs.
+as function/programs/flwr_control.py runs it.
 """
 
 from __future__ import annotations
@@ -59,25 +55,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
-import importlib.metadata
 import json
 import os
 import pathlib
-import signal
-import ssl
-import subprocess
 import sys
-import tempfile
 import time
-import traceback
-import urllib.error
-import urllib.request
-from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
+
+from function.programs.flwr_control import Cli, KubeApi, patch_configmap, sleep_until_changed, version
 
 KEY = "supernode.key"
 PUBLIC_KEY = "supernode.pub"
-CONNECTION = "federation"
 IN_USE = "already in use"
 # Statuses of a node whose key Flower will never take again.
 GONE = ("unregistered", "deleted")
@@ -94,12 +82,6 @@ RETIRED_REMEMBERED = 30 * 24 * 3600.0
 SHARDS_FILE = "authorized-keys-shards"
 # The field of the registrar's report (and of its copies in the pools' namespaces) listing retired keys.
 RETIRED_FIELD = "retired"
-# Seconds between looks at the mounted file a waiting registrar or rekey sidecar acts on (a stat, no CPU
-# to speak of): a change the kubelet delivers is acted on within this, whatever the interval.
-WATCH_EVERY = 1.0
-# How long a `flwr` call may take before it is killed, and how often the registrar looks whether it ended.
-CLI_TIMEOUT = 60.0
-FORK_POLL = 0.02
 
 
 DIGEST_LENGTH = 16
@@ -135,212 +117,6 @@ def ensure_key(directory: pathlib.Path) -> pathlib.Path:
     if not public.exists() or public.read_bytes() != text:
         public.write_bytes(text)
     return public
-
-
-class Cli:
-    """The release's `flwr` CLI, pointed at one SuperLink's Control API."""
-
-    def __init__(self, work: pathlib.Path, style: str, address: str, root_certificates: str | None) -> None:
-        """Write the connection where the release's CLI reads it (style: pyproject or config-toml)."""
-        security = f'root-certificates = "{root_certificates}"' if root_certificates else "insecure = true"
-        # The CLI's entry point once loaded (False: not importable here, so each call starts `flwr`).
-        self.entry: Callable[[], Any] | Literal[False] | None = None
-        self.home = work / "home"
-        self.app = work / "app"
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.app.mkdir(parents=True, exist_ok=True)
-        if style == "pyproject":
-            # Up to 1.25 the CLI reads connections from a Flower app's pyproject.toml,
-            # which must be a valid app: these sections are the least it accepts.
-            (self.app / "pyproject.toml").write_text(
-                '[project]\nname = "registration"\nversion = "1.0.0"\n\n'
-                '[tool.flwr.app]\npublisher = "function-flower"\n\n'
-                '[tool.flwr.app.components]\nserverapp = "app:server"\nclientapp = "app:client"\n\n'
-                "[tool.flwr.app.config]\n\n"
-                f'[tool.flwr.federations]\ndefault = "{CONNECTION}"\n\n'
-                f'[tool.flwr.federations.{CONNECTION}]\naddress = "{address}"\n{security}\n'
-            )
-            self.target = [".", CONNECTION]
-        else:
-            # Without a config file the CLI would start a local simulation SuperLink instead.
-            (self.home / "config.toml").write_text(
-                f'[superlink]\ndefault = "{CONNECTION}"\n\n'
-                f'[superlink.{CONNECTION}]\naddress = "{address}"\n{security}\n'
-            )
-            self.target = [CONNECTION]
-
-    def call(self, *argv: str) -> dict[str, Any]:
-        """One command with --format json: its JSON answer, or {"success": False, "error-message": ...}."""
-        env = {**os.environ, "FLWR_HOME": str(self.home), "HOME": str(self.home), "NO_COLOR": "1"}
-        args = ["supernode", *argv, *self.target, "--format", "json"]
-        if self.entry is None:
-            self.entry = load_entry_point("flwr")
-        if self.entry is False:
-            ran = run_subprocess(["flwr", *args], self.app, env, CLI_TIMEOUT)
-        else:
-            ran = run_forked(self.entry, ["flwr", *args], self.app, env, CLI_TIMEOUT)
-        if ran is None:
-            return {"success": False, "error-message": f"flwr did not answer within {CLI_TIMEOUT:.0f} s"}
-        code, stdout, stderr = ran
-        return parse(stdout, f"{stderr.strip()} (exit {code})")
-
-    def register(self, public_key: pathlib.Path) -> tuple[bool, str, str | None]:
-        """Whether the SuperLink now knows the key, what it said, and the new node's ID if it just registered."""
-        answer = self.call("register", str(public_key))
-        if answer.get("success"):
-            node = answer.get("node-id")
-            return True, f"registered as node {node}", None if node is None else str(node)
-        message = str(answer.get("error-message", ""))
-        if IN_USE in message.lower():
-            return True, "already registered", None
-        return False, message.strip().replace("\n", " "), None
-
-
-def load_entry_point(name: str) -> Callable[[], Any] | Literal[False]:
-    """The console script `name` of this interpreter, imported once; False if this Python cannot load it.
-
-    Importing the CLI is most of what a `flwr` call costs (one to two CPU seconds for
-    Flower and its dependencies, against tens of milliseconds for the call itself).
-    """
-    try:
-        found = importlib.metadata.entry_points(group="console_scripts", name=name)
-        entry = next(iter(found)).load()
-    except Exception as error:  # any failure to import means: start the command instead
-        print(f"{name} runs as a command: its entry point does not load here ({error!r})", flush=True)
-        return False
-    return entry if callable(entry) else False
-
-
-def run_forked(
-    entry: Callable[[], Any], argv: list[str], cwd: pathlib.Path, env: dict[str, str], timeout: float
-) -> tuple[int, str, str] | None:
-    """Run a loaded console script as its command would run: (exit code, stdout, stderr), None past timeout.
-
-    The child is forked from this process, which imported the script once, so
-    a call costs what the command does, not its imports; and being a process
-    of its own, it leaves nothing behind (connections, changed globals) and
-    can be killed at the timeout. This process holds no thread and no gRPC
-    channel (the children make their own), so the fork is safe. Its output
-    goes to unnamed files in cwd (the containers' root filesystems are
-    read-only and have no /tmp), which a pipe could not hold unread.
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    with tempfile.TemporaryFile(dir=cwd) as out, tempfile.TemporaryFile(dir=cwd) as err:
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
-            code = 1
-            try:
-                os.dup2(out.fileno(), 1)
-                os.dup2(err.fileno(), 2)
-                # The streams too, should this process have replaced them with objects of its own.
-                sys.stdout = open(1, "w", closefd=False)
-                sys.stderr = open(2, "w", closefd=False)
-                os.chdir(cwd)
-                os.environ.clear()
-                os.environ.update(env)
-                sys.argv = argv
-                code = _exit_code(entry)
-            except BaseException:  # whatever happens, the child reports it and exits
-                traceback.print_exc()
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        deadline = time.monotonic() + timeout
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                return None
-            time.sleep(FORK_POLL)
-        out.seek(0)
-        err.seek(0)
-        code = os.waitstatus_to_exitcode(status)
-        return code, out.read().decode(errors="replace"), err.read().decode(errors="replace")
-
-
-def _exit_code(entry: Callable[[], Any]) -> int:
-    """Run a console script's entry point: the exit code its command would return."""
-    try:
-        result = entry()
-    except SystemExit as exit_:
-        result = exit_.code
-    if result is None:
-        return 0
-    if isinstance(result, int):
-        return result
-    print(result, file=sys.stderr)  # sys.exit("message"), as the command would print it
-    return 1
-
-
-def run_subprocess(
-    argv: list[str], cwd: pathlib.Path, env: dict[str, str], timeout: float
-) -> tuple[int, str, str] | None:
-    """The command as a process of its own: (exit code, stdout, stderr), None past timeout."""
-    try:
-        proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return None
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-def parse(stdout: str, fallback: str) -> dict[str, Any]:
-    """The JSON object the CLI printed (some releases pretty-print it over several lines)."""
-    start, end = stdout.find("{"), stdout.rfind("}")
-    if start != -1 and end > start:
-        try:
-            value = json.loads(stdout[start : end + 1])
-        except ValueError:
-            pass
-        else:
-            if isinstance(value, dict):
-                return value
-    return {"success": False, "error-message": f"no JSON answer: {stdout.strip()} {fallback}"}
-
-
-class KubeApi:
-    """The pod's own cluster's API server, as the pod's projected ServiceAccount token reaches it."""
-
-    def __init__(self, host: str, port: str, credentials: pathlib.Path) -> None:
-        """credentials: the projected volume holding `token` and the cluster's CA as `ca.crt`."""
-        self.base = f"https://{host}:{port}" if ":" not in host else f"https://[{host}]:{port}"
-        self.credentials = credentials
-        self.context = ssl.create_default_context(cafile=str(credentials / "ca.crt"))
-
-    @classmethod
-    def from_environment(cls, credentials: pathlib.Path) -> KubeApi | None:
-        """The API server the kubelet names in every pod's environment; None outside Kubernetes."""
-        host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT")
-        if not host or not port or not (credentials / "token").exists():
-            return None
-        return cls(host, port, credentials)
-
-    def call(
-        self, method: str, path: str, body: dict[str, Any] | None = None, content_type: str = "application/json"
-    ) -> tuple[int, dict[str, Any]]:
-        """The status code and JSON answer of one request; (0, {"message": ...}) when there was no answer."""
-        # Read at every call: the kubelet rotates a projected token before it expires.
-        token = (self.credentials / "token").read_text().strip()
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
-        if data is not None:
-            headers["Content-Type"] = content_type
-        request = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)  # noqa: S310 - https only
-        try:
-            with urllib.request.urlopen(request, context=self.context, timeout=30) as answer:  # noqa: S310
-                return answer.status, json.loads(answer.read() or b"{}")
-        except urllib.error.HTTPError as err:
-            try:
-                said = json.loads(err.read() or b"{}")
-            except ValueError:
-                said = {}
-            return err.code, said if isinstance(said, dict) else {}
-        except (OSError, ValueError) as err:
-            return 0, {"message": f"no answer from the Kubernetes API: {err}"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -482,31 +258,6 @@ def rekey(api: KubeApi | None, args: argparse.Namespace) -> int:
         sleep_until_changed(report, seen, args.interval)
 
 
-def version(path: pathlib.Path) -> tuple[int, int, int] | None:
-    """What tells one content of a mounted file from the next (None while there is none).
-
-    The kubelet swaps a new file in (a new inode); a file rewritten in place has a new modification time or size.
-    """
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_ino, st.st_mtime_ns, st.st_size
-
-
-def sleep_until_changed(path: pathlib.Path, seen: tuple[int, int, int] | None, seconds: float) -> None:
-    """Sleep for seconds, or until the file at path is no longer the version seen.
-
-    The interval paces the work that costs (each registrar turn starts the `flwr` CLI, seconds of CPU);
-    what the kubelet delivers (a key to register, a retired key to replace) is acted on within WATCH_EVERY.
-    """
-    deadline = time.monotonic() + seconds
-    while (left := deadline - time.monotonic()) > 0:
-        time.sleep(min(WATCH_EVERY, left))
-        if version(path) != seen:
-            return
-
-
 @dataclasses.dataclass
 class Registered:
     """A key the registrar registered: its node, and since when the key has been out of the list."""
@@ -560,6 +311,18 @@ def listing(path: pathlib.Path) -> Listing | None:
             keys.setdefault(key, entry)
             where.setdefault(key, name)
     return Listing(keys, where, frozenset(missing))
+
+
+def register(cli: Cli, public_key: pathlib.Path) -> tuple[bool, str, str | None]:
+    """Whether the SuperLink now knows the key, what it said, and the new node's ID if it just registered."""
+    answer = cli.call("supernode", "register", str(public_key))
+    if answer.get("success"):
+        node = answer.get("node-id")
+        return True, f"registered as node {node}", None if node is None else str(node)
+    message = str(answer.get("error-message", ""))
+    if IN_USE in message.lower():
+        return True, "already registered", None
+    return False, message.strip().replace("\n", " "), None
 
 
 def load(path: pathlib.Path) -> dict[str, Registered]:
@@ -696,13 +459,9 @@ def retired_report(memory: dict[str, Registered], listed: Listing | None) -> str
 
 def report(api: KubeApi, namespace: str, name: str, text: str) -> tuple[bool, str]:
     """Write the report into its ConfigMap beside the SuperLink (which the function composed): whether it took."""
-    patch = {"data": {RETIRED_FIELD: text}}
-    status, answer = api.call(
-        "PATCH", f"/api/v1/namespaces/{namespace}/configmaps/{name}", patch, "application/merge-patch+json"
-    )
-    if status == 200:  # noqa: PLR2004 - HTTP OK
+    done, why = patch_configmap(api, namespace, name, {RETIRED_FIELD: text})
+    if done:
         return True, f"reported {text.count(chr(10))} retired key(s) in ConfigMap {namespace}/{name}"
-    why = f"{status} {answer.get('message', '')}".strip()
     return False, f"cannot report the retired keys in ConfigMap {namespace}/{name}: {why}"
 
 
@@ -745,7 +504,7 @@ def registrar(cli: Cli, args: argparse.Namespace, api: KubeApi | None = None) ->
     reporter = Reporter(api, args.registrations)
     while True:
         seen = version(path)
-        answer = cli.call("ls")
+        answer = cli.call("supernode", "ls")
         if not answer.get("success"):
             said = f"waiting for the SuperLink's Control API: {answer.get('error-message', '')}".strip()
             if said != last:
@@ -763,13 +522,13 @@ def registrar(cli: Cli, args: argparse.Namespace, api: KubeApi | None = None) ->
         for key in step.register:
             key_file.write_text(key + "\n")
             holder = listed.keys[key][0] if listed else ""
-            done, said, node = cli.register(key_file)
+            done, said, node = register(cli, key_file)
             if node is not None or done:
                 # done without a node: the key was in use already, under a node it cannot name.
                 memory[key] = Registered(node or "", source=listed.where.get(key) if listed else None)
             print(f"{holder}: {said if done else 'not registered: ' + said}", flush=True)
         for key, node in step.unregister:
-            result = cli.call("unregister", node)
+            result = cli.call("supernode", "unregister", node)
             if result.get("success"):
                 memory[key] = Registered(node, time.time(), retired=True)
             outcome = "unregistered" if result.get("success") else f"not unregistered: {result}"

@@ -285,12 +285,12 @@ def test_the_identity_program_ships_once_per_cluster_and_namespace_not_in_every_
         assert configmap["immutable"] is True
         assert configmap["metadata"]["name"] == f"fed-identity-program-{digest}"
         archive = zipfile.ZipFile(io.BytesIO(base64.b64decode(configmap["binaryData"]["identity_program.pyz"])))
-        assert archive.read("__main__.py").decode() == identity.PROGRAM
+        assert {name: archive.read(name).decode() for name in archive.namelist()} == identity.PROGRAM
     for workload in ("superlink", "pool-edge"):
         pod_spec = built[workload]["spec"]["template"]["spec"]
         volumes = {v["name"]: v for v in pod_spec["volumes"]}
         assert volumes["identity-program"]["configMap"]["name"] == f"fed-identity-program-{digest}"
-        assert identity.PROGRAM not in str(pod_spec)
+        assert identity.PROGRAM["function/programs/identity_program.py"] not in str(pod_spec)
     # Without node authentication there is no program to ship.
     assert not [name for name in manifests(TLS) if name.startswith("identity-program-")]
 
@@ -308,6 +308,14 @@ def test_the_shipped_archive_runs_as_the_program(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr
     assert "no Kubernetes API in reach" in proc.stdout
+    runner = subprocess.run(
+        [sys.executable, str(archive), "runner", "--help"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert runner.returncode == 0, runner.stderr
+    assert "--wanted" in runner.stdout, "mode runner is run_program's, through the archive's __main__.py"
+    names = zipfile.ZipFile(archive).namelist()
+    assert names == sorted(names), "entries sorted: the same modules always make the same bytes"
+    assert "function/builders/identity.py" not in names, "only the programs' own modules ship"
     assert (keys / "supernode.pub").read_text().startswith("ecdsa-sha2-nistp384 ")
 
 

@@ -46,7 +46,7 @@ from function.api.refusals import parse
 from function.api.spec import ProviderConfigRef
 from function.builders import identity, netpol, published_keys, superlink
 from function.federation import read
-from function.programs import identity_program
+from function.programs import flwr_control, identity_program
 from function.releases.flower import CONTROL_PORT
 from function.serving import cpus
 from support import real_flower, served
@@ -974,7 +974,7 @@ def check_publications_narrowed_to_the_pods_own(
     run: admission judges it, nothing is stored.
     """
     host, port, credentials = api_credentials(hub, token, work)
-    pod_api = identity_program.KubeApi(host, port, credentials)
+    pod_api = flwr_control.KubeApi(host, port, credentials)
     own, other = (f"{identity.IDENTITY_VOLUME}-{names.pool(name, 'default')}-{i}" for i in (0, 1))
     claims = {c: hub.get("persistentvolumeclaim", c, namespace)["metadata"]["uid"] for c in (own, other)}
     labels = identity.publication_labels(name, "default")
@@ -1033,9 +1033,9 @@ def test_retired_keys_go_back_to_their_pods_which_replace_them(plane, tmp_path):
     token = pod_token(hub, f"{name}-flower", namespace, pod_name)
     registrar = hub.kubectl("create", "token", f"{name}-superlink", "-n", namespace).strip()
 
-    def api(seat: str, who: str) -> identity_program.KubeApi:
+    def api(seat: str, who: str) -> flwr_control.KubeApi:
         host, port, credentials = api_credentials(hub, who, tmp_path / seat)
-        return identity_program.KubeApi(host, port, credentials)
+        return flwr_control.KubeApi(host, port, credentials)
 
     # The attacker's seat: neither another account's token nor a SuperNode pod's writes a report;
     # the SuperLink's writes no key list.

@@ -51,6 +51,18 @@ CASES = [
         "from function.api import rules",
         "No cycles are allowed in function.api",
     ),
+    Case(
+        "a pod program leaning on the function: the runner reading a builder the pods do not have",
+        "programs/run_program.py",
+        "from function.builders import identity",
+        "Pod programs stand alone BROKEN",
+    ),
+    Case(
+        "a pod program reaching into the other's modes instead of their shared plumbing",
+        "programs/run_program.py",
+        "from function.programs import identity_program",
+        "Pod programs share only their plumbing BROKEN",
+    ),
 ]
 
 
@@ -72,7 +84,7 @@ def copy_of_the_project(tmp_path: pathlib.Path) -> pathlib.Path:
 def test_the_function_keeps_its_layers(tmp_path):
     proc = lint_imports(copy_of_the_project(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "Contracts: 4 kept, 0 broken." in proc.stdout
+    assert "Contracts: 5 kept, 0 broken." in proc.stdout
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.reason for c in CASES])

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from function.programs import identity_program
+from function.programs import flwr_control, identity_program
 from function.programs.identity_program import Registered
 
 NOW = 1_000_000.0
@@ -364,11 +364,11 @@ def test_the_memory_survives_a_restart(tmp_path):
     ],
 )
 def test_cli_answers_are_read(stdout, expected, reason):
-    assert identity_program.parse(stdout, "") == expected, reason
+    assert flwr_control.parse(stdout, "") == expected, reason
 
 
 def test_an_answer_without_json_is_a_failure_that_says_what_came():
-    answer = identity_program.parse("Traceback: boom", "(exit 1)")
+    answer = flwr_control.parse("Traceback: boom", "(exit 1)")
     assert answer["success"] is False
     assert "Traceback: boom" in answer["error-message"]
     assert "(exit 1)" in answer["error-message"]
@@ -392,11 +392,11 @@ def test_an_answer_without_json_is_a_failure_that_says_what_came():
     ],
 )
 def test_registration_outcomes(tmp_path, monkeypatch, answer, done, reason):
-    cli = identity_program.Cli(tmp_path, "config-toml", "superlink:9093", None)
+    cli = flwr_control.Cli(tmp_path, "config-toml", "superlink:9093", None)
     calls = []
     monkeypatch.setattr(cli, "call", lambda *argv: calls.append(argv) or answer)
-    assert cli.register(tmp_path / "key.pub")[0] is done, reason
-    assert calls == [("register", str(tmp_path / "key.pub"))]
+    assert identity_program.register(cli, tmp_path / "key.pub")[0] is done, reason
+    assert calls == [("supernode", "register", str(tmp_path / "key.pub"))]
 
 
 @pytest.mark.parametrize(
@@ -407,7 +407,7 @@ def test_registration_outcomes(tmp_path, monkeypatch, answer, done, reason):
     ],
 )
 def test_the_connection_is_written_where_the_release_reads_it(tmp_path, style, path, target, reason):
-    cli = identity_program.Cli(tmp_path, style, "fed-superlink.ns.svc:9093", "/app/tls/ca.crt")
+    cli = flwr_control.Cli(tmp_path, style, "fed-superlink.ns.svc:9093", "/app/tls/ca.crt")
     text = (tmp_path / path).read_text()
     assert 'address = "fed-superlink.ns.svc:9093"' in text, reason
     assert 'root-certificates = "/app/tls/ca.crt"' in text
@@ -449,8 +449,8 @@ def test_a_waiting_registrar_wakes_when_its_file_changes(tmp_path, monkeypatch, 
             if change is not None and clock[0] == 2.0:
                 change(path)  # in the second second: seen at the look that ends it
 
-    monkeypatch.setattr(identity_program, "time", Time)
-    identity_program.sleep_until_changed(path, identity_program.version(path), 30.0)
+    monkeypatch.setattr(flwr_control, "time", Time)
+    flwr_control.sleep_until_changed(path, flwr_control.version(path), 30.0)
     assert clock[0] == woke_at, reason
 
 
@@ -485,7 +485,7 @@ def _changes_its_globals():
 def test_a_loaded_cli_runs_as_its_command_would(tmp_path, entry, code, stdout, stderr, reason):
     env = {**os.environ, "FLWR_HOME": f"{tmp_path}/home"}
     argv_before, key_before = list(sys.argv), identity_program.KEY
-    ran = identity_program.run_forked(entry, ["flwr", "supernode", "ls"], tmp_path, env, 30)
+    ran = flwr_control.run_forked(entry, ["flwr", "supernode", "ls"], tmp_path, env, 30)
     assert ran is not None, reason
     assert ran[0] == code, (reason, ran)
     assert ran[1] == stdout.format(cwd=tmp_path), reason
@@ -496,7 +496,7 @@ def test_a_loaded_cli_runs_as_its_command_would(tmp_path, entry, code, stdout, s
 
 def test_a_cli_call_past_its_timeout_is_killed(tmp_path):
     started = time.monotonic()
-    assert identity_program.run_forked(lambda: time.sleep(60), ["flwr"], tmp_path, dict(os.environ), 0.5) is None
+    assert flwr_control.run_forked(lambda: time.sleep(60), ["flwr"], tmp_path, dict(os.environ), 0.5) is None
     assert time.monotonic() - started < 10, "killed at the timeout, not waited for"
 
 
@@ -508,5 +508,5 @@ def test_a_cli_call_past_its_timeout_is_killed(tmp_path):
     ],
 )
 def test_the_cli_is_loaded_when_this_python_has_it(name, loads, reason):
-    entry = identity_program.load_entry_point(name)
+    entry = flwr_control.load_entry_point(name)
     assert callable(entry) is loads, reason

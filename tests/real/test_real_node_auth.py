@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from function.builders import identity, published_keys
-from function.programs import identity_program
+from function.programs import flwr_control, identity_program
 from support.podrunner import PodRunner, unwrap
 from support.real_flower import (
     NAMESPACE,
@@ -374,7 +374,7 @@ def test_an_unregistered_key_is_replaced_and_joins_with_no_one_acting(release: R
         verb = next(i for i, word in enumerate(argv) if word in ("ls", "list"))
         unregister = [*argv[:verb], "unregister", str(gone), *argv[verb + 1 :]]
         proc = cli_exec(runner, unregister)
-        assert identity_program.parse(proc.stdout, proc.stderr).get("success"), (proc.stdout, proc.stderr)
+        assert flwr_control.parse(proc.stdout, proc.stderr).get("success"), (proc.stdout, proc.stderr)
 
         # The registrar sees the node unregistered, retires its key and reports it with its holder.
         deadline = time.monotonic() + ONLINE_TIMEOUT

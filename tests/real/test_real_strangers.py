@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from function.programs import identity_program
+from function.programs import flwr_control
 from function.releases.flower import CONTROL_PORT, FLEET_PROXY_PORT
 from support.podrunner import PodRunner, unwrap
 from support.real_flower import (
@@ -190,7 +190,7 @@ def test_strangers_reach_the_fleet_api_and_nothing_else(release: Release, reason
         # The CLI of the stranger's pod, at the one address it reaches: refused.
         argv = container["env"][0]["value"].split()
         listed = runner.exec(ELSEWHERE, "stranger", "cli", argv, timeout=60)
-        answer = identity_program.parse(listed.stdout, listed.stderr)
+        answer = flwr_control.parse(listed.stdout, listed.stderr)
         assert answer.get("success") is not True, f"{listed.stdout}\n{listed.stderr}"
         assert "nodes" not in answer, answer
 
@@ -198,6 +198,6 @@ def test_strangers_reach_the_fleet_api_and_nothing_else(release: Release, reason
         local = probe(lambda argv: cli_exec(runner, argv, timeout=300), [f"https://127.0.0.1:{CONTROL_PORT}"],
                       [("POST", "/v1/control/list-nodes")])  # fmt: skip
         mine = cli_exec(runner, argv)
-        assert identity_program.parse(mine.stdout, mine.stderr).get("success") is True, mine
+        assert flwr_control.parse(mine.stdout, mine.stderr).get("success") is True, mine
         if http_control:
             assert answered(local) != [], local

@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from function.api.spec import FLEET_PROXY_IMAGE
-from function.programs import identity_program
+from function.programs import flwr_control
 from function.releases.flower import CONTROL_PORT
 from support import cli_server
 from support.peers import ROOT, need
@@ -281,8 +281,8 @@ def cli_exec(runner: PodRunner, argv: list[str], timeout: float = 30) -> subproc
     return subprocess.CompletedProcess(argv, code, answer["stdout"], answer["stderr"])
 
 
-# What a CLI server runs: identity_program's source (its forked calls), then tests/support/cli_server.py's.
-CLI_PROGRAM = (inspect.getsource(identity_program), (ROOT / "tests" / "support" / "cli_server.py").read_text())
+# What a CLI server runs: flwr_control's source (the programs' forked calls), then tests/support/cli_server.py's.
+CLI_PROGRAM = (inspect.getsource(flwr_control), (ROOT / "tests" / "support" / "cli_server.py").read_text())
 
 
 # The CLI server (tests/support/cli_server.py) of each CLI container, by the container's process: a container
@@ -462,7 +462,7 @@ class LocalCli:
     def online(self) -> int:
         listing = ["supernode", "ls", ".", "k8s"] if self.release.reads_pyproject else ["supernode", "list"]
         proc = self(*listing, "--format", "json")
-        nodes = identity_program.parse(proc.stdout, proc.stderr).get("nodes") or []
+        nodes = flwr_control.parse(proc.stdout, proc.stderr).get("nodes") or []
         return sum(1 for n in nodes if n.get("status") == "online")
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from function.builders import identity, published_keys
-from function.programs import identity_program
+from function.programs import flwr_control, identity_program
 from support.podrunner import CrashLoopBackOff, PodRunner
 from support.real_flower import CLI_CONTAINER, CLI_POLL_SECONDS, NAMESPACE, cli_exec, grpc_probe
 
@@ -49,7 +49,7 @@ def nodes(runner: PodRunner) -> list[dict[str, Any]]:
     proc = cli_exec(runner, cli_argv(runner))
     if proc.returncode != 0:
         return []
-    return list(identity_program.parse(proc.stdout, proc.stderr).get("nodes") or [])
+    return list(flwr_control.parse(proc.stdout, proc.stderr).get("nodes") or [])
 
 
 def cli_argv(runner: PodRunner) -> list[str]:
