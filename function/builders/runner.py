@@ -108,7 +108,8 @@ def reported(live: Any) -> dict[str, Reported]:
 def _entry(entry: Any) -> Reported | None:
     if not isinstance(entry, dict) or entry.get("phase") not in PHASES or not isinstance(entry.get("uid"), str):
         return None
-    run_id = entry.get("runId")
+    # "" until Flower gave the run an ID (the runner writes every field, always).
+    run_id = entry.get("runId") or None
     if run_id is not None and not (isinstance(run_id, str) and _RUN_ID.match(run_id)):
         return None
     return Reported(

@@ -214,6 +214,10 @@ STATUSES = [
            "the ServerApp exited: boom", succeeded="False"),
     Status("a report of another run of the same name", {runs.FEDERATION_REQUIREMENT: [FED],
            runs.REPORT_REQUIREMENT: [report_object(mnist=entry(uid="uid-old", phase="Completed"))]}, "Pending"),
+    Status("refused by Flower before it had an ID: the runner writes the ID empty", {
+        runs.FEDERATION_REQUIREMENT: [FED], runs.REPORT_REQUIREMENT: [report_object(mnist=entry(
+            phase="Failed", runId="", reason="the app was refused: not a Flower App Bundle"))]}, "Failed",
+           "the app was refused", succeeded="False"),
     Status("an entry not well formed is no entry", {runs.FEDERATION_REQUIREMENT: [FED],
            runs.REPORT_REQUIREMENT: [report_object(mnist=entry(phase="Done"))]}, "Pending"),
 ]  # fmt: skip
