@@ -50,6 +50,11 @@ UTC = dt.timezone.utc  # noqa: UP017 - see above
 PENDING, RUNNING, COMPLETED, FAILED, STOPPED = "Pending", "Running", "Completed", "Failed", "Stopped"
 # Why the runner stopped a run: its deadline passed, or it is no longer wanted.
 DEADLINE, UNWANTED = "deadline", "unwanted"
+# Turns in a row Flower must not list a submitted run before it counts as lost (one turn may race
+# a SuperLink that is starting again).
+LOST_AFTER = 2
+# How a report says Flower refused a run's app (read back by from_report).
+REFUSED_PREFIX = "the app was refused: "
 # A failed `flwr run` that says nothing of the app: the SuperLink was not reached, so it is tried again.
 UNREACHED = ("did not answer", "unavailable", "connection refused", "failed to connect")
 
@@ -87,6 +92,8 @@ class Remembered:
     refused: str = ""
     # Why the runner stopped it (DEADLINE or UNWANTED); empty while it did not.
     stopped_for: str = ""
+    # Turns in a row Flower's list did not have its run ID: a SuperLink that restarted without its state.
+    missing: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,6 +191,7 @@ def plan(wanted: list[Wanted] | None, flower: dict[str, FlowerRun], memory: dict
                 submit.append(run)
             continue
         record = flower.get(known.run_id)
+        known.missing = known.missing + 1 if record is None else 0
         if record is None or finished(record):
             continue
         if not known.stopped_for and past_deadline(run, record, now):
@@ -229,7 +237,7 @@ def entry(run: Wanted, flower: dict[str, FlowerRun], known: Remembered | None) -
     out.update(startedAt=None, finishedAt=None, reason="")
     if known is None or known.run_id is None:
         if known is not None and known.refused:
-            out.update(phase=FAILED, reason=f"the app was refused: {known.refused}")
+            out.update(phase=FAILED, reason=f"{REFUSED_PREFIX}{known.refused}")
         elif not run.app:
             out["reason"] = "the run names no app"
         elif not run.has_app:
@@ -237,6 +245,12 @@ def entry(run: Wanted, flower: dict[str, FlowerRun], known: Remembered | None) -
         return out
     out["runId"] = known.run_id
     record = flower.get(known.run_id)
+    if record is None and known.missing >= LOST_AFTER:
+        # Flower lists a run as soon as `flwr run` returns: one it no longer lists, it forgot.
+        out.update(phase=FAILED, reason=(
+            f"the SuperLink no longer knows run {known.run_id}: it restarted without its state "
+            "(spec.superlink.persistence keeps runs across restarts); apply the run again"))  # fmt: skip
+        return out
     if record is None:
         out["reason"] = f"Flower does not list run {known.run_id} (yet)"
         return out
@@ -273,7 +287,7 @@ def load(path: pathlib.Path) -> dict[str, Remembered]:
         return {}
     raw = json.loads(path.read_text())
     return {
-        uid: Remembered(e["name"], e.get("run-id"), e.get("refused", ""), e.get("stopped-for", ""))
+        uid: Remembered(e["name"], e.get("run-id"), e.get("refused", ""), e.get("stopped-for", ""), e.get("missing", 0))
         for uid, e in raw.items()
     }
 
@@ -281,10 +295,41 @@ def load(path: pathlib.Path) -> dict[str, Remembered]:
 def save(path: pathlib.Path, memory: dict[str, Remembered]) -> None:
     """The memory, written aside and renamed: a container stopped halfway never leaves half of it."""
     raw = {
-        uid: {"name": m.name, "run-id": m.run_id, "refused": m.refused, "stopped-for": m.stopped_for}
+        uid: {
+            "name": m.name,
+            "run-id": m.run_id,
+            "refused": m.refused,
+            "stopped-for": m.stopped_for,
+            "missing": m.missing,
+        }
         for uid, m in sorted(memory.items())
     }
     write_atomically(path, json.dumps(raw, indent=1, sort_keys=True))
+
+
+def recalled(api: KubeApi, namespace: str, configmap: str) -> dict[str, Remembered]:
+    """The memory a last report gives: each run it names a run ID of, and each Flower refused."""
+    status, answer = api.call("GET", f"/api/v1/namespaces/{namespace}/configmaps/{configmap}")
+    text = (answer.get("data") or {}).get(REPORT_FIELD) if status == 200 else None  # noqa: PLR2004 - HTTP OK
+    return from_report(text or "{}")
+
+
+def from_report(text: str) -> dict[str, Remembered]:
+    """The memory a report's text gives (see recalled); nothing from what is not a report."""
+    try:
+        entries = json.loads(text)
+    except ValueError:
+        return {}
+    memory = {}
+    for name, e in entries.items() if isinstance(entries, dict) else []:
+        if not isinstance(e, dict) or not isinstance(e.get("uid"), str):
+            continue
+        reason = str(e.get("reason") or "")
+        if e.get("runId"):
+            memory[e["uid"]] = Remembered(name, str(e["runId"]))
+        elif e.get("phase") == FAILED and reason.startswith(REFUSED_PREFIX):
+            memory[e["uid"]] = Remembered(name, refused=reason.removeprefix(REFUSED_PREFIX))
+    return memory
 
 
 def write_atomically(path: pathlib.Path, text: str) -> None:
@@ -406,6 +451,9 @@ def runner(cli: Cli, args: argparse.Namespace, api: KubeApi | None = None) -> in
     state = pathlib.Path(args.state) / STATE_FILE
     state.parent.mkdir(parents=True, exist_ok=True)
     memory, last = load(state), ""
+    if not state.exists() and api is not None and args.report:
+        # A new pod without the SuperLink's state: what it did before is still in its last report.
+        memory = recalled(api, os.environ.get("POD_NAMESPACE", ""), args.report)
     reporter = RunReporter(work / REPORT_FILE, api, args.report)
     while True:
         seen = version(wanted_dir / WANTED_FILE)

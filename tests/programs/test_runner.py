@@ -82,8 +82,12 @@ def test_the_clock_of_the_table():
             "the list never delivered (the runner started before its volume): nothing counts as deleted",
         ),
         (
-            [want()], {}, {"u1": Remembered("a", "7")}, [], [], {"u1": Remembered("a", "7")},
-            "a run Flower does not list (a SuperLink without its database): never submitted twice",
+            [want()], {}, {"u1": Remembered("a", "7")}, [], [], {"u1": Remembered("a", "7", missing=1)},
+            "a run Flower does not list (a SuperLink without its database): never submitted twice, counted missing",
+        ),
+        (
+            [want()], flower(status="running"), {"u1": Remembered("a", "7", missing=1)}, [], [],
+            {"u1": Remembered("a", "7")}, "listed again (a SuperLink back with its state): no longer missing",
         ),
     ],
 )  # fmt: skip
@@ -129,6 +133,11 @@ def test_the_plan_leaves_the_memory_it_was_given_alone():
         ({}, Remembered("a", refused="Invalid TOML"), "Failed", "the app was refused: Invalid TOML",
          "flwr run refused it"),
         ({}, Remembered("a", "7"), "Pending", "Flower does not list run 7 (yet)", "submitted, not listed (yet)"),
+        ({}, Remembered("a", "7", missing=1), "Pending", "Flower does not list run 7 (yet)",
+         "one turn without it may race a SuperLink starting again"),
+        ({}, Remembered("a", "7", missing=2), "Failed",
+         ("the SuperLink no longer knows run 7: it restarted without its state (spec.superlink.persistence keeps "
+         "runs across restarts); apply the run again"), "lost with a SuperLink that kept no state: Failed"),
     ],
 )  # fmt: skip
 def test_the_phase_comes_from_flowers_record(runs, known, phase, reason_text, why):
@@ -217,11 +226,28 @@ def test_the_wanted_runs_are_read_with_their_apps(tmp_path):
 
 def test_the_memory_survives_a_restart(tmp_path):
     path = tmp_path / run_program.STATE_FILE
-    memory = {"u1": Remembered("a", "7", stopped_for="deadline"), "u2": Remembered("b", refused="no")}
+    memory = {"u1": Remembered("a", "7", stopped_for="deadline", missing=1), "u2": Remembered("b", refused="no")}
     run_program.save(path, memory)
     assert run_program.load(path) == memory
     assert run_program.load(tmp_path / "none.json") == {}
     assert [p.name for p in tmp_path.iterdir()] == [run_program.STATE_FILE], "no partial file left"
+
+
+@pytest.mark.parametrize(
+    ("text", "memory", "reason"),
+    [
+        ('{"a":{"uid":"u1","runId":"7","phase":"Running","reason":""}}', {"u1": Remembered("a", "7")},
+         "a run Flower took: its ID, so it is followed and never submitted again"),
+        ('{"a":{"uid":"u1","runId":"","phase":"Failed","reason":"the app was refused: bad TOML"}}',
+         {"u1": Remembered("a", refused="bad TOML")}, "a refused app stays refused"),
+        ('{"a":{"uid":"u1","runId":"","phase":"Pending","reason":"waiting for its app"}}', {},
+         "never submitted: nothing to remember"),
+        ("not json", {}, "not a report"),
+        ('{"a": 3, "b": {"runId": "7"}}', {}, "entries that are not a run's"),
+    ],
+)  # fmt: skip
+def test_a_new_pod_recalls_what_it_did_from_its_last_report(text, memory, reason):
+    assert run_program.from_report(text) == memory, reason
 
 
 def test_the_run_config_is_typed_toml():
