@@ -1945,8 +1945,9 @@ def check_tightening_the_policy_deletes_nothing(plane: ControlPlane, federation:
 def check_a_namespaced_run_reaches_its_federation(plane: ControlPlane, federation: dict[str, Any],
                                                   work: pathlib.Path) -> None:  # fmt: skip
     """From a run author's seat in the team's namespace: a namespaced FederationRun (no claim) reaches the runs
-    list of a v2 Federation of theirs. The example's Flower (1.25) has no runner, so a Federation at a release
-    that has one, of one small pool; it need not be Ready, only composed."""
+    list of a v2 Federation of theirs, and the runner's report (its SuperLink account's token) reaches the run.
+    The example's Flower (1.25) has no runner, so a Federation at a release that has one, of one small pool;
+    it need not be Ready, only composed."""
     hub, namespace = plane.hub, federation["metadata"]["namespace"]
     assert hub.get("compositeresourcedefinitions", f"federationruns.{RUNS_GROUP}")["spec"]["scope"] == "Namespaced"
     runs_fed = json.loads(json.dumps(federation))
@@ -1966,6 +1967,17 @@ def check_a_namespaced_run_reaches_its_federation(plane: ControlPlane, federatio
         lambda s: "runner" in (s.get("reason") or ""), run_of(author, "team-run", namespace).get("status") or {}),
         timeout=RUN_TIMEOUT)  # fmt: skip
     assert pending["phase"] == "Pending", pending
+    # The runner's seat: the report, found by the labels the function set on its namespaced Object, reaches
+    # the run; a v2 run composes nothing and is Ready while Flower runs it.
+    account = names.superlink("team-runs")
+    runner = as_token(hub, hub.kubectl("create", "token", account, "-n", namespace).strip(), work / "runner")
+    entry = {"uid": listed["team-run"]["uid"], "runId": "7", "phase": "Running", "flowerStatus": "running"}
+    runner.kubectl("patch", "configmap", f"{account}-run-status", "-n", namespace, "--type=merge",
+                   "-p", json.dumps({"data": {"runs": json.dumps({"team-run": entry})}}))  # fmt: skip
+    running = wait_for("the namespaced run Running and Ready", lambda: _if(
+        lambda r: (r.get("status") or {}).get("phase") == "Running" and condition(r, "Ready").get("status") == "True",
+        run_of(author, "team-run", namespace)), timeout=RUN_TIMEOUT)  # fmt: skip
+    assert running["status"]["runId"] == "7", running["status"]
     author.kubectl("delete", f"federationruns.{RUNS_GROUP}", "team-run", "-n", namespace, "--wait=true", timeout=120)
     hub.kubectl("delete", "federations.flower.crossplane.io", "team-runs", "-n", namespace, "--wait=true",
                 timeout=300)  # fmt: skip
