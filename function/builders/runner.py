@@ -165,8 +165,12 @@ def wanted(
     ]
     text = json.dumps({"runs": listed}, sort_keys=True, separators=(",", ":"))
     manifest = identity.configmap(wanted_name(federation), namespace, labels, data={WANTED_FILE: text})
-    if bundles:
-        manifest["binaryData"] = {bundle_key(n): base64.b64encode(b).decode() for n, b in sorted(bundles.items())}
+    if runs:
+        # Every listed run keeps its key, emptied once its bundle no longer travels: provider-kubernetes
+        # v1.0 (the e2e's 1.30 plane) leaves a key dropped from the manifest in the live ConfigMap
+        # (v1.2 removes it), so there a dropped key would keep the bundle's bytes for good.
+        carried = {r.name: base64.b64encode(bundles[r.name]).decode() if r.name in bundles else "" for r in runs}
+        manifest["binaryData"] = {bundle_key(n): text for n, text in sorted(carried.items())}
     return manifest
 
 

@@ -178,9 +178,14 @@ def _selects(selector: fnv1.ResourceSelector, obj: dict[str, Any]) -> bool:
         return False
     if selector.namespace and metadata.get("namespace") != selector.namespace:
         return False
-    if selector.WhichOneof("match") == "match_labels":
+    match = selector.WhichOneof("match")
+    if match == "match_labels":
         labels = metadata.get("labels") or {}
         return all(labels.get(k) == v for k, v in selector.match_labels.labels.items())
+    if match is None:
+        # Neither a name nor labels (an empty matchLabels leaves the oneof unset on the wire):
+        # Crossplane 2 lists every object of the kind, in the namespace when one is given.
+        return True
     return metadata.get("name") == selector.match_name
 
 

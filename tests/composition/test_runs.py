@@ -18,6 +18,7 @@ from function.api.run_spec import MAX_FAB_BYTES
 from function.builders import pods, runner
 from function.composition import outcome, runs
 from function.federation import read
+from function.serving import render, wire
 from support.helpers import BASE, spec, xr
 
 RELEASE = "1.42.0"
@@ -102,7 +103,9 @@ def test_a_federation_lists_its_runs_and_the_bundles_flower_has_not_taken(case: 
     listed = wanted(out)["runs"]
     assert [r["name"] for r in listed] == case.listed, case.reason
     binary = manifest(out, runs.WANTED).get("binaryData", {})
-    assert sorted(binary) == [runner.bundle_key(n) for n in case.bundles], case.reason
+    # A key for every listed run, empty but for the bundles that travel: emptied, not dropped, once taken.
+    assert sorted(binary) == [runner.bundle_key(n) for n in sorted(case.listed)], case.reason
+    assert sorted(k for k, v in binary.items() if v) == [runner.bundle_key(n) for n in case.bundles], case.reason
     assert [r["name"] for r in listed if r["app"]] == case.bundles, case.reason
     for name in case.bundles:
         assert base64.b64decode(binary[runner.bundle_key(name)]) == BUNDLE
@@ -277,3 +280,25 @@ def test_a_run_that_cannot_be_is_refused_naming_the_field(reason: str, given: di
     assert out.refusal is not None, reason
     assert field in out.refusal, out.refusal
     assert not out.desired
+
+
+def test_a_namespaced_federation_lists_its_namespaces_runs_as_crossplane_answers_an_empty_selector():
+    """A v2 Federation asks for its namespace's FederationRuns by no label at all: on the wire a selector
+    naming neither name nor labels, which Crossplane 2 answers with every one of the kind in the namespace.
+    The local render answers it alike, and the Federation keeps only the runs that name it."""
+    federation = {"apiVersion": "flower.crossplane.io/v1alpha1", "kind": "Federation",
+                  "metadata": {"name": "fed", "namespace": "team-a"}, "spec": CURRENT}  # fmt: skip
+
+    def namespaced_run(name: str, namespace: str = "team-a", federation: str = "fed") -> dict[str, Any]:
+        given = run_xr(name, federation)
+        return {**given, "kind": "FederationRun", "metadata": {**given["metadata"], "name": name,
+                                                                "namespace": namespace, "labels": {}}}  # fmt: skip
+
+    given = [namespaced_run("mnist"), namespaced_run("other", federation="another"), namespaced_run("away", "team-b"),
+             bundle_configmap("mnist-app")]  # fmt: skip
+    _, rsp = render.satisfied(federation, [], given)
+    selector = rsp.requirements.resources[runs.RUNS_REQUIREMENT]
+    assert (selector.kind, selector.namespace, selector.WhichOneof("match")) == ("FederationRun", "team-a", None)
+    desired = wire.to_dict(rsp.desired.resources[runs.WANTED].resource)
+    listed = json.loads(desired["spec"]["forProvider"]["manifest"]["data"][runner.WANTED_FILE])["runs"]
+    assert [r["name"] for r in listed] == ["mnist"]

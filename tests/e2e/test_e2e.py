@@ -339,6 +339,8 @@ def test_api_installed_from_the_configuration_package(plane):
         ("compositions", "xfederationclusters.flower.crossplane.io", "apis/cluster-composition.yaml"),
         ("compositeresourcedefinitions", "xfederationclustergroups.flower.crossplane.io", "apis/group-definition.yaml"),
         ("compositions", "xfederationclustergroups.flower.crossplane.io", "apis/group-composition.yaml"),
+        ("compositeresourcedefinitions", "xfederationruns.flower.crossplane.io", "apis/run-definition.yaml"),
+        ("compositions", "xfederationruns.flower.crossplane.io", "apis/run-composition.yaml"),
     ]:
         live_obj = hub.get(kind, name)
         owners = {(o["kind"], o["name"]) for o in live_obj["metadata"].get("ownerReferences", [])}
@@ -507,6 +509,168 @@ def test_a_tenant_who_may_read_claims_alone_sees_why_on_the_claim(plane, tmp_pat
 
     seen = wait_for("the function's conditions on the claim, read by the tenant", conditions, timeout=240)
     assert seen["SuperLinkReady"] == "True", seen
+
+
+# -- FederationRuns: a Flower run as a Kubernetes object (function/composition/runs.py) ----------------
+
+RUNS_GROUP = "flower.crossplane.io"
+# A FederationRun's author: runs and their bundles in their namespace, and nothing else.
+RUN_AUTHOR_RIGHTS = [
+    {"apiGroups": [RUNS_GROUP], "resources": ["federationruns"], "verbs": ["create", "get", "list", "watch", "delete"]},
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get"]},
+]
+# What a run's status takes to move: the run's call polls every 15 s, the Federation's every 60 s, and
+# provider-kubernetes observes a Ready Object's ConfigMap every minute.
+RUN_TIMEOUT = 240
+# Any bytes do as a bundle here (no runner runs on KWOK); not UTF-8, so kubectl stores them as binaryData.
+FAKE_BUNDLE = b"PK\x03\x04\xff\xfe not a real Flower App Bundle \x00\x01\x02"
+
+
+def account_with(hub: Cluster, name: str, namespace: str, rules: list[dict[str, Any]], work: pathlib.Path) -> Cluster:
+    """A ServiceAccount granted rules in namespace by a Role (none when rules is empty); the cluster as it sees it."""
+    hub.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}})
+    if rules:
+        hub.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                   "metadata": {"name": name, "namespace": namespace}, "rules": rules},
+                  {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                   "metadata": {"name": name, "namespace": namespace},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                   "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]})  # fmt: skip
+    return as_token(hub, hub.kubectl("create", "token", name, "-n", namespace).strip(), work / name)
+
+
+def federation_run(name: str, namespace: str, federation: str, bundle: str) -> str:
+    """A FederationRun as its author writes it."""
+    return f"""\
+apiVersion: flower.crossplane.io/v1alpha1
+kind: FederationRun
+metadata:
+  name: {name}
+  namespace: {namespace}
+spec:
+  federation: {federation}
+  app:
+    configMap:
+      name: {bundle}
+  runConfig:
+    num-server-rounds: "2"
+  deadlineSeconds: 600
+"""
+
+
+def submit_run(author: Cluster, name: str, namespace: str, federation: str, work: pathlib.Path) -> None:
+    """The author's two steps: the bundle as a ConfigMap, then the run naming it."""
+    fab = work / f"{name}.fab"
+    fab.write_bytes(FAKE_BUNDLE)
+    author.kubectl("create", "configmap", f"{name}-app", "-n", namespace, f"--from-file=app.fab={fab}")
+    author.kubectl("create", "-f", "-", stdin=federation_run(name, namespace, federation, f"{name}-app"))
+
+
+def run_of(cluster: Cluster, name: str, namespace: str) -> dict[str, Any]:
+    """A FederationRun as `kubectl get -o json` shows it to whoever holds cluster's credentials."""
+    return json.loads(cluster.kubectl("get", f"federationruns.{RUNS_GROUP}", name, "-n", namespace, "-o", "json"))
+
+
+def wanted_runs(hub: Cluster, federation: str, namespace: str) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The Federation's runs list beside its SuperLink: each run by name, and the bundles it holds."""
+    live_cm = hub.get("configmap", f"{names.superlink(federation)}-runs", namespace) or {}
+    listed = json.loads((live_cm.get("data") or {}).get("runs.json") or '{"runs": []}')["runs"]
+    return {r["name"]: r for r in listed}, live_cm.get("binaryData") or {}
+
+
+def refused_as(cluster: Cluster, *args: str, stdin: str | None = None) -> str:
+    """The API server's refusal of a kubectl command; fails if the command was allowed."""
+    try:
+        out = cluster.kubectl(*args, stdin=stdin)
+    except KubectlError as err:
+        assert "Forbidden" in err.stderr or "forbidden" in err.stderr, err.stderr
+        return err.stderr
+    msg = f"allowed: kubectl {' '.join(args)}: {out}"
+    raise AssertionError(msg)
+
+
+def test_a_tenant_runs_flower_on_the_quickstart_through_a_federation_run(plane, tmp_path):
+    """From a run author's seat: with rights on FederationRuns and ConfigMaps in their namespace alone, they
+    apply a bundle and a FederationRun naming the quick start's Federation and read its status; acting as
+    the SuperLink's runner (its ServiceAccount's token), the report of the run reaches the run's status
+    and `kubectl get federation`. From the attacker's seat: that token writes no other ConfigMap, the
+    SuperNodes' account writes no report, an account without rights on runs creates none, and a run naming
+    a Federation of another namespace reaches nothing. Deleting the run takes it off the runs list."""
+    hub = plane.hub
+    claim = claim_of(QUICKSTART)
+    fed, namespace = claim["metadata"]["name"], claim["metadata"]["namespace"]
+    hub.kubectl("apply", "-f", str(QUICKSTART))  # as test_every_example_becomes_ready left it, or on its own
+    wait_ready(plane, fed, namespace)
+    author = account_with(hub, "run-author", namespace, RUN_AUTHOR_RIGHTS, tmp_path)
+    run = "first-run"
+    submit_run(author, run, namespace, fed, tmp_path)
+
+    # Pending, saying why, until the runner reports the run; listed beside the SuperLink with its bundle.
+    pending = wait_for("the run Pending with a reason", lambda: _if(
+        lambda s: s.get("phase") == "Pending" and "runner" in (s.get("reason") or ""),
+        run_of(author, run, namespace).get("status") or {}), timeout=RUN_TIMEOUT)  # fmt: skip
+    assert pending["reason"] == "waiting for the SuperLink's runner to take the run", pending
+    listed, bundles = wait_for("the run on the Federation's runs list",
+                               lambda: _if(lambda w: run in w[0], wanted_runs(hub, fed, namespace)),
+                               timeout=RUN_TIMEOUT)  # fmt: skip
+    composite = hub.get(f"xfederationruns.{RUNS_GROUP}", run_of(hub, run, namespace)["spec"]["resourceRef"]["name"])
+    assert listed[run]["uid"] == composite["metadata"]["uid"], listed[run]
+    assert listed[run]["runConfig"] == {"num-server-rounds": "2"} and listed[run]["deadlineSeconds"] == 600
+    assert base64.b64decode(bundles[listed[run]["app"]]) == FAKE_BUNDLE, sorted(bundles)
+
+    # The runner's seat: the SuperLink's account reports the run, by the uid the runs list gives.
+    superlink_account = names.superlink(fed)
+    runner = as_token(hub, hub.kubectl("create", "token", superlink_account, "-n", namespace).strip(),
+                      tmp_path / "runner")  # fmt: skip
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    entry = {"uid": listed[run]["uid"], "runId": "4242", "phase": "Completed", "flowerStatus": "finished:completed",
+             "startedAt": now, "finishedAt": now}  # fmt: skip
+    report = f"{superlink_account}-run-status"
+    patch = json.dumps({"data": {"runs": json.dumps({run: entry})}})
+    runner.kubectl("patch", "configmap", report, "-n", namespace, "--type=merge", "-p", patch)
+    # The attacker's seat: the same token on any other ConfigMap, or making one; the SuperNodes' on the report.
+    refused_as(runner, "patch", "configmap", f"{superlink_account}-runs", "-n", namespace, "--type=merge", "-p", patch)
+    refused_as(runner, "patch", "configmap", f"{run}-app", "-n", namespace, "--type=merge", "-p", patch)
+    refused_as(runner, "create", "configmap", "planted", "-n", namespace, "--from-literal=runs={}")
+    pool = as_token(hub, hub.kubectl("create", "token", f"{fed}-flower", "-n", namespace).strip(), tmp_path / "pool")
+    refused_as(pool, "patch", "configmap", report, "-n", namespace, "--type=merge", "-p", patch)
+
+    # The author reads Flower's word on the run, from the API server.
+    done = wait_for("the run Completed on its status", lambda: _if(
+        lambda r: (r.get("status") or {}).get("phase") == "Completed", run_of(author, run, namespace)),
+        timeout=RUN_TIMEOUT)  # fmt: skip
+    assert done["status"]["runId"] == "4242", done["status"]
+    assert condition(done, "Succeeded").get("status") == "True", done["status"]
+    # A run composes nothing: it is Ready because the function says so, once Flower has run it.
+    wait_for("the completed run Ready", lambda: condition(run_of(author, run, namespace), "Ready").get("status")
+             == "True", timeout=60)  # fmt: skip
+    wait_for("the run in LATEST-RUN", lambda: columns(plane, fed, namespace).get("LATEST-RUN") ==
+             f"{run} (Completed)", timeout=RUN_TIMEOUT)  # fmt: skip
+    # Flower has the run: its bundle no longer travels (its key stays, empty: see runner.wanted).
+    wait_for("the bundle dropped from the runs list", lambda: _if(
+        lambda w: run in w[0] and w[0][run]["app"] is None and not any(w[1].values()),
+        wanted_runs(hub, fed, namespace)), timeout=RUN_TIMEOUT)  # fmt: skip
+
+    # No rights on runs, no run: the API server refuses it.
+    bystander = account_with(hub, "bystander", namespace, [], tmp_path)
+    refused_as(bystander, "create", "-f", "-", stdin=federation_run("stolen", namespace, fed, f"{run}-app"))
+    # A run naming a Federation of another namespace (its author's namespace has none by that name).
+    elsewhere = "run-elsewhere"
+    hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": elsewhere}})
+    other = account_with(hub, "run-author", elsewhere, RUN_AUTHOR_RIGHTS, tmp_path / elsewhere)
+    submit_run(other, "reaching", elsewhere, fed, tmp_path)
+    stuck = wait_for("the run in another namespace Pending, saying why", lambda: _if(
+        lambda s: s.get("phase") == "Pending" and "no Federation" in (s.get("reason") or ""),
+        run_of(other, "reaching", elsewhere).get("status") or {}), timeout=RUN_TIMEOUT)  # fmt: skip
+    assert stuck["reason"] == f"no Federation {fed!r} in namespace {elsewhere!r}", stuck
+    assert "reaching" not in wanted_runs(hub, fed, namespace)[0]
+
+    # Deleted by its author: off the runs list within a reconcile or two of the Federation.
+    author.kubectl("delete", f"federationruns.{RUNS_GROUP}", run, "-n", namespace, "--wait=true", timeout=120)
+    wait_for("the run off the runs list", lambda: run not in wanted_runs(hub, fed, namespace)[0], timeout=RUN_TIMEOUT)
+    assert "reaching" not in wanted_runs(hub, fed, namespace)[0]
+    other.kubectl("delete", f"federationruns.{RUNS_GROUP}", "reaching", "-n", elsewhere, "--wait=true", timeout=120)
+    hub.kubectl("delete", "namespace", elsewhere, "--wait=false")
 
 
 @NEWEST_MINOR
@@ -1438,7 +1602,8 @@ def configuration_release(plane: ControlPlane, tmp: pathlib.Path, tag: str) -> s
     root = tmp / "apis"
     root.mkdir()
     for name in ("crossplane.yaml", "definition.yaml", "composition.yaml", "cluster-definition.yaml",
-                 "cluster-composition.yaml", "group-definition.yaml", "group-composition.yaml"):  # fmt: skip
+                 "cluster-composition.yaml", "group-definition.yaml", "group-composition.yaml",
+                 "run-definition.yaml", "run-composition.yaml"):  # fmt: skip
         (root / name).write_bytes((ROOT / "apis" / name).read_bytes())
     definition = yaml.safe_load((root / "definition.yaml").read_text())
     spec = definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
@@ -1541,7 +1706,7 @@ def test_deleting_claims_leaves_nothing(plane):
 
 
 @NEWEST_MINOR
-def test_v2_namespaced_federation(plane):
+def test_v2_namespaced_federation(plane, tmp_path):
     # The v2 flavor defines the same CRD name, so its package replaces the
     # claim flavor's: uninstalling a Configuration removes its XRD and Composition.
     hub = plane.hub
@@ -1591,6 +1756,7 @@ def test_v2_namespaced_federation(plane):
     assert [s["status"].get("readyReplicas") for s in sites] == [1]
     check_a_tenant_writes_federations_not_their_parts(plane, federation, parts[0])
     check_tightening_the_policy_deletes_nothing(plane, federation)
+    check_a_namespaced_run_reaches_its_federation(plane, federation, tmp_path)
     hub.kubectl("delete", "federations.flower.crossplane.io", name, "-n", namespace, "--wait=true", timeout=300)
     wait_for("the v2 Objects gone", lambda: hub.get("objects.kubernetes.m.crossplane.io") == [], timeout=300)
     assert plane.spoke.get("statefulsets.apps", f"{name}-supernode-partner", namespace) is None
@@ -1774,3 +1940,44 @@ def check_tightening_the_policy_deletes_nothing(plane: ControlPlane, federation:
     wait_for(f"Federation {namespace}/{name} admitted again",
              lambda: _if(ready, hub.get("federations.flower.crossplane.io", name, namespace)),
              timeout=READY_TIMEOUT, interval=2)  # fmt: skip
+
+
+def check_a_namespaced_run_reaches_its_federation(plane: ControlPlane, federation: dict[str, Any],
+                                                  work: pathlib.Path) -> None:  # fmt: skip
+    """From a run author's seat in the team's namespace: a namespaced FederationRun (no claim) reaches the runs
+    list of a v2 Federation of theirs, and the runner's report (its SuperLink account's token) reaches the run.
+    The example's Flower (1.25) has no runner, so a Federation at a release that has one, of one small pool;
+    it need not be Ready, only composed."""
+    hub, namespace = plane.hub, federation["metadata"]["namespace"]
+    assert hub.get("compositeresourcedefinitions", f"federationruns.{RUNS_GROUP}")["spec"]["scope"] == "Namespaced"
+    runs_fed = json.loads(json.dumps(federation))
+    runs_fed["metadata"] = {"name": "team-runs", "namespace": namespace}
+    for part in ("superlink", "supernodes"):
+        image = runs_fed["spec"][part]["image"]
+        runs_fed["spec"][part]["image"] = f"{image.rsplit(':', 1)[0]}:1.42.0"
+    runs_fed["spec"]["supernodes"]["pools"] = [{**runs_fed["spec"]["supernodes"]["pools"][0], "replicas": 1}]
+    hub.apply(runs_fed)
+    author = account_with(hub, "run-author", namespace, RUN_AUTHOR_RIGHTS, work)
+    submit_run(author, "team-run", namespace, "team-runs", work)
+    listed, bundles = wait_for("the namespaced run on its Federation's runs list", lambda: _if(
+        lambda w: "team-run" in w[0], wanted_runs(hub, "team-runs", namespace)), timeout=RUN_TIMEOUT)  # fmt: skip
+    assert listed["team-run"]["uid"] == run_of(hub, "team-run", namespace)["metadata"]["uid"], listed
+    assert base64.b64decode(bundles[listed["team-run"]["app"]]) == FAKE_BUNDLE, sorted(bundles)
+    pending = wait_for("the namespaced run Pending, waiting for the runner", lambda: _if(
+        lambda s: "runner" in (s.get("reason") or ""), run_of(author, "team-run", namespace).get("status") or {}),
+        timeout=RUN_TIMEOUT)  # fmt: skip
+    assert pending["phase"] == "Pending", pending
+    # The runner's seat: the report, found by the labels the function set on its namespaced Object, reaches
+    # the run; a v2 run composes nothing and is Ready while Flower runs it.
+    account = names.superlink("team-runs")
+    runner = as_token(hub, hub.kubectl("create", "token", account, "-n", namespace).strip(), work / "runner")
+    entry = {"uid": listed["team-run"]["uid"], "runId": "7", "phase": "Running", "flowerStatus": "running"}
+    runner.kubectl("patch", "configmap", f"{account}-run-status", "-n", namespace, "--type=merge",
+                   "-p", json.dumps({"data": {"runs": json.dumps({"team-run": entry})}}))  # fmt: skip
+    running = wait_for("the namespaced run Running and Ready", lambda: _if(
+        lambda r: (r.get("status") or {}).get("phase") == "Running" and condition(r, "Ready").get("status") == "True",
+        run_of(author, "team-run", namespace)), timeout=RUN_TIMEOUT)  # fmt: skip
+    assert running["status"]["runId"] == "7", running["status"]
+    author.kubectl("delete", f"federationruns.{RUNS_GROUP}", "team-run", "-n", namespace, "--wait=true", timeout=120)
+    hub.kubectl("delete", "federations.flower.crossplane.io", "team-runs", "-n", namespace, "--wait=true",
+                timeout=300)  # fmt: skip
