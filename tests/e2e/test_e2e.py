@@ -861,7 +861,7 @@ SETTLE_SECONDS = 30
 
 def check_composite_conditions(plane: ControlPlane, path: pathlib.Path, composite: dict[str, Any]) -> None:
     """Crossplane's and the function's own conditions on the composite (claims show Crossplane's) all True."""
-    kinds = ("Ready", "Synced", "SuperLinkReady", "SuperNodesReady")
+    kinds = ("Ready", "Synced", "SuperLinkReady", "SuperNodesReady", "ClustersReachable")
 
     def failing(c: dict[str, Any]) -> list[str]:
         return [k for k in kinds if condition(c, k).get("status") != "True"]
