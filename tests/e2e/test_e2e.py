@@ -615,7 +615,8 @@ def test_a_tenant_runs_flower_on_the_quickstart_through_a_federation_run(plane, 
                                timeout=RUN_TIMEOUT)  # fmt: skip
     composite = hub.get(f"xfederationruns.{RUNS_GROUP}", run_of(hub, run, namespace)["spec"]["resourceRef"]["name"])
     assert listed[run]["uid"] == composite["metadata"]["uid"], listed[run]
-    assert listed[run]["runConfig"] == {"num-server-rounds": "2"} and listed[run]["deadlineSeconds"] == 600
+    # Typed as Flower reads a run config: "2" is 2.
+    assert listed[run]["runConfig"] == {"num-server-rounds": 2} and listed[run]["deadlineSeconds"] == 600
     assert base64.b64decode(bundles[listed[run]["app"]]) == FAKE_BUNDLE, sorted(bundles)
 
     # The runner's seat: the SuperLink's account reports the run, by the uid the runs list gives.
