@@ -637,11 +637,11 @@ def test_a_tenant_runs_flower_on_the_quickstart_through_a_federation_run(plane, 
     refused_as(pool, "patch", "configmap", report, "-n", namespace, "--type=merge", "-p", patch)
 
     # The author reads Flower's word on the run, from the API server.
-    done = wait_for("the run Completed on its status", lambda: _if(
-        lambda r: (r.get("status") or {}).get("phase") == "Completed", run_of(author, run, namespace)),
-        timeout=RUN_TIMEOUT)  # fmt: skip
+    # The claim takes its composite's status and conditions in separate writes: wait for both.
+    done = wait_for("the run Completed on its status, Succeeded", lambda: _if(
+        lambda r: (r.get("status") or {}).get("phase") == "Completed" and condition(r, "Succeeded").get("status")
+        == "True", run_of(author, run, namespace)), timeout=RUN_TIMEOUT)  # fmt: skip
     assert done["status"]["runId"] == "4242", done["status"]
-    assert condition(done, "Succeeded").get("status") == "True", done["status"]
     # A run composes nothing: it is Ready because the function says so, once Flower has run it.
     wait_for("the completed run Ready", lambda: condition(run_of(author, run, namespace), "Ready").get("status")
              == "True", timeout=60)  # fmt: skip
