@@ -312,3 +312,20 @@ def sleep_until_changed(path: pathlib.Path, seen: tuple[int, int, int] | None, s
         time.sleep(min(WATCH_EVERY, left))
         if version(path) != seen:
             return
+
+
+def answered(cli: Cli, interval: float, *argv: str) -> dict[str, Any]:
+    """A listing the SuperLink answered: asked again until it does, each new reason it does not said once.
+
+    The registrar's and the runner's turns both start here: neither acts on a SuperLink it cannot hear.
+    """
+    said = ""
+    while True:
+        answer = cli.call(*argv)
+        if answer.get("success"):
+            return answer
+        waiting = f"waiting for the SuperLink's Control API: {answer.get('error-message', '')}".strip()
+        if waiting != said:
+            print(waiting, flush=True)
+            said = waiting
+        time.sleep(min(interval, 5.0))

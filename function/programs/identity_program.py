@@ -62,7 +62,7 @@ import sys
 import time
 from typing import Any
 
-from function.programs.flwr_control import Cli, KubeApi, patch_configmap, sleep_until_changed, version
+from function.programs.flwr_control import Cli, KubeApi, answered, patch_configmap, sleep_until_changed, version
 
 KEY = "supernode.key"
 PUBLIC_KEY = "supernode.pub"
@@ -500,19 +500,11 @@ def registrar(cli: Cli, args: argparse.Namespace, api: KubeApi | None = None) ->
     path, state = pathlib.Path(args.authorized_keys), pathlib.Path(args.state) / REGISTRATIONS
     state.parent.mkdir(parents=True, exist_ok=True)
     key_file = pathlib.Path(args.work) / PUBLIC_KEY
-    memory, last = load(state), ""
+    memory = load(state)
     reporter = Reporter(api, args.registrations)
     while True:
         seen = version(path)
-        answer = cli.call("supernode", "ls")
-        if not answer.get("success"):
-            said = f"waiting for the SuperLink's Control API: {answer.get('error-message', '')}".strip()
-            if said != last:
-                print(said, flush=True)
-                last = said
-            time.sleep(min(args.interval, 5.0))
-            continue
-        last = ""
+        answer = answered(cli, args.interval, "supernode", "ls")
         nodes = {str(n.get("node-id")): str(n.get("status")) for n in answer.get("nodes") or []}
         listed = listing(path)
         step = plan(listed, nodes, memory, time.time(), args.grace)

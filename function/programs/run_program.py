@@ -33,7 +33,7 @@ import time
 import zipfile
 from typing import Any
 
-from function.programs.flwr_control import Cli, KubeApi, patch_configmap, sleep_until_changed, version
+from function.programs.flwr_control import Cli, KubeApi, answered, patch_configmap, sleep_until_changed, version
 
 # In the wanted runs' volume: the list, beside each run's app (<name>.fab).
 WANTED_FILE = "runs.json"
@@ -450,22 +450,14 @@ def runner(cli: Cli, args: argparse.Namespace, api: KubeApi | None = None) -> in
     wanted_dir, work = pathlib.Path(args.wanted), pathlib.Path(args.work)
     state = pathlib.Path(args.state) / STATE_FILE
     state.parent.mkdir(parents=True, exist_ok=True)
-    memory, last = load(state), ""
+    memory = load(state)
     if not state.exists() and api is not None and args.report:
         # A new pod without the SuperLink's state: what it did before is still in its last report.
         memory = recalled(api, os.environ.get("POD_NAMESPACE", ""), args.report)
     reporter = RunReporter(work / REPORT_FILE, api, args.report)
     while True:
         seen = version(wanted_dir / WANTED_FILE)
-        answer = cli.call("ls")
-        if not answer.get("success"):
-            said = f"waiting for the SuperLink's Control API: {answer.get('error-message', '')}".strip()
-            if said != last:
-                print(said, flush=True)
-                last = said
-            time.sleep(min(args.interval, 5.0))
-            continue
-        last = ""
+        answer = answered(cli, args.interval, "ls")
         flower, wanted = flower_runs(answer), read_wanted(wanted_dir)
         step = plan(wanted, flower, memory, time.time())
         memory = step.memory
