@@ -10,9 +10,10 @@ refuses it named.
 
 The defaults are safe: every composed pod meets the restricted Pod Security
 Standard, whatever the Federation says; no platform-owned pod field (the
-ServiceAccount, the node, the runtime and priority classes) and no user init
-container; pools only in the Federation's own namespace (a claim's or a
-namespaced Federation's), never in a cluster's system namespaces.
+ServiceAccount, the node, the runtime and priority classes), no user init
+container and no run's app from an image (either would run an image the
+platform did not choose); pools only in the Federation's own namespace (a
+claim's or a namespaced Federation's), never in a cluster's system namespaces.
 """
 
 from __future__ import annotations
@@ -102,6 +103,14 @@ class Rules(Model):
         default_factory=list,
         description="Image prefixes a podTemplate's init containers may use; none at all when empty.",
     )
+    runImages: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Image prefixes a FederationRun's app.image may use; none at all when empty (runs then take "
+            "their app from a ConfigMap only). The image runs as a Job beside the SuperLink, with the right "
+            "to write its run's bundle."
+        ),
+    )
     namespaces: list[str] = Field(
         default_factory=list,
         description=(
@@ -149,6 +158,10 @@ class Rules(Model):
     def admits_image(self, image: str) -> bool:
         """Whether a user init container may run image."""
         return any(image.startswith(prefix) for prefix in self.initContainerImages)
+
+    def admits_run_image(self, image: str) -> bool:
+        """Whether a FederationRun's app may come from image."""
+        return any(image.startswith(prefix) for prefix in self.runImages)
 
 
 class Policy(Rules):

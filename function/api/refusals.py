@@ -40,7 +40,7 @@ import pydantic
 from function import caching
 from function.api import k8s_schema, names, nodeconfig, rules, versions
 from function.api.cluster_spec import FederationClusterGroupSpec, FederationClusterSpec
-from function.api.run_spec import FederationRunSpec
+from function.api.run_spec import ONE_SOURCE, FederationRunSpec
 from function.api.spec import K8S_TYPE, FederationSpec, pool_ref, remote, superlink_ref
 from function.releases.flower import RUNS_SINCE, SUPPORTED, Dialect, Release, Releases, dialect
 
@@ -118,7 +118,9 @@ def run_spec(raw: Any) -> FederationRunSpec:
     node config is parsed: each value must read back unchanged, as there.
     """
     spec = _validated(FederationRunSpec, raw)
-    errors = nodeconfig.check(nodeconfig.typed(spec.runConfig), "StatefulSet", "spec.runConfig")
+    # The XRD's rule on spec.app (run_spec.ONE_SOURCE_RULE), for a render or an older XRD.
+    errors = [] if (spec.app.configMap is None) != (spec.app.image is None) else [("spec.app", ONE_SOURCE)]
+    errors += nodeconfig.check(nodeconfig.typed(spec.runConfig), "StatefulSet", "spec.runConfig")
     if errors:
         raise SpecError(errors)
     return spec

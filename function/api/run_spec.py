@@ -4,7 +4,8 @@ The XRDs in apis/ (federationrun-definition.yaml, and v2/) are generated from
 these models (hack/gen_xrd.py), as the Federation's are from function/api/spec.py.
 
 A run names its Federation (in its own namespace: a run cannot reach another
-namespace's SuperLink), the Flower app to run and the run's config. The
+namespace's SuperLink), the Flower app to run (a bundle in a ConfigMap, or an
+image holding the app's directory) and the run's config. The
 function hands it to the Federation's runner, a sidecar of the SuperLink pod
 and the Control API's only client (function/programs/run_program.py); what
 Flower records of the run comes back as the run's status. A run is a one-time
@@ -22,6 +23,8 @@ from function.api.spec import (
     MAX_NODE_CONFIG_KEYS,
     MAX_NODE_CONFIG_VALUE,
     NODE_CONFIG,
+    NO_SPACE,
+    Image,
     Model,
     NodeConfigField,
 )
@@ -35,6 +38,10 @@ MAX_FAB_BYTES = 512 * 1024
 IMMUTABLE: list[JsonValue] = [
     {"rule": "self == oldSelf", "message": "a run cannot change: delete it and apply a new one"}
 ]
+# Where images built FROM flwr/superexec (or flwr/base) keep their app: their WORKDIR.
+DEFAULT_APP_PATH = "/app"
+ONE_SOURCE = "give exactly one of configMap and image"
+ONE_SOURCE_RULE: JsonValue = {"rule": "has(self.configMap) != has(self.image)", "message": ONE_SOURCE}
 Phase = Literal["Pending", "Running", "Completed", "Failed", "Stopped"]
 PHASES: tuple[Phase, ...] = ("Pending", "Running", "Completed", "Failed", "Stopped")
 FINISHED: tuple[Phase, ...] = ("Completed", "Failed", "Stopped")
@@ -53,12 +60,37 @@ class AppConfigMap(Model):
     )
 
 
+class AppImage(Model):
+    reference: Image = Field(
+        max_length=512,
+        description=(
+            "The image holding the app's directory: the one a team builds FROM flwr/superexec for process "
+            "isolation (it has Python and the flwr CLI). The platform's policy (runImages) names the "
+            "registries a run may use."
+        ),
+    )
+    path: str = Field(
+        default=DEFAULT_APP_PATH,
+        max_length=1024,
+        pattern=f"^/{NO_SPACE}*$",
+        description="The app's directory in the image, where its pyproject.toml is.",
+    )
+
+
 class RunApp(Model):
-    configMap: AppConfigMap = Field(
+    configMap: AppConfigMap | None = Field(
+        default=None,
         description=(
             "A Flower App Bundle (the .fab `flwr build` makes) in a ConfigMap: "
             "`kubectl create configmap NAME --from-file=app.fab=...`. Up to 512 KiB."
-        )
+        ),
+    )
+    image: AppImage | None = Field(
+        default=None,
+        description=(
+            "An OCI image holding the app's directory: a Job beside the SuperLink bundles it with the "
+            "image's own `flwr build` (up to 512 KiB) and hands it to the runner."
+        ),
     )
 
 
@@ -71,8 +103,8 @@ class FederationRunSpec(Model):
         json_schema_extra={"x-kubernetes-validations": IMMUTABLE},
     )
     app: RunApp = Field(
-        description="Where the Flower app comes from.",
-        json_schema_extra={"x-kubernetes-validations": IMMUTABLE},
+        description="Where the Flower app comes from: configMap or image.",
+        json_schema_extra={"x-kubernetes-validations": [*IMMUTABLE, ONE_SOURCE_RULE]},
     )
     runConfig: dict[str, NodeConfigField] = Field(
         default_factory=dict,

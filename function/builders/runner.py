@@ -149,14 +149,25 @@ def bundle(configmap: Any, key: str) -> bytes | str:
 
 
 def wanted(
-    federation: str, namespace: str, runs: list[Run], bundles: dict[str, bytes], labels: dict[str, str]
+    federation: str,
+    namespace: str,
+    runs: list[Run],
+    bundles: dict[str, bytes],
+    labels: dict[str, str],
+    bundled: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The wanted runs' ConfigMap: every run of the Federation, and the bundles given (of runs not yet submitted)."""
+    """The wanted runs' ConfigMap: every run of the Federation, and the bundles given (of runs not yet submitted).
+
+    bundled: by run name, the ConfigMap where a bundler Job writes the bundle of a run whose app is an image
+    (function/builders/bundler.py), which the runner reads with its token.
+    """
+    bundled = bundled or {}
     listed = [
         {
             "name": r.name,
             "uid": r.uid,
             "app": bundle_key(r.name) if r.name in bundles else None,
+            **({"appConfigMap": bundled[r.name]} if r.name in bundled else {}),
             # Typed as Flower reads a run config: "3" is 3, "true" is true.
             "runConfig": nodeconfig.typed(r.spec.runConfig),
             "deadlineSeconds": r.spec.deadlineSeconds,
@@ -179,11 +190,17 @@ def status_configmap(federation: str, namespace: str, labels: dict[str, str]) ->
     return identity.configmap(status_name(federation), namespace, labels, data={REPORT_FIELD: "{}"})
 
 
-def role(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
-    """What the SuperLink's ServiceAccount may do for the runner: read and write its report, nothing else."""
-    rule = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"],
-            "resourceNames": [status_name(federation)]}  # fmt: skip
-    return identity.role(f"{federation}-{ROLE}", namespace, labels, [rule])
+def role(federation: str, namespace: str, labels: dict[str, str], bundled: list[str] | None = None) -> dict[str, Any]:
+    """What the SuperLink's ServiceAccount may do for the runner: read and write its report, nothing else.
+
+    And read the bundles its bundler Jobs write (bundled, by name: the rule is there only when there are some).
+    """
+    rules = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"],
+              "resourceNames": [status_name(federation)]}]  # fmt: skip
+    if bundled:
+        rules.append({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"],
+                      "resourceNames": sorted(bundled)})  # fmt: skip
+    return identity.role(f"{federation}-{ROLE}", namespace, labels, rules)
 
 
 def binding(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:

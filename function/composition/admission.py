@@ -26,6 +26,7 @@ from function.api.refusals import SpecError
 from function.api.spec import PoolSpec
 from function.composition import compose, pod_security, resource_names
 from function.federation.read import pool_resource
+from function.federation.runs import Run
 from function.federation.value import Federation
 
 WORKLOAD_KINDS = ("StatefulSet", "DaemonSet", "Deployment")
@@ -38,8 +39,8 @@ ALLOWED_BY = "A platform team allows it with these fields of the platform's poli
 class Allow:
     """What of the policy would admit a refusal: a value of one of its fields, in a clusters entry or not.
 
-    key: exceptions (value: namespace, level), podFields, initContainerImages, namespaces or
-    createNamespaces; entry: the providerConfigs of the clusters entry that sets key for
+    key: exceptions (value: namespace, level), podFields, initContainerImages, runImages, namespaces
+    or createNamespaces; entry: the providerConfigs of the clusters entry that sets key for
     the cluster, where one does ("" for the policy's own field).
     """
 
@@ -232,6 +233,21 @@ def check(fed: Federation, policy: Rules, built: compose.Plan) -> None:
     if found:
         allows = [allow for _, _, allow in found if allow is not None]
         raise SpecError([(field, why) for field, why, _ in found], remedy(allows))
+
+
+def check_run(run: Run, policy: Rules) -> None:
+    """Raise SpecError when a run's app comes from an image the policy does not admit (runImages).
+
+    A run composes nothing itself: its Federation's call bundles the image in a
+    Job beside the SuperLink (function/composition/runs.py), and leaves out
+    the runs this refuses, so a tenant's run can never break the Federation.
+    """
+    image = run.spec.app.image
+    if image is None or policy.admits_run_image(image.reference):
+        return
+    allowed = ", ".join(policy.runImages) or "none"
+    why = f"{image.reference} is refused by the platform's policy (runImages: {allowed})"
+    raise SpecError([("spec.app.image.reference", why)], remedy([Allow("runImages", (_repository(image.reference),))]))
 
 
 def remedy(allows: list[Allow]) -> str:

@@ -24,7 +24,7 @@ from crossplane.function.resource import Condition
 from function.api import policy, refusals
 from function.api.refusals import SpecError
 from function.api.run_spec import MAX_FAB_BYTES
-from function.builders import published_keys, tls
+from function.builders import bundler, published_keys, tls
 from function.builders.runner import bundle as runner_bundle
 from function.composition import admission, compose, groups, objects, runs, status
 from function.federation import read
@@ -155,7 +155,7 @@ def _federation(
     given_runs = runs.read(fed, required, observed)
     built = compose.plan(fed, observed, remembered, secrets[0] if secrets else None,
                          required.get(published_keys.REQUIREMENT),
-                         runs.resources(fed, given_runs, required))  # fmt: skip
+                         runs.resources(fed, given_runs, required, platform))  # fmt: skip
     # The platform's policy, from the Composition's step: what the Federation may have composed.
     admission.check(fed, platform, built)
     desired = compose.desired(fed, built)
@@ -235,16 +235,19 @@ def _run_requirements(fed: Federation, given: runs.Runs) -> list[Requirement]:
         claimed = {read_runs.CLAIM_NAMESPACE: fed.namespace}
         out = [Requirement(runs.RUNS_REQUIREMENT, RUN_API, "XFederationRun", match_labels=claimed)]
     for run in given.waiting:
-        out.append(Requirement(runs.bundle_requirement(run), "v1", "ConfigMap",
-                               match_name=run.spec.app.configMap.name, namespace=run.namespace))  # fmt: skip
+        source = run.spec.app.configMap
+        if source is not None:
+            out.append(Requirement(runs.bundle_requirement(run), "v1", "ConfigMap", match_name=source.name,
+                                   namespace=run.namespace))  # fmt: skip
     return out
 
 
 def _run(xr: dict[str, Any], required: dict[str, list[dict[str, Any]]], given: policy.Policy) -> Outcome:
     """A FederationRun's status from its Federation's runner's report, or a refusal."""
     try:
-        policy.effective(given, required.get(policy.REQUIREMENT) or [])
+        platform = policy.effective(given, required.get(policy.REQUIREMENT) or [])
         run = read_runs.run(xr)
+        admission.check_run(run, platform)
         return _run_status(run, required, (xr.get("metadata") or {}).get("generation"))
     except SpecError as err:
         return refused("FederationRun", f"invalid FederationRun: {err}")
@@ -255,7 +258,7 @@ def _run(xr: dict[str, Any], required: dict[str, list[dict[str, Any]]], given: p
 
 def _run_status(run: read_runs.Run, required: dict[str, list[dict[str, Any]]], generation: Any) -> Outcome:
     """What a run's call reports: Pending (and why) until its Federation's runner reports it, then its entry."""
-    needs = [_federation_requirement(run), _bundle_requirement(run)]
+    needs = [_federation_requirement(run), *_bundle_requirement(run)]
     found = required.get(runs.FEDERATION_REQUIREMENT)
     fed: Federation | None = None
     if found is None:
@@ -270,7 +273,7 @@ def _run_status(run: read_runs.Run, required: dict[str, list[dict[str, Any]]], g
         else:
             refusals.run_release(fed.name, fed.flower.superlink, fed.superlink_dialect)
             needs.append(_report_requirement(fed, found[0]))
-            waiting = _bundle_problem(run, required) or "waiting for the SuperLink's runner to take the run"
+            waiting = _bundle_problem(run, required) or _waiting_for(fed, run)
     reported = required.get(runs.REPORT_REQUIREMENT) or []
     written = runs.status(run, fed, reported[0] if reported else None, generation, waiting)
     finished = written.phase in ("Completed", "Failed", "Stopped")
@@ -298,24 +301,35 @@ def _federation_requirement(run: read_runs.Run) -> Requirement:
     return Requirement(runs.FEDERATION_REQUIREMENT, RUN_API, "XFederation", match_labels=claim)
 
 
-def _bundle_requirement(run: read_runs.Run) -> Requirement:
-    """The ConfigMap holding the run's app, to tell its user what is wrong with it."""
-    return Requirement(RUN_BUNDLE, "v1", "ConfigMap", match_name=run.spec.app.configMap.name,
-                       namespace=run.namespace)  # fmt: skip
+def _bundle_requirement(run: read_runs.Run) -> list[Requirement]:
+    """The ConfigMap holding the run's app, to tell its user what is wrong with it (an image's: none to read)."""
+    source = run.spec.app.configMap
+    if source is None:
+        return []
+    return [Requirement(RUN_BUNDLE, "v1", "ConfigMap", match_name=source.name, namespace=run.namespace)]
 
 
 def _bundle_problem(run: read_runs.Run, required: dict[str, list[dict[str, Any]]]) -> str | None:
     """What keeps the runner from the run's app, if anything."""
+    source = run.spec.app.configMap
     answered = required.get(RUN_BUNDLE)
-    if answered is None:
+    if source is None or answered is None:
         return None
-    where = f"ConfigMap {run.namespace}/{run.spec.app.configMap.name}"
-    found = runner_bundle(answered[0] if answered else None, run.spec.app.configMap.key)
+    where = f"ConfigMap {run.namespace}/{source.name}"
+    found = runner_bundle(answered[0] if answered else None, source.key)
     if isinstance(found, str):
         return f"{where} {found}"
     if len(found) > MAX_FAB_BYTES:
         return f"{where} holds a bundle of {len(found)} bytes; a run's may have at most {MAX_FAB_BYTES}"
     return None
+
+
+def _waiting_for(fed: Federation, run: read_runs.Run) -> str:
+    """Why a run is Pending before the runner reports it: the runner, or first the Job bundling its image."""
+    image = run.spec.app.image
+    if image is None:
+        return "waiting for the SuperLink's runner to take the run"
+    return f"waiting for Job {fed.namespace}/{bundler.name(fed.name, run)} to bundle the app of {image.reference}"
 
 
 def _report_requirement(fed: Federation, federation_xr: dict[str, Any]) -> Requirement:

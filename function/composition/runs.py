@@ -5,7 +5,9 @@ those Flower has not taken yet (one required ConfigMap each, in the
 Federation's namespace: a run names only its own namespace's), and composes
 beside the SuperLink the wanted runs, the runner's report (created once,
 written by the runner) and the runner's right to write it
-(function/builders/runner.py). The report's Object carries a label by which
+(function/builders/runner.py); for each run whose app is an image the
+platform's policy admits, a bundler Job and the ConfigMap it writes the
+bundle into (function/builders/bundler.py). The report's Object carries a label by which
 each run's own call finds it: a run composes nothing, and its status is its
 entry in the report, read by uid, so a new run of an old name starts afresh.
 """
@@ -17,9 +19,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from function.api import names
+from function.api.policy import Rules
 from function.api.run_spec import FINISHED, MAX_FAB_BYTES
 from function.api.status_model import FederationRunStatus, RunsSummary
-from function.builders import published_keys, runner
+from function.builders import bundler, published_keys, runner
 from function.composition.kept import live
 from function.composition.objects import Composed
 from function.federation import runs as read_runs
@@ -30,6 +33,12 @@ WANTED = "superlink-runs"
 STATUS = "superlink-run-status"
 ROLE = "superlink-runs-role"
 BINDING = "superlink-runs-binding"
+BUNDLER_ACCOUNT = "app-bundler-account"
+BUNDLER_ROLE = "app-bundler-role"
+BUNDLER_BINDING = "app-bundler-binding"
+# Each bundler's Job and ConfigMap, by their name (which changes with the run's object, as they must).
+BUNDLER_PREFIX = "app-bundler-job-"
+APP_BUNDLE_PREFIX = "app-bundle-"
 # The requirement keys: a Federation's runs, a run's bundle, a run's Federation and its report's Object.
 RUNS_REQUIREMENT = "federation-runs"
 BUNDLE_PREFIX = "run-bundle-"
@@ -85,22 +94,46 @@ def bundles(given: Runs, required: Mapping[str, list[dict[str, Any]]]) -> dict[s
     out: dict[str, bytes] = {}
     room = runner.MAX_BUNDLES_BYTES
     for run in given.waiting:
+        source = run.spec.app.configMap
+        if source is None:
+            continue
         answered = required.get(bundle_requirement(run)) or []
-        found = runner.bundle(answered[0] if answered else None, run.spec.app.configMap.key)
+        found = runner.bundle(answered[0] if answered else None, source.key)
         if isinstance(found, bytes) and len(found) <= min(room, MAX_FAB_BYTES):
             out[run.name] = found
             room -= len(found)
     return out
 
 
-def resources(fed: Federation, given: Runs, required: Mapping[str, list[dict[str, Any]]]) -> dict[str, Composed]:
-    """Beside the SuperLink: the wanted runs, the runner's report and its right to write that alone."""
+def imaged(given: Runs, platform: Rules) -> list[Run]:
+    """The runs waiting for an app from an image the platform admits: each gets a bundler Job.
+
+    A run whose image the policy refuses is refused by its own call (admission.check_run); here
+    it is only left out, so that no tenant's run can break its Federation.
+    """
+    return [
+        r
+        for r in given.waiting
+        if r.spec.app.image is not None and platform.admits_run_image(r.spec.app.image.reference)
+    ]
+
+
+def resources(
+    fed: Federation, given: Runs, required: Mapping[str, list[dict[str, Any]]], platform: Rules
+) -> dict[str, Composed]:
+    """Beside the SuperLink: the wanted runs, the runner's report and its right to write that alone.
+
+    For a run whose app is an image, its bundler (function/builders/bundler.py) and the runner's right to read
+    its bundle.
+    """
     if not takes_runs(fed):
         return {}
     labels = names.labels(fed.name, "superlink", "runs")
     hub = fed.hub
-    wanted = runner.wanted(fed.name, fed.namespace, given.runs, bundles(given, required), labels)
-    return {
+    from_images = imaged(given, platform)
+    bundled = {r.name: bundler.name(fed.name, r) for r in from_images}
+    wanted = runner.wanted(fed.name, fed.namespace, given.runs, bundles(given, required), labels, bundled)
+    out = {
         WANTED: Composed(wanted, hub),
         STATUS: Composed(
             runner.status_configmap(fed.name, fed.namespace, labels),
@@ -108,9 +141,19 @@ def resources(fed: Federation, given: Runs, required: Mapping[str, list[dict[str
             create_only=True,
             labels={REPORT_LABEL: report_label(fed)},
         ),
-        ROLE: Composed(runner.role(fed.name, fed.namespace, labels), hub),
+        ROLE: Composed(runner.role(fed.name, fed.namespace, labels, list(bundled.values())), hub),
         BINDING: Composed(runner.binding(fed.name, fed.namespace, labels), hub),
     }
+    if from_images:
+        out[BUNDLER_ACCOUNT] = Composed(bundler.service_account(fed), hub)
+        out[BUNDLER_ROLE] = Composed(bundler.role(fed, list(bundled.values())), hub)
+        out[BUNDLER_BINDING] = Composed(bundler.binding(fed), hub)
+    for run in from_images:
+        target = bundler.name(fed.name, run)
+        # Its bundle belongs to the Job once made: created empty, never written again by Crossplane.
+        out[f"{APP_BUNDLE_PREFIX}{target}"] = Composed(bundler.configmap(fed, run), hub, create_only=True)
+        out[f"{BUNDLER_PREFIX}{target}"] = Composed(bundler.job(fed, run), hub)
+    return out
 
 
 def summary(given: Runs) -> RunsSummary | None:

@@ -10,14 +10,17 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import subprocess
 from typing import Any
 
 import pytest
 
-from function.api.run_spec import MAX_FAB_BYTES
-from function.builders import pods, runner
-from function.composition import outcome, runs
+from function.api import names
+from function.api.run_spec import MAX_FAB_BYTES, ONE_SOURCE
+from function.builders import bundler, identity, pods, runner
+from function.composition import admission, outcome, pod_security, runs
 from function.federation import read
+from function.federation import runs as read_runs
 from function.serving import render, wire
 from support.helpers import BASE, spec, xr
 
@@ -306,3 +309,182 @@ def test_a_namespaced_federation_lists_its_namespaces_runs_as_crossplane_answers
     desired = wire.to_dict(rsp.desired.resources[runs.WANTED].resource)
     listed = json.loads(desired["spec"]["forProvider"]["manifest"]["data"][runner.WANTED_FILE])["runs"]
     assert [r["name"] for r in listed] == ["mnist"]
+
+
+# Runs whose app is an image (function/builders/bundler.py): the platform's policy decides which images a
+# run may use (runImages, none by default); a Federation bundles each admitted one in a Job beside the
+# SuperLink whose account may write that run's ConfigMap alone, and tells the runner where to read the
+# bundle; once Flower has the run, all of it goes.
+
+IMAGE = "registry.example.com/ml/serverapp:1.0"
+ALLOWED = {"runImages": ["registry.example.com/ml/"]}
+
+
+def image_run(name: str = "mnist", reference: str = IMAGE, **app: Any) -> dict[str, Any]:
+    """A run whose app is an image."""
+    given = run_xr(name)
+    given["spec"]["app"] = {"image": {"reference": reference, **app}}
+    return given
+
+
+def job_name(given: dict[str, Any]) -> str:
+    return bundler.name("fed", read_run(given))
+
+
+def read_run(given: dict[str, Any]) -> read_runs.Run:
+    return read_runs.run(given)
+
+
+def federation(given_runs: list[dict[str, Any]], policy: dict[str, Any] | None = ALLOWED, **observed: Any):
+    out = outcome.decide(FED, observed, {runs.RUNS_REQUIREMENT: given_runs}, policy)
+    assert out.refusal is None, out.refusal
+    return out
+
+
+@pytest.mark.parametrize(
+    ("reason", "policy", "refused"),
+    [
+        ("the default policy admits no image: an image runs with a token beside the SuperLink", None, True),
+        ("a prefix of another registry", {"runImages": ["ghcr.io/team/"]}, True),
+        ("the platform's registry", ALLOWED, False),
+    ],
+)
+def test_the_platforms_policy_decides_which_images_a_run_may_use(reason: str, policy: Any, refused: bool):
+    out = outcome.decide(image_run(), {}, {runs.FEDERATION_REQUIREMENT: [FED]}, policy)
+    if refused:
+        assert out.refusal is not None, reason
+        assert "spec.app.image.reference" in out.refusal and "runImages" in out.refusal, out.refusal
+        # Where a platform team would admit it, and how: the repository, every tag of it.
+        assert admission.ALLOWED_BY in out.refusal and "runImages: [registry.example.com/ml/serverapp]" in out.refusal
+        assert not out.desired
+        return
+    assert out.refusal is None, (reason, out.refusal)
+    assert out.status is not None
+    assert out.status["phase"] == "Pending"
+    assert out.status["reason"] == f"waiting for Job team-a/{job_name(image_run())} to bundle the app of {IMAGE}"
+    assert outcome.RUN_BUNDLE not in {r.key for r in out.requirements}, "an image run has no ConfigMap to read"
+
+
+@pytest.mark.parametrize(
+    ("reason", "app"),
+    [
+        ("both sources", {"configMap": {"name": "x"}, "image": {"reference": IMAGE}}),
+        ("neither", {}),
+    ],
+)
+def test_a_run_names_exactly_one_source_of_its_app(reason: str, app: dict[str, Any]):
+    given = run_xr()
+    given["spec"]["app"] = app
+    out = outcome.decide(given, {}, {}, ALLOWED)
+    assert out.refusal is not None, reason
+    assert f"spec.app: {ONE_SOURCE}" in out.refusal, out.refusal
+
+
+def test_a_federation_bundles_an_admitted_image_in_a_job_whose_account_writes_that_runs_configmap_alone():
+    given = [image_run(), run_xr("plain")]
+    out = federation(given)
+    target = job_name(given[0])
+    job = manifest(out, f"{runs.BUNDLER_PREFIX}{target}")
+    bundle = out.desired[f"{runs.APP_BUNDLE_PREFIX}{target}"]
+    assert bundle["spec"]["managementPolicies"] == ["Observe", "Create", "Delete"], "the Job writes it, not us"
+    assert bundle["spec"]["forProvider"]["manifest"]["metadata"]["name"] == target
+    assert job["metadata"]["name"] == target
+    assert job["metadata"]["labels"][bundler.RUN_LABEL] == "mnist"
+    # Its account: get and patch of its ConfigMaps by name, bound to it alone.
+    role, binding = manifest(out, runs.BUNDLER_ROLE), manifest(out, runs.BUNDLER_BINDING)
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"],
+                              "resourceNames": [target]}]  # fmt: skip
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": bundler.account("fed"), "namespace": "team-a"}]
+    assert manifest(out, runs.BUNDLER_ACCOUNT)["automountServiceAccountToken"] is False
+    # The runner reads that bundle, and only that one beside its report.
+    assert manifest(out, runs.ROLE)["rules"][1] == {"apiGroups": [""], "resources": ["configmaps"],
+                                                    "verbs": ["get"], "resourceNames": [target]}  # fmt: skip
+    listed = {r["name"]: r for r in wanted(out)["runs"]}
+    assert listed["mnist"]["appConfigMap"] == target and listed["mnist"]["app"] is None
+    assert "appConfigMap" not in listed["plain"]
+    asked = {r.key for r in out.requirements}
+    assert runs.bundle_requirement(read_run(given[1])) in asked
+    assert runs.bundle_requirement(read_run(given[0])) not in asked, "an image run has no tenant ConfigMap"
+
+
+def test_the_bundler_runs_the_image_restricted_with_its_own_token_and_nothing_else():
+    out = federation([image_run(path="/opt/app")])
+    job = manifest(out, f"{runs.BUNDLER_PREFIX}{job_name(image_run())}")
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    assert job["spec"]["backoffLimit"] == bundler.BACKOFF_LIMIT
+    assert job["spec"]["activeDeadlineSeconds"] == bundler.DEADLINE_SECONDS
+    assert pod["serviceAccountName"] == bundler.account("fed") != pods.superlink_service_account("fed")
+    assert pod["automountServiceAccountToken"] is False
+    assert not pod_security.failing(pod, "restricted")
+    (container,) = pod["containers"]
+    assert "initContainers" not in pod
+    assert container["image"] == IMAGE
+    assert container["command"] == ["python", f"{identity.PROGRAM_DIR}/{identity.PROGRAM_FILE}"]
+    assert container["args"][:2] == ["bundle", "--app=/opt/app"]
+    assert f"--configmap={job['metadata']['name']}" in container["args"]
+    mounted = {m["name"] for m in container["volumeMounts"]}
+    assert mounted == {identity.KUBE_VOLUME, identity.PROGRAM_VOLUME, "scratch-app-bundler"}, mounted
+    assert {v["name"] for v in pod["volumes"]} == mounted
+
+
+def test_the_bundlers_pod_passes_the_api_servers_restricted_pod_security(psscheck):
+    job = manifest(federation([image_run()]), f"{runs.BUNDLER_PREFIX}{job_name(image_run())}")
+    proc = subprocess.run([psscheck, "-level", "restricted"], input=json.dumps([job]), capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    (verdict,) = json.loads(proc.stdout)
+    assert (verdict["kind"], verdict["allowed"], verdict["forbidden"]) == ("Job", True, []), verdict
+
+
+def test_the_bundler_pulls_with_the_federations_pull_secrets():
+    with_secrets = xr(spec(CURRENT, imagePullSecrets=[{"name": "registry"}]))
+    out = outcome.decide(with_secrets, {}, {runs.RUNS_REQUIREMENT: [image_run()]}, ALLOWED)
+    pod = manifest(out, f"{runs.BUNDLER_PREFIX}{job_name(image_run())}")["spec"]["template"]["spec"]
+    assert pod["imagePullSecrets"] == [{"name": "registry"}]
+
+
+@pytest.mark.parametrize(
+    ("reason", "policy", "report"),
+    [
+        ("refused by the policy: listed for the runner (which says it waits), bundled by nothing", None, None),
+        ("Flower has the run: its bundle need not be made or read any more", ALLOWED,
+         report_object(mnist=entry())),
+    ],
+)  # fmt: skip
+def test_no_bundler_and_no_right_to_a_bundle_without_an_image_to_bundle(reason: str, policy: Any, report: Any):
+    observed = {"superlink-run-status": report} if report else {}
+    out = federation([image_run()], policy, **observed)
+    assert not [n for n in out.desired if n.startswith(("app-bundle", runs.BUNDLER_PREFIX))], reason
+    assert len(manifest(out, runs.ROLE)["rules"]) == 1, reason
+    assert "appConfigMap" not in wanted(out)["runs"][0], reason
+
+
+def test_a_run_applied_again_gets_a_new_job_and_configmap():
+    first, again = image_run(), image_run()
+    again["metadata"]["uid"] = "uid-mnist-2"
+    assert job_name(first) != job_name(again)
+    # The Object's resource name too: else the Object would be rewritten to a new Job, leaving the old one.
+    composed = [sorted(federation([given]).desired) for given in (first, again)]
+    assert composed[0] != composed[1]
+
+
+def test_a_federation_name_as_long_as_allowed_leaves_room_for_the_bundlers_name():
+    """A Job's name becomes a label value of its pods (job-name): 63 characters at most."""
+    longest = "f" * (names.MAX_STATEFULSET_NAME - len("-superlink"))
+    given = image_run()
+    given["spec"]["federation"] = longest
+    assert len(bundler.name(longest, read_run(given))) <= names.MAX_NAME
+
+
+def test_the_runners_role_has_no_second_rule_without_bundles():
+    """An empty resourceNames would give the SuperLink's account every ConfigMap of the namespace."""
+    role = runner.role("fed", "team-a", {}, [])
+    assert len(role["rules"]) == 1
+    with pytest.raises(ValueError, match="every ConfigMap"):
+        bundler.role(read.federation(FED), [])
+
+
+def test_a_cluster_without_runs_composes_no_bundler():
+    out = outcome.decide(xr(spec(BASE, superlink__image="flwr/superlink:1.25.0")), {},
+                         {runs.RUNS_REQUIREMENT: [image_run()]}, ALLOWED)  # fmt: skip
+    assert not [n for n in out.desired if "bundle" in n]
