@@ -8,16 +8,19 @@ examples applied by one are what the next changes, faults and finally deletes.
 from __future__ import annotations
 
 import base64
+import io
 import json
 import math
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import zipfile
 from typing import Any
 
 import pytest
@@ -43,9 +46,11 @@ from controlplane import (
 )
 from function.api import exposure, names, policy
 from function.api.refusals import parse
+from function.api.run_spec import ONE_SOURCE
 from function.api.spec import ProviderConfigRef
-from function.builders import identity, netpol, published_keys, superlink
+from function.builders import bundler, identity, netpol, published_keys, superlink
 from function.federation import read
+from function.federation import runs as read_runs
 from function.programs import flwr_control, identity_program
 from function.releases.flower import CONTROL_PORT
 from function.serving import cpus
@@ -672,6 +677,149 @@ def test_a_tenant_runs_flower_on_the_quickstart_through_a_federation_run(plane, 
     assert "reaching" not in wanted_runs(hub, fed, namespace)[0]
     other.kubectl("delete", f"federationruns.{RUNS_GROUP}", "reaching", "-n", elsewhere, "--wait=true", timeout=120)
     hub.kubectl("delete", "namespace", elsewhere, "--wait=false")
+
+
+def image_run(name: str, namespace: str, federation: str, image: str, *, also_configmap: bool = False) -> str:
+    """A FederationRun whose app is an image, as its author writes it (with a ConfigMap too, if asked)."""
+    extra = f"\n    configMap:\n      name: {name}-app" if also_configmap else ""
+    return f"""\
+apiVersion: flower.crossplane.io/v1alpha1
+kind: FederationRun
+metadata:
+  name: {name}
+  namespace: {namespace}
+spec:
+  federation: {federation}
+  app:
+    image:
+      reference: {image}{extra}
+"""
+
+
+def run_bundler(cluster: Cluster, token: str, namespace: str, target: str, app: pathlib.Path, work: pathlib.Path,
+                python: pathlib.Path) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """The bundler Job's container as it runs in the app's image: the program's archive from the function's
+    ConfigMap, `python ARCHIVE bundle ...` with the image's Python and flwr, the Job's token and namespace."""
+    host, port, credentials = api_credentials(cluster, token, work)
+    archive = work / identity.PROGRAM_FILE
+    archive.write_bytes(base64.b64decode(identity.PROGRAM_ARCHIVE))
+    args = [f"--app={app}", f"--configmap={target}", f"--key={bundler.BUNDLE_KEY}", f"--work={work / 'scratch'}",
+            f"--kube-credentials={credentials}"]  # fmt: skip
+    env = {**os.environ, "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port,
+           "POD_NAMESPACE": namespace, "PATH": f"{python.parent}:{os.environ['PATH']}"}  # fmt: skip
+    return subprocess.run([str(python), str(archive), "bundle", *args], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+
+
+def _read_as(cluster: Cluster, configmap: str, namespace: str) -> dict[str, Any] | None:
+    """A ConfigMap as the holder of cluster's token reads it; None while refused (its Role not there yet)."""
+    try:
+        return json.loads(cluster.kubectl("get", "configmap", configmap, "-n", namespace, "-o", "json"))
+    except KubectlError:
+        return None
+
+
+def image_runs_refused(hub: Cluster, author: Cluster, fed: str, namespace: str) -> None:
+    """A run names one source of its app (the XRD's rule, at the API server); an image of a registry the
+    platform's policy does not name is refused on the run, naming the field."""
+    with pytest.raises(KubectlError) as both:
+        author.kubectl("create", "-f", "-", stdin=image_run("both", namespace, fed, "registry.example.com/ml/a:1",
+                                                            also_configmap=True))  # fmt: skip
+    assert ONE_SOURCE in both.value.stderr, both.value.stderr
+    author.kubectl("create", "-f", "-", stdin=image_run("elsewhere", namespace, fed, "ghcr.io/someone/app:1"))
+    refusal = wait_for("the refusal on the run's composite", lambda: _if(
+        lambda c: c.get("status") == "False" and "runImages" in c.get("message", ""),
+        condition(hub.get(f"xfederationruns.{RUNS_GROUP}", run_of(author, "elsewhere", namespace)["spec"]
+                          ["resourceRef"]["name"]), "Synced")), timeout=RUN_TIMEOUT)  # fmt: skip
+    assert "spec.app.image.reference" in refusal["message"], refusal
+
+
+def bundled_as_the_job(hub: Cluster, fed: str, namespace: str, target: str, python: pathlib.Path,
+                       work: pathlib.Path) -> bytes:  # fmt: skip
+    """The Job's seat: the real program and Flower's `flwr build` of examples/app, with the Job's token, fill
+    the run's ConfigMap; that token writes no other ConfigMap, makes none and reads no Secret. The bundle."""
+    app = work / "app"
+    shutil.copytree(real_flower.APP, app, ignore=shutil.ignore_patterns("__pycache__"))
+    token = hub.kubectl("create", "token", bundler.account(fed), "-n", namespace).strip()
+    # Its Role may come a moment after the Job (Objects apply in any order): the Job retries a failed pod.
+    tries: list[subprocess.CompletedProcess[str]] = []
+    wait_for("the bundle written with the Job's token", lambda: tries.append(
+        run_bundler(hub, token, namespace, target, app, work / "bundler", python)) or tries[-1].returncode == 0,
+        timeout=120, interval=5)  # fmt: skip
+    made = base64.b64decode(hub.get("configmap", target, namespace)["binaryData"][bundler.BUNDLE_KEY])
+    with zipfile.ZipFile(io.BytesIO(made)) as fab:
+        assert "pyproject.toml" in fab.namelist(), fab.namelist()
+    as_job = as_token(hub, token, work / "job")
+    patch = json.dumps({"data": {"planted": "yes"}})
+    for other in (f"{names.superlink(fed)}-runs", f"{names.superlink(fed)}-run-status"):
+        refused_as(as_job, "patch", "configmap", other, "-n", namespace, "--type=merge", "-p", patch)
+    refused_as(as_job, "create", "configmap", "planted", "-n", namespace, "--from-literal=a=b")
+    refused_as(as_job, "get", "secrets", "-n", namespace)
+    return made
+
+
+def test_a_run_from_an_image_is_bundled_by_its_job_and_read_by_the_runner_alone(plane, tmp_path):
+    """From a run author's seat: a run names one source of its app (the API server says so), an image the
+    platform's policy does not admit is refused on the run, and one it admits gets a Job beside the
+    SuperLink. From the Job's seat (its ServiceAccount's token, the real program and Flower's own `flwr
+    build` of examples/app): the bundle lands in the run's ConfigMap, and that token writes nothing else.
+    From the runner's seat: the SuperLink's token reads that bundle and no tenant's ConfigMap. Once Flower
+    has the run, its Job, ConfigMap and the bundler's rights go."""
+    hub = plane.hub
+    claim = claim_of(QUICKSTART)
+    fed, namespace = claim["metadata"]["name"], claim["metadata"]["namespace"]
+    version = claim["spec"]["superlink"]["image"].rsplit(":", 1)[1]
+    python = real_flower.venv_python(version)
+    need(python is not None, f"a venv of Flower {version} (FLWR_VENVS; `make flower-venv-newest`)")
+    assert python is not None
+    hub.kubectl("apply", "-f", str(QUICKSTART))
+    wait_ready(plane, fed, namespace)
+    author = account_with(hub, "image-run-author", namespace, RUN_AUTHOR_RIGHTS, tmp_path)
+
+    image_runs_refused(hub, author, fed, namespace)
+
+    image = f"registry.example.com/ml/serverapp:{version}"
+    run = "from-image"
+    author.kubectl("create", "-f", "-", stdin=image_run(run, namespace, fed, image))
+    composite = hub.get(f"xfederationruns.{RUNS_GROUP}", run_of(author, run, namespace)["spec"]["resourceRef"]["name"])
+    target = bundler.name(fed, read_runs.run(composite))
+    wait_for("the run Pending on its Job", lambda: _if(
+        lambda s: f"Job {namespace}/{target}" in (s.get("reason") or ""),
+        run_of(author, run, namespace).get("status") or {}), timeout=RUN_TIMEOUT)  # fmt: skip
+    job = wait_for(f"Job {target}", lambda: hub.get("jobs.batch", target, namespace), timeout=RUN_TIMEOUT)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == image and pod["serviceAccountName"] == bundler.account(fed), pod
+    listed, _ = wanted_runs(hub, fed, namespace)
+    assert listed[run]["appConfigMap"] == target and listed[run]["app"] is None, listed[run]
+    assert "elsewhere" in listed and "appConfigMap" not in listed["elsewhere"], "a refused image is bundled by none"
+    assert hub.get("configmap", target, namespace) is not None, "created empty, for the Job to fill"
+
+    made = bundled_as_the_job(hub, fed, namespace, target, python, tmp_path)
+
+    # The runner's seat: the SuperLink's token reads the bundle, and no tenant's ConfigMap.
+    runner = as_token(hub, hub.kubectl("create", "token", names.superlink(fed), "-n", namespace).strip(),
+                      tmp_path / "runner")  # fmt: skip
+    read_back = wait_for("the bundle read with the runner's token", lambda: _read_as(runner, target, namespace),
+                         timeout=120, interval=5)  # fmt: skip
+    assert base64.b64decode(read_back["binaryData"][bundler.BUNDLE_KEY]) == made
+    author.kubectl("create", "configmap", "tenant-notes", "-n", namespace, "--from-literal=a=b")
+    refused_as(runner, "get", "configmap", "tenant-notes", "-n", namespace)
+
+    # Flower has the run (the runner reports its ID): its Job, ConfigMap and the bundler's rights go.
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    entry = {"uid": listed[run]["uid"], "runId": "4343", "phase": "Running", "flowerStatus": "running",
+             "startedAt": now}  # fmt: skip
+    runner.kubectl("patch", "configmap", f"{names.superlink(fed)}-run-status", "-n", namespace, "--type=merge",
+                   "-p", json.dumps({"data": {"runs": json.dumps({run: entry})}}))  # fmt: skip
+    wait_for("the run Running", lambda: (run_of(author, run, namespace).get("status") or {}).get("phase")
+             == "Running", timeout=RUN_TIMEOUT)  # fmt: skip
+    wait_for("its Job, ConfigMap and the bundler's Role gone", lambda: not any(
+        hub.get(kind, name, namespace) for kind, name in (("jobs.batch", target), ("configmap", target),
+                                                          ("roles.rbac.authorization.k8s.io", bundler.account(fed))))
+             , timeout=RUN_TIMEOUT)  # fmt: skip
+    for name in (run, "elsewhere"):
+        author.kubectl("delete", f"federationruns.{RUNS_GROUP}", name, "-n", namespace, "--wait=true", timeout=120)
+    author.kubectl("delete", "configmap", "tenant-notes", "-n", namespace)
 
 
 @NEWEST_MINOR
