@@ -760,6 +760,15 @@ class ControlPlane:
             return self.sites[provider_config]
         return self.spoke if provider_config.startswith("spoke") else self.hub
 
+    def stop_cluster(self, cluster: Cluster) -> None:
+        """Stop a cluster's API server, etcd and controllers, as an outage would: nothing answers on its address."""
+        self._kwokctl("stop", "cluster", "--name", cluster.name)
+
+    def start_cluster(self, cluster: Cluster) -> None:
+        """Start a stopped cluster again, on the same address with the same state; wait until it answers."""
+        self._kwokctl("start", "cluster", "--name", cluster.name, "--wait", "3m")
+        wait_for(f"{cluster.name} API", lambda: cluster.kubectl("get", "--raw", "/readyz") == "ok", timeout=120)
+
     def _cleanup_leftovers(self) -> None:
         """A run that died may have left clusters, processes or the namespace behind."""
         for name in self.cluster_names:
