@@ -33,7 +33,15 @@ import time
 import zipfile
 from typing import Any
 
-from function.programs.flwr_control import Cli, KubeApi, answered, patch_configmap, sleep_until_changed, version
+from function.programs.flwr_control import (
+    Cli,
+    KubeApi,
+    answered,
+    one_line,
+    patch_configmap,
+    sleep_until_changed,
+    version,
+)
 
 # In the wanted runs' volume: the list, beside each run's app (<name>.fab).
 WANTED_FILE = "runs.json"
@@ -42,8 +50,6 @@ STATE_FILE = "runs.json"
 REPORT_FILE = "report.json"
 # The report ConfigMap's key.
 REPORT_FIELD = "runs"
-# The longest message of Flower's a reason carries.
-REASON_LENGTH = 300
 
 # The Flower images' Python may be 3.10, which has no datetime.UTC.
 UTC = dt.timezone.utc  # noqa: UP017 - see above
@@ -103,12 +109,6 @@ class Step:
     submit: list[Wanted]
     stop: list[tuple[str, str]]
     memory: dict[str, Remembered]
-
-
-def one_line(text: str) -> str:
-    """A message as a reason carries it: one line, at most REASON_LENGTH characters."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= REASON_LENGTH else flat[: REASON_LENGTH - 3] + "..."
 
 
 def finished(run: FlowerRun | None) -> bool:

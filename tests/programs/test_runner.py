@@ -275,8 +275,8 @@ def test_a_bundle_unpacks_without_its_signature_files(tmp_path):
 
 
 def test_a_long_message_becomes_one_bounded_line():
-    said = run_program.one_line("Error:\n" + "x" * 1000)
-    assert "\n" not in said and len(said) == run_program.REASON_LENGTH and said.startswith("Error: x")
+    said = flwr_control.one_line("Error:\n" + "x" * 1000)
+    assert "\n" not in said and len(said) == flwr_control.REASON_LENGTH and said.startswith("Error: x")
 
 
 APP = (
