@@ -106,7 +106,8 @@ def bundle(api: KubeApi | None, args: argparse.Namespace) -> int:
         return 1
     work = pathlib.Path(args.work).absolute()
     work.mkdir(parents=True, exist_ok=True)
-    fab, said = build(pathlib.Path(args.app), work)
+    # Absolute: `flwr build` runs in the work directory, where a relative --app would name another place.
+    fab, said = build(pathlib.Path(args.app).absolute(), work)
     if fab is None:
         print(f"not bundled: {said}", flush=True)
         done, why = patch_configmap(api, namespace, args.configmap, {BUNDLE_ERROR_KEY: said})

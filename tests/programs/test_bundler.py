@@ -7,6 +7,7 @@ Kubernetes API over TLS that records what the bundler writes into its ConfigMap.
 
 from __future__ import annotations
 
+import argparse
 import base64
 import datetime as dt
 import http.server
@@ -305,3 +306,25 @@ def test_the_shipped_archive_runs_the_bundle_mode(tmp_path):
     proc = subprocess.run([sys.executable, archive, "bundle", "--help"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "--configmap" in proc.stdout and "flower-bundler" in proc.stdout
+
+
+class RecordingApi:
+    """The Kubernetes API as patch_configmap sees it: every call recorded, each answered 200."""
+
+    def __init__(self):
+        self.calls = []
+
+    def call(self, method, path, body=None, content_type=""):
+        self.calls.append((method, path, body, content_type))
+        return 200, {}
+
+
+def test_a_relative_app_is_the_one_where_the_container_starts(tmp_path, monkeypatch):
+    """`flwr build` runs in the work directory: a relative --app still names the directory it named at the start."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("POD_NAMESPACE", NAMESPACE)
+    api = RecordingApi()
+    args = argparse.Namespace(app="nowhere", configmap=CONFIGMAP, key="app.fab", work=str(tmp_path / "work"))
+    assert bundle_program.bundle(api, args) == 0
+    error = f"{tmp_path / 'nowhere'} is not a directory in the image (the app's directory, --app)"
+    assert api.calls == [("PATCH", PATH, {"data": {"error": error}}, "application/merge-patch+json")]
