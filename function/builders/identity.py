@@ -55,7 +55,7 @@ from function.api.spec import (
 from function.builders import pods, tls
 from function.federation.value import Federation
 from function.programs import __main__ as programs_main
-from function.programs import flwr_control, identity_program, run_program
+from function.programs import bundle_program, flwr_control, identity_program, run_program
 
 KEY_DIR = posixpath.dirname(AUTH_KEY_PATH)
 WORK_VOLUME = "supernode-registrar-work"
@@ -78,6 +78,7 @@ PROGRAM = {
     "__main__.py": inspect.getsource(programs_main),
     "function/__init__.py": inspect.getsource(function),
     "function/programs/__init__.py": inspect.getsource(programs),
+    "function/programs/bundle_program.py": inspect.getsource(bundle_program),
     "function/programs/flwr_control.py": inspect.getsource(flwr_control),
     "function/programs/identity_program.py": inspect.getsource(identity_program),
     "function/programs/run_program.py": inspect.getsource(run_program),

@@ -41,6 +41,15 @@ FORK_POLL = 0.02
 # to speak of): a change the kubelet delivers is acted on within this, whatever the interval.
 WATCH_EVERY = 1.0
 HTTP_OK = 200
+# The longest message (of Flower's, of a program's) a reason or a ConfigMap's line carries.
+REASON_LENGTH = 300
+# A run's Flower App Bundle at most, in bytes: function/api/run_spec.py MAX_FAB_BYTES, copied (the
+# programs import nothing of function.api; tests/programs/test_bundler.py holds the two equal).
+MAX_FAB_BYTES = 512 * 1024
+# The ConfigMap a run's bundler Job fills (mode bundle, function/programs/bundle_program.py) and the
+# runner reads: the app's bundle under BUNDLE_KEY (binaryData), or why there is none under BUNDLE_ERROR_KEY (data).
+BUNDLE_KEY = "app.fab"
+BUNDLE_ERROR_KEY = "error"
 
 
 class Cli:
@@ -119,6 +128,12 @@ class Cli:
             pyproject.write_text(f"{text.rstrip()}\n\n[tool.flwr.federations.{CONNECTION}]\n{self.connection}")
         elif FEDERATIONS in text:
             pyproject.write_text(without_federations(text))
+
+
+def one_line(text: str) -> str:
+    """A message as a reason carries it: one line, at most REASON_LENGTH characters."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= REASON_LENGTH else flat[: REASON_LENGTH - 3] + "..."
 
 
 def without_federations(text: str) -> str:
@@ -279,10 +294,15 @@ class KubeApi:
             return 0, {"message": f"no answer from the Kubernetes API: {err}"}
 
 
-def patch_configmap(api: KubeApi, namespace: str, name: str, data: dict[str, str]) -> tuple[bool, str]:
-    """Merge data into a ConfigMap of the pod's namespace (which the function composed): whether it took, or why not."""
+def patch_configmap(
+    api: KubeApi, namespace: str, name: str, data: dict[str, str], field: str = "data"
+) -> tuple[bool, str]:
+    """Merge data into a ConfigMap of the pod's namespace (which the function composed): whether it took, or why not.
+
+    field: the ConfigMap's map it goes into, `data` (text) or `binaryData` (base64).
+    """
     status, answer = api.call(
-        "PATCH", f"/api/v1/namespaces/{namespace}/configmaps/{name}", {"data": data}, "application/merge-patch+json"
+        "PATCH", f"/api/v1/namespaces/{namespace}/configmaps/{name}", {field: data}, "application/merge-patch+json"
     )
     if status == HTTP_OK:
         return True, ""

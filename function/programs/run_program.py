@@ -3,8 +3,10 @@
 Each FederationRun a user applies becomes an entry of a list the function
 keeps beside the SuperLink (--wanted, a ConfigMap volume the kubelet updates):
 its name, its object's uid, the Flower App Bundle it runs (a file in the same
-volume), its run config and its deadline. Every interval, and as soon as the
-list changes, the runner lists Flower's runs over the pod's loopback, submits
+volume, or, for an app in an image, the ConfigMap its bundler Job fills:
+function/programs/bundle_program.py), its run config and its deadline. Every
+interval, and as soon as the list changes, the runner fetches the bundles
+its image runs' Jobs made, lists Flower's runs over the pod's loopback, submits
 each wanted run it has not submitted yet (`flwr run`), stops a run past its
 deadline or no longer wanted (`flwr stop`), and reports each wanted run's
 state: into a file of its own, into its log, and into a ConfigMap beside the
@@ -22,28 +24,44 @@ its `flwr` CLI, through function/programs/flwr_control.py).
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 import dataclasses
 import datetime as dt
 import json
 import os
 import pathlib
+import re
 import shutil
 import sys
 import time
 import zipfile
 from typing import Any
 
-from function.programs.flwr_control import Cli, KubeApi, answered, patch_configmap, sleep_until_changed, version
+from function.programs.flwr_control import (
+    BUNDLE_ERROR_KEY,
+    BUNDLE_KEY,
+    HTTP_OK,
+    MAX_FAB_BYTES,
+    Cli,
+    KubeApi,
+    answered,
+    one_line,
+    patch_configmap,
+    sleep_until_changed,
+    version,
+)
 
 # In the wanted runs' volume: the list, beside each run's app (<name>.fab).
 WANTED_FILE = "runs.json"
 # The runner's memory of what it submitted, and its report, in its own work directory.
 STATE_FILE = "runs.json"
 REPORT_FILE = "report.json"
+# In its work directory: the bundles fetched from image runs' ConfigMaps, each <uid>.fab (a run's uid, not its
+# name: a run deleted and applied again under its name is another run, with another image perhaps).
+FETCHED_DIR = "fetched"
 # The report ConfigMap's key.
 REPORT_FIELD = "runs"
-# The longest message of Flower's a reason carries.
-REASON_LENGTH = 300
 
 # The Flower images' Python may be 3.10, which has no datetime.UTC.
 UTC = dt.timezone.utc  # noqa: UP017 - see above
@@ -55,13 +73,23 @@ DEADLINE, UNWANTED = "deadline", "unwanted"
 LOST_AFTER = 2
 # How a report says Flower refused a run's app (read back by from_report).
 REFUSED_PREFIX = "the app was refused: "
+# How it says an image run's bundler wrote why there is no bundle (read back by from_report too).
+UNBUNDLED_PREFIX = "the app's image could not be bundled: "
+# A ConfigMap's name, as Kubernetes takes one (DNS subdomain): the only kind put in an API path.
+CONFIGMAP_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+HTTP_NOT_FOUND = 404
 # A failed `flwr run` that says nothing of the app: the SuperLink was not reached, so it is tried again.
 UNREACHED = ("did not answer", "unavailable", "connection refused", "failed to connect")
 
 
 @dataclasses.dataclass(frozen=True)
 class Wanted:
-    """A run the function lists: its FederationRun's name and uid, its app (and whether it is there), its settings."""
+    """A run the function lists: its FederationRun's name and uid, its app (and whether it is there), its settings.
+
+    An image run names no app file but the ConfigMap its bundler Job fills (app_configmap); the fetch step
+    (fetch_apps) says where the bundle it fetched is (bundle), why it waits for one (waiting), or the
+    bundler's word that there is none (unbundled).
+    """
 
     name: str
     uid: str
@@ -69,6 +97,10 @@ class Wanted:
     run_config: dict[str, Any]
     deadline: int | None
     has_app: bool = False
+    app_configmap: str | None = None
+    bundle: pathlib.Path | None = None
+    waiting: str = ""
+    unbundled: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +126,13 @@ class Remembered:
     stopped_for: str = ""
     # Turns in a row Flower's list did not have its run ID: a SuperLink that restarted without its state.
     missing: int = 0
+    # Its image's bundler wrote why there is no bundle (an image run): never submitted, never fetched again.
+    unbundled: str = ""
+
+    @property
+    def settled(self) -> bool:
+        """Whether nothing is left to submit: Flower took it, refused it, or its image has no bundle."""
+        return self.run_id is not None or bool(self.refused or self.unbundled)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,12 +142,6 @@ class Step:
     submit: list[Wanted]
     stop: list[tuple[str, str]]
     memory: dict[str, Remembered]
-
-
-def one_line(text: str) -> str:
-    """A message as a reason carries it: one line, at most REASON_LENGTH characters."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= REASON_LENGTH else flat[: REASON_LENGTH - 3] + "..."
 
 
 def finished(run: FlowerRun | None) -> bool:
@@ -164,8 +197,9 @@ def read_wanted(directory: pathlib.Path) -> list[Wanted] | None:
 def _wanted(directory: pathlib.Path, raw: dict[str, Any]) -> Wanted:
     """One listed run; its app counts as there only as a file beside the list (never the kubelet's own ..data)."""
     app = raw.get("app") if isinstance(raw.get("app"), str) else None
-    safe = app is not None and "/" not in app and not app.startswith(".")
+    safe = app is not None and _safe(app)
     deadline = raw.get("deadlineSeconds")
+    configmap = raw.get("appConfigMap")
     return Wanted(
         str(raw["name"]),
         str(raw["uid"]),
@@ -173,7 +207,89 @@ def _wanted(directory: pathlib.Path, raw: dict[str, Any]) -> Wanted:
         dict(raw.get("runConfig") or {}),
         deadline if isinstance(deadline, int) and not isinstance(deadline, bool) else None,
         bool(safe and (directory / str(app)).is_file()),
+        configmap if isinstance(configmap, str) and CONFIGMAP_NAME.match(configmap) else None,
     )
+
+
+def fetch_apps(
+    wanted: list[Wanted] | None,
+    memory: dict[str, Remembered],
+    api: KubeApi | None,
+    namespace: str,
+    into: pathlib.Path,
+) -> list[Wanted] | None:
+    """The wanted runs, each image run with its bundle fetched from its ConfigMap (or why not): a turn's first step.
+
+    Only a run still to submit is fetched, once: its file (into/<uid>.fab) is its app from then on. The
+    files of runs the runner will not submit (no longer listed, taken or refused) are deleted.
+    """
+    if wanted is None:
+        return None
+    into.mkdir(parents=True, exist_ok=True)
+    out, keep = [], set()
+    for run in wanted:
+        known = memory.get(run.uid)
+        if not run.app_configmap or run.has_app or (known is not None and known.settled) or not _safe(run.uid):
+            out.append(run)
+            continue
+        path = into / f"{run.uid}.fab"
+        keep.add(path.name)
+        out.append(
+            dataclasses.replace(run, has_app=True, bundle=path) if path.is_file() else fetch(api, namespace, run, path)
+        )
+    for stale in into.iterdir():
+        if stale.name not in keep and stale.is_file():
+            stale.unlink()
+    return out
+
+
+def _safe(name: str) -> bool:
+    """Whether a name from the list can name a file of the runner's own (no path, no hidden file)."""
+    return bool(name) and "/" not in name and not name.startswith(".")
+
+
+def awaiting(run: Wanted) -> str:
+    """Why an image run waits: its bundler Job (of its ConfigMap's name) has not written its outcome (yet)."""
+    return f"waiting for its app from its image (Job {run.app_configmap})"
+
+
+def fetch(api: KubeApi | None, namespace: str, run: Wanted, path: pathlib.Path) -> Wanted:
+    """One image run after a look at its ConfigMap: its bundle written to path, the bundler's error, or why it waits."""
+    waiting = awaiting(run)
+    if api is None:
+        return dataclasses.replace(run, waiting=f"{waiting}: no Kubernetes API in reach")
+    status, answer = api.call("GET", f"/api/v1/namespaces/{namespace}/configmaps/{run.app_configmap}")
+    if status == HTTP_OK:
+        return bundled(run, answer, f"ConfigMap {namespace}/{run.app_configmap}", path)
+    if status == HTTP_NOT_FOUND:
+        return dataclasses.replace(run, waiting=waiting)
+    message = str(answer.get("message", ""))
+    said = message if status == 0 else f"the Kubernetes API answered {status} {message}".strip()
+    return dataclasses.replace(run, waiting=one_line(f"{waiting}: {said}"))
+
+
+def bundled(run: Wanted, configmap: dict[str, Any], where: str, path: pathlib.Path) -> Wanted:
+    """An image run after its ConfigMap (at where): its bundle written to path, the bundler's error, or still waiting.
+
+    A bundle that is not base64 or too large is the bundler's outcome too (Kubernetes keeps a ConfigMap's last
+    write whole): the Job that wrote it has ended, so waiting would never end. A bundle there wins over an error.
+    """
+    encoded = (configmap.get("binaryData") or {}).get(BUNDLE_KEY)
+    error = (configmap.get("data") or {}).get(BUNDLE_ERROR_KEY)
+    if isinstance(encoded, str):
+        try:
+            fab = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError):
+            return dataclasses.replace(run, unbundled=f"{where} holds {BUNDLE_KEY} data that is not base64")
+        if len(fab) > MAX_FAB_BYTES:
+            too_large = f"{where} holds a bundle of {len(fab)} bytes; a run's may have at most {MAX_FAB_BYTES}"
+            return dataclasses.replace(run, unbundled=too_large)
+        write_atomically(path, fab)
+        print(f"run {run.name}: fetched its app from {where} ({len(fab)} bytes)", flush=True)
+        return dataclasses.replace(run, has_app=True, bundle=path)
+    if isinstance(error, str):
+        return dataclasses.replace(run, unbundled=one_line(error) or "its bundler said no more")
+    return dataclasses.replace(run, waiting=awaiting(run))
 
 
 def plan(wanted: list[Wanted] | None, flower: dict[str, FlowerRun], memory: dict[str, Remembered], now: float) -> Step:
@@ -187,7 +303,9 @@ def plan(wanted: list[Wanted] | None, flower: dict[str, FlowerRun], memory: dict
     for run in wanted or []:
         known = memory.setdefault(run.uid, Remembered(run.name))
         if known.run_id is None:
-            if not known.refused and run.has_app:
+            if run.unbundled and not known.settled:
+                known.unbundled = run.unbundled
+            if not known.settled and run.has_app:
                 submit.append(run)
             continue
         record = flower.get(known.run_id)
@@ -236,11 +354,18 @@ def entry(run: Wanted, flower: dict[str, FlowerRun], known: Remembered | None) -
     out: dict[str, Any] = {"uid": run.uid, "runId": "", "phase": PENDING, "flowerStatus": ""}
     out.update(startedAt=None, finishedAt=None, reason="")
     if known is None or known.run_id is None:
+        unbundled = known.unbundled if known is not None and known.unbundled else run.unbundled
         if known is not None and known.refused:
             out.update(phase=FAILED, reason=f"{REFUSED_PREFIX}{known.refused}")
+        elif unbundled:
+            out.update(phase=FAILED, reason=f"{UNBUNDLED_PREFIX}{unbundled}")
+        elif run.has_app:
+            pass  # about to be submitted
+        elif run.app_configmap:
+            out["reason"] = run.waiting or awaiting(run)
         elif not run.app:
             out["reason"] = "the run names no app"
-        elif not run.has_app:
+        else:
             out["reason"] = f"waiting for its app ({run.app})"
         return out
     out["runId"] = known.run_id
@@ -287,7 +412,14 @@ def load(path: pathlib.Path) -> dict[str, Remembered]:
         return {}
     raw = json.loads(path.read_text())
     return {
-        uid: Remembered(e["name"], e.get("run-id"), e.get("refused", ""), e.get("stopped-for", ""), e.get("missing", 0))
+        uid: Remembered(
+            e["name"],
+            e.get("run-id"),
+            e.get("refused", ""),
+            e.get("stopped-for", ""),
+            e.get("missing", 0),
+            e.get("unbundled", ""),
+        )
         for uid, e in raw.items()
     }
 
@@ -301,6 +433,7 @@ def save(path: pathlib.Path, memory: dict[str, Remembered]) -> None:
             "refused": m.refused,
             "stopped-for": m.stopped_for,
             "missing": m.missing,
+            "unbundled": m.unbundled,
         }
         for uid, m in sorted(memory.items())
     }
@@ -329,13 +462,18 @@ def from_report(text: str) -> dict[str, Remembered]:
             memory[e["uid"]] = Remembered(name, str(e["runId"]))
         elif e.get("phase") == FAILED and reason.startswith(REFUSED_PREFIX):
             memory[e["uid"]] = Remembered(name, refused=reason.removeprefix(REFUSED_PREFIX))
+        elif e.get("phase") == FAILED and reason.startswith(UNBUNDLED_PREFIX):
+            memory[e["uid"]] = Remembered(name, unbundled=reason.removeprefix(UNBUNDLED_PREFIX))
     return memory
 
 
-def write_atomically(path: pathlib.Path, text: str) -> None:
-    """Write text aside and rename it over path: readers see the old text or the new, never half."""
+def write_atomically(path: pathlib.Path, content: str | bytes) -> None:
+    """Write content aside and rename it over path: readers see the old content or the new, never half."""
     partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text)
+    if isinstance(content, bytes):
+        partial.write_bytes(content)
+    else:
+        partial.write_text(content)
     os.replace(partial, path)
 
 
@@ -379,7 +517,7 @@ def submit(cli: Cli, run: Wanted, wanted_dir: pathlib.Path, work: pathlib.Path) 
     known = Remembered(run.name)
     app = work / "apps" / run.uid
     try:
-        unpack(wanted_dir / str(run.app), app)
+        unpack(run.bundle or wanted_dir / str(run.app), app)
     except (OSError, ValueError, zipfile.BadZipFile) as error:
         known.refused = one_line(f"not a Flower App Bundle: {error}")
         return known
@@ -442,6 +580,34 @@ def stop(cli: Cli, run_id: str, why: str) -> None:
     print(f"run {run_id} ({'its deadline passed' if why == DEADLINE else 'no longer wanted'}): {outcome}", flush=True)
 
 
+@dataclasses.dataclass(frozen=True)
+class Place:
+    """Where the runner acts: the wanted runs' volume, its work directory, its API and the pod's namespace."""
+
+    wanted: pathlib.Path
+    work: pathlib.Path
+    api: KubeApi | None
+    namespace: str
+
+
+def turn(
+    cli: Cli, place: Place, flower: dict[str, FlowerRun], memory: dict[str, Remembered], now: float
+) -> tuple[list[Wanted] | None, dict[str, Remembered]]:
+    """One turn's work once Flower answered: fetch the image runs' apps, plan, submit, stop; (the runs, the memory).
+
+    The wanted runs it returns are those its report is about (with what the fetch found).
+    """
+    listed = read_wanted(place.wanted)
+    wanted = fetch_apps(listed, memory, place.api, place.namespace, place.work / FETCHED_DIR)
+    step = plan(wanted, flower, memory, now)
+    memory = step.memory
+    for run in step.submit:
+        memory[run.uid] = submit(cli, run, place.wanted, place.work)
+    for run_id, why in step.stop:
+        stop(cli, run_id, why)
+    return wanted, memory
+
+
 def runner(cli: Cli, args: argparse.Namespace, api: KubeApi | None = None) -> int:
     """Mode runner: submit, watch and stop the wanted runs, and report them; never returns.
 
@@ -451,20 +617,16 @@ def runner(cli: Cli, args: argparse.Namespace, api: KubeApi | None = None) -> in
     state = pathlib.Path(args.state) / STATE_FILE
     state.parent.mkdir(parents=True, exist_ok=True)
     memory = load(state)
+    namespace = os.environ.get("POD_NAMESPACE", "")
     if not state.exists() and api is not None and args.report:
         # A new pod without the SuperLink's state: what it did before is still in its last report.
-        memory = recalled(api, os.environ.get("POD_NAMESPACE", ""), args.report)
+        memory = recalled(api, namespace, args.report)
     reporter = RunReporter(work / REPORT_FILE, api, args.report)
+    place = Place(wanted_dir, work, api, namespace)
     while True:
         seen = version(wanted_dir / WANTED_FILE)
-        answer = answered(cli, args.interval, "ls")
-        flower, wanted = flower_runs(answer), read_wanted(wanted_dir)
-        step = plan(wanted, flower, memory, time.time())
-        memory = step.memory
-        for run in step.submit:
-            memory[run.uid] = submit(cli, run, wanted_dir, work)
-        for run_id, why in step.stop:
-            stop(cli, run_id, why)
+        flower = flower_runs(answered(cli, args.interval, "ls"))
+        wanted, memory = turn(cli, place, flower, memory, time.time())
         save(state, memory)
         reporter.turn(report(wanted, flower, memory))
         sleep_until_changed(wanted_dir / WANTED_FILE, seen, args.interval)

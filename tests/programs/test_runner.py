@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import tomllib
 import zipfile
@@ -275,8 +277,8 @@ def test_a_bundle_unpacks_without_its_signature_files(tmp_path):
 
 
 def test_a_long_message_becomes_one_bounded_line():
-    said = run_program.one_line("Error:\n" + "x" * 1000)
-    assert "\n" not in said and len(said) == run_program.REASON_LENGTH and said.startswith("Error: x")
+    said = flwr_control.one_line("Error:\n" + "x" * 1000)
+    assert "\n" not in said and len(said) == flwr_control.REASON_LENGTH and said.startswith("Error: x")
 
 
 APP = (
@@ -389,3 +391,177 @@ def test_a_submission_remembers_a_run_id_or_a_refusal(tmp_path, answer, run_id, 
     assert argv == ("run",) and pyproject == "[project]\n" and cli.connected == [app]
     assert options == ("--run-config", str(tmp_path / "work" / "apps" / "u1.toml"))
     assert not app.exists(), "the unpacked app is removed once submitted"
+
+
+# Runs whose app is an image: the runner fetches the bundle its Job wrote into a ConfigMap (run_program.fetch_apps).
+
+NAMESPACE = "team-a"
+JOB = "run-a-app"  # the image run's ConfigMap and Job
+CONFIGMAP_PATH = f"/api/v1/namespaces/{NAMESPACE}/configmaps/{JOB}"
+WAITING = f"waiting for its app from its image (Job {JOB})"
+BUILD_ERROR = "flwr build failed: Invalid Flower App configuration in '/app/pyproject.toml': - Missing [tool.flwr.app]"
+
+
+def fab_bytes(pyproject="[project]\n"):
+    """A Flower App Bundle as `flwr build` makes one: a zip holding the app's pyproject.toml."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("pyproject.toml", pyproject)
+    return buffer.getvalue()
+
+
+def filled(*, fab=None, encoded=None, error=None):
+    """A 200 answer: the ConfigMap as its bundler left it (fab base64-encoded, or encoded as is)."""
+    body = {"metadata": {"name": JOB}}
+    if fab is not None or encoded is not None:
+        body["binaryData"] = {"app.fab": encoded if encoded is not None else base64.b64encode(fab).decode()}
+    if error is not None:
+        body["data"] = {"error": error}
+    return 200, body
+
+
+class ConfigMapApi:
+    """The Kubernetes API as the runner's fetch sees it: every GET answered the same, each call recorded."""
+
+    def __init__(self, status, body):
+        self.answer, self.calls = (status, body), []
+
+    def call(self, method, path, body=None, content_type=""):  # noqa: ARG002 - KubeApi.call's signature
+        self.calls.append((method, path))
+        return self.answer
+
+
+class RunCli:
+    """The CLI as a turn uses it: `flwr run` answers answer; each call recorded with the app's pyproject.toml."""
+
+    def __init__(self, answer=None):
+        self.answer = answer or {"success": True, "run-id": "42"}
+        self.runs, self.stops = [], []
+
+    def connect_app(self, app):
+        pass
+
+    def call(self, *argv, app=None, options=()):  # noqa: ARG002 - Cli.call's signature
+        if argv[0] == "stop":
+            self.stops.append(argv[1])
+            return {"success": True}
+        self.runs.append((app / "pyproject.toml").read_text())
+        return self.answer
+
+
+def image_run(tmp_path, name="a", uid="u1", configmap=JOB):
+    """The wanted runs' volume listing one image run, as the function lists it: no app file, its ConfigMap."""
+    wanted = tmp_path / "wanted"
+    wanted.mkdir(exist_ok=True)
+    runs = [{"name": name, "uid": uid, "app": None, "appConfigMap": configmap, "runConfig": {}}]
+    (wanted / "runs.json").write_text(json.dumps({"runs": runs}))
+    return wanted
+
+
+def one_turn(tmp_path, api, cli, memory, flower_runs=None):
+    """A runner's turn as the runner takes it: (the report's entry of run a, the memory after)."""
+    place = run_program.Place(tmp_path / "wanted", tmp_path / "work", api, NAMESPACE)
+    wanted, memory = run_program.turn(cli, place, flower_runs or {}, memory, NOW)
+    return json.loads(run_program.report(wanted, flower_runs or {}, memory))["a"], memory
+
+
+@pytest.mark.parametrize(
+    ("answer", "phase", "reason_text", "submitted", "why"),
+    [
+        (filled(fab=fab_bytes("[project]\nname = 'mine'\n")), "Pending", "Flower does not list run 42 (yet)",
+         ["[project]\nname = 'mine'\n"], "its Job wrote the bundle: submitted, the image's app as it was built"),
+        (filled(error=BUILD_ERROR), "Failed", f"the app's image could not be bundled: {BUILD_ERROR}", [],
+         "its Job wrote why there is no bundle: Failed with its words, never submitted"),
+        ((404, {"message": 'configmaps "run-a-app" not found'}), "Pending", WAITING, [],
+         "its ConfigMap not created yet: waits, naming the Job"),
+        (filled(), "Pending", WAITING, [], "its ConfigMap as the function created it, empty: the Job still builds"),
+        ((403, {"message": "forbidden"}), "Pending", f"{WAITING}: the Kubernetes API answered 403 forbidden", [],
+         "the runner may not read it (its Role): waits, saying so, as an administrator can fix it"),
+        ((0, {"message": "no answer from the Kubernetes API: timed out"}), "Pending",
+         f"{WAITING}: no answer from the Kubernetes API: timed out", [], "no answer: waits, saying why"),
+        (filled(fab=b"x" * (flwr_control.MAX_FAB_BYTES + 1)), "Failed",
+         (f"the app's image could not be bundled: ConfigMap {NAMESPACE}/{JOB} holds a bundle of 524289 bytes; "
+          "a run's may have at most 524288"), [],
+         "too large for a run (as the function refuses a ConfigMap's): Failed, since its Job has ended"),
+        (filled(encoded="not base64!"), "Failed",
+         f"the app's image could not be bundled: ConfigMap {NAMESPACE}/{JOB} holds app.fab data that is not base64",
+         [], "what Kubernetes would not keep, from a fake or a bug: Failed, waiting would never end"),
+        (filled(fab=b"not a zip"), "Failed", "the app was refused: not a Flower App Bundle: File is not a zip file", [],
+         "a bundle that is no zip: refused as a bundle beside the list is"),
+        (filled(fab=fab_bytes(), error="stale"), "Pending", "Flower does not list run 42 (yet)", ["[project]\n"],
+         "a bundle and an error: the bundle wins, it is what the run needs"),
+    ],
+)  # fmt: skip
+def test_an_image_runs_app_comes_from_the_configmap_its_job_fills(tmp_path, answer, phase, reason_text, submitted, why):
+    image_run(tmp_path)
+    api, cli = ConfigMapApi(*answer), RunCli()
+    got, memory = one_turn(tmp_path, api, cli, {})
+    assert (got["phase"], got["reason"]) == (phase, reason_text), why
+    assert cli.runs == submitted, why
+    assert api.calls == [("GET", CONFIGMAP_PATH)], "one look at its ConfigMap, in the pod's namespace"
+    again = ConfigMapApi(*answer)
+    second, _ = one_turn(tmp_path, again, RunCli(), memory)
+    if phase == "Pending" and not submitted:
+        assert again.calls == [("GET", CONFIGMAP_PATH)], f"{why}: looked at again next turn"
+    else:
+        assert again.calls == [], f"{why}: settled, its ConfigMap is not read again"
+        assert second["phase"] == phase, why
+
+
+def test_without_an_api_an_image_run_waits_and_says_so(tmp_path):
+    image_run(tmp_path)
+    got, _ = one_turn(tmp_path, None, RunCli(), {})
+    assert (got["phase"], got["reason"]) == ("Pending", f"{WAITING}: no Kubernetes API in reach")
+
+
+def test_an_unbundled_image_run_stays_failed_after_a_restart(tmp_path):
+    """The bundler's error is the run's end: a runner that restarts (with its state, or from its last report)
+    neither submits it nor reads its ConfigMap again."""
+    image_run(tmp_path)
+    cli = RunCli()
+    got, memory = one_turn(tmp_path, ConfigMapApi(*filled(error=BUILD_ERROR)), cli, {})
+    assert memory == {"u1": Remembered("a", unbundled=BUILD_ERROR)}
+    state = tmp_path / "state.json"
+    run_program.save(state, memory)
+    report = json.dumps({"a": got})
+    for recalled, how in ((run_program.load(state), "its state"), (run_program.from_report(report), "its report")):
+        api = ConfigMapApi(*filled(fab=fab_bytes()))  # even were a bundle there now
+        again, _ = one_turn(tmp_path, api, cli, recalled)
+        assert (again["phase"], again["reason"]) == (got["phase"], got["reason"]), how
+        assert api.calls == [] and cli.runs == [], f"restarted with {how}: not fetched, not submitted"
+
+
+def test_a_fetched_app_is_not_fetched_again_and_is_deleted_once_not_needed(tmp_path):
+    wanted = image_run(tmp_path)
+    fetched = tmp_path / "work" / "fetched"
+    fetched.mkdir(parents=True)
+    (fetched / "gone.fab").write_bytes(b"a run no longer listed")
+    unreached = RunCli({"success": False, "error-message": "Connection to the SuperLink is unavailable."})
+    got, memory = one_turn(tmp_path, ConfigMapApi(*filled(fab=fab_bytes())), unreached, {})
+    assert unreached.runs == ["[project]\n"] and got["phase"] == "Pending", "the SuperLink not reached: tried again"
+    assert sorted(p.name for p in fetched.iterdir()) == ["u1.fab"], "kept for the next try; the unlisted one deleted"
+    api, cli = ConfigMapApi(404, {}), RunCli()
+    got, memory = one_turn(tmp_path, api, cli, memory)
+    assert api.calls == [], "its file is there: its ConfigMap is not read again"
+    assert cli.runs == ["[project]\n"] and memory["u1"].run_id == "42", "submitted from the fetched file"
+    one_turn(tmp_path, api, cli, memory, flower(run_id="42"))
+    assert list(fetched.iterdir()) == [], "taken by Flower: its file is no longer needed"
+    (fetched / "u1.fab").write_bytes(fab_bytes())
+    (wanted / "runs.json").write_text(json.dumps({"runs": []}))
+    run_program.turn(RunCli(), run_program.Place(wanted, tmp_path / "work", api, NAMESPACE), {}, {}, NOW)
+    assert list(fetched.iterdir()) == [], "its FederationRun deleted before it was submitted: its file deleted"
+
+
+@pytest.mark.parametrize(
+    ("raw", "configmap", "why"),
+    [
+        ({"app": None, "appConfigMap": "run-a-app"}, "run-a-app", "an image run, as the function lists it"),
+        ({"app": "a.fab"}, None, "a bundle beside the list: no ConfigMap"),
+        ({"app": None, "appConfigMap": "../secrets/x"}, None, "not a ConfigMap's name: never put in an API path"),
+        ({"app": None, "appConfigMap": 3}, None, "not a name at all"),
+    ],
+)
+def test_an_image_runs_configmap_is_read_from_the_list(tmp_path, raw, configmap, why):
+    (tmp_path / "runs.json").write_text(json.dumps({"runs": [{"name": "a", "uid": "u1", **raw}]}))
+    (run,) = run_program.read_wanted(tmp_path)
+    assert (run.app_configmap, run.has_app) == (configmap, False), why
