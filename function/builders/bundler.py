@@ -26,11 +26,12 @@ from function.api import names
 from function.builders import identity, pods
 from function.federation.runs import Run
 from function.federation.value import Federation
+from function.programs import flwr_control
 
 CONTAINER = "app-bundler"
-# Where the bundle is, in the ConfigMap it fills, and where it says why there is none.
-BUNDLE_KEY = "app.fab"
-ERROR_KEY = "error"
+# Where the bundle is, in the ConfigMap it fills, and where it says why there is none (the program's own names).
+BUNDLE_KEY = flwr_control.BUNDLE_KEY
+ERROR_KEY = flwr_control.BUNDLE_ERROR_KEY
 # Scratch for `flwr build` (and its HOME): on the container's own /tmp emptyDir (pods.harden).
 WORK_DIR = "/tmp/flower-bundle"  # noqa: S108 - a path in the container, on its own emptyDir
 ROLE = "app-bundler"

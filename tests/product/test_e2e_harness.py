@@ -240,14 +240,18 @@ def _collected(minor: str) -> set[str]:
     return {line.split("::")[1].split("[")[0] for line in out.splitlines() if "::" in line}
 
 
-def test_scenarios_of_crossplane_alone_run_on_the_newest_minor_only():
+def test_scenarios_of_crossplane_alone_run_on_the_newest_minor_only_and_faults_on_the_oldest():
     minors = sorted((p.name.removeprefix("kube-") for p in (ROOT / "tools").glob("kube-1.*")),
                     key=lambda m: int(m.split(".")[1]))  # fmt: skip
     newest, oldest = _collected(minors[-1]), _collected(minors[0])
     source = (ROOT / "tests" / "e2e" / "test_e2e.py").read_text()
     marked = {name for name in newest if f"@NEWEST_MINOR\ndef {name}(" in source}
     assert marked, "no scenario is marked newest_minor: this tests nothing"
-    assert oldest == newest - marked, sorted(oldest ^ (newest - marked))
+    # Every scenario of tests/e2e/test_faults.py is marked oldest_minor, by the module's pytestmark.
+    faults = {name for name in oldest if f"def {name}(" in (ROOT / "tests" / "e2e" / "test_faults.py").read_text()}
+    assert faults, "no fault scenario is collected on the oldest minor: this tests nothing"
+    assert oldest - faults == newest - marked, sorted((oldest - faults) ^ (newest - marked))
+    assert not faults & newest, "a fault scenario runs on the newest minor too"
 
 
 def test_each_plane_runs_its_provider_release_and_never_another(tmp_path):
