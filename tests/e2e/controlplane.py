@@ -638,6 +638,10 @@ class ControlPlane:
     # (site-a is the spoke above): none carries a label until a test gives one.
     sites: dict[str, Cluster] = field(default_factory=dict)
     processes: dict[str, Process] = field(default_factory=dict)
+    # How each process was started (spawn's arguments), so a test can start it again after killing it.
+    _spawned: dict[str, tuple[list[str], dict[str, str], bool, pathlib.Path | None]] = field(
+        init=False, default_factory=dict
+    )
     registry: str = ""
     function_image: str = ""
     # provider-kubernetes' CRDs as the e2e installs them, and as its package in the local registry holds them.
@@ -760,6 +764,13 @@ class ControlPlane:
             return self.sites[provider_config]
         return self.spoke if provider_config.startswith("spoke") else self.hub
 
+    def kill_and_restart(self, name: str) -> Process:
+        """SIGKILL a process of the control plane (crossplane, provider-kubernetes), as a node's failure would,
+        and start it again as it was first started: its caches and work queues start empty."""
+        self.processes[name].stop(sig=signal.SIGKILL)
+        args, env, inherit, cgroup = self._spawned[name]
+        return self.spawn(name, args, env, inherit=inherit, cgroup=cgroup)
+
     def stop_cluster(self, cluster: Cluster) -> None:
         """Stop a cluster's API server, etcd and controllers, as an outage would: nothing answers on its address."""
         self._kwokctl("stop", "cluster", "--name", cluster.name)
@@ -795,6 +806,7 @@ class ControlPlane:
         log.parent.mkdir(parents=True, exist_ok=True)
         if name not in self.processes and log.exists():
             log.unlink()  # a new control plane: the last run's log would mislead
+        self._spawned[name] = (list(args), dict(env or {}), inherit, cgroup)
         popen = subprocess.Popen(
             args,
             stdout=log.open("ab"),

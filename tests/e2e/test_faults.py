@@ -14,6 +14,7 @@ hack/stages.py); the API server's release plays no part in them.
 from __future__ import annotations
 
 import base64
+import json
 import time
 from typing import Any
 
@@ -95,9 +96,20 @@ def converged(plane: ControlPlane, before: dict[str, Any], generations: dict[str
     assert generations_of(plane, [composite]) == generations
 
 
-def test_a_spoke_cluster_stopped_for_five_minutes_is_named_and_loses_nothing(plane):
-    hub, site = plane.hub, plane.sites[SITE]
-    hub.apply(federation())
+@pytest.fixture(scope="module")
+def faulted(plane: ControlPlane) -> Any:
+    """The Federation the faults happen under, Ready; deleted, with what it made in the site, after the last."""
+    plane.hub.apply(federation())
+    wait_ready(plane, NAME, NAMESPACE)
+    yield plane
+    plane.hub.kubectl("delete", "federation", NAME, "-n", NAMESPACE, "--wait=true", timeout=300)
+    wait_for("its objects gone from the site",
+             lambda: not plane.sites[SITE].get("statefulsets.apps", namespace=POOLS), timeout=240)  # fmt: skip
+
+
+def test_a_spoke_cluster_stopped_for_five_minutes_is_named_and_loses_nothing(faulted):
+    plane = faulted
+    site = plane.sites[SITE]
     claim = wait_ready(plane, NAME, NAMESPACE)
     composite = composite_of(plane, claim)["metadata"]["name"]
     before = live_objects(plane, composite)
@@ -123,10 +135,10 @@ def test_a_spoke_cluster_stopped_for_five_minutes_is_named_and_loses_nothing(pla
     converged(plane, before, generations)
 
 
-def test_a_spokes_credentials_rotated_away_are_named_and_lose_nothing(plane):
+def test_a_spokes_credentials_rotated_away_are_named_and_lose_nothing(faulted):
     """The site's kubeconfig Secret rewritten with a token its API server refuses, then put back."""
+    plane = faulted
     hub = plane.hub
-    hub.apply(federation())
     claim = wait_ready(plane, NAME, NAMESPACE)
     composite = composite_of(plane, claim)["metadata"]["name"]
     before, generations = live_objects(plane, composite), generations_of(plane, [composite])
@@ -147,6 +159,35 @@ def test_a_spokes_credentials_rotated_away_are_named_and_lose_nothing(plane):
         hub.kubectl("patch", "secret", secret["metadata"]["name"], "-n", CROSSPLANE_NS, "--type=merge",
                     "-p", f'{{"data": {{"kubeconfig": "{good}"}}}}')  # fmt: skip
     converged(plane, before, generations)
-    hub.kubectl("delete", "federation", NAME, "-n", NAMESPACE, "--wait=true", timeout=300)
-    wait_for("its objects gone from the site", lambda: not plane.sites[SITE].get("statefulsets.apps", namespace=POOLS),
-             timeout=240)  # fmt: skip
+
+
+@pytest.mark.parametrize("process", ["provider-kubernetes", "crossplane"])
+def test_the_provider_or_crossplane_killed_mid_reconcile_deletes_and_duplicates_nothing(faulted, process):
+    """A scale-up in flight when the process dies (SIGKILL, as a node failure): once it is back, the change
+    lands once, every object is the one it was (by uid), and no other generation moved."""
+    plane = faulted
+    hub = plane.hub
+    composite = composite_of(plane, wait_ready(plane, NAME, NAMESPACE))["metadata"]["name"]
+    before, generations = live_objects(plane, composite), generations_of(plane, [composite])
+    near = f"{NAME}-supernode-near"
+    replicas = hub.get("statefulsets.apps", near, NAMESPACE)["spec"]["replicas"]
+    patch = [{"op": "replace", "path": "/spec/supernodes/pools/0/replicas", "value": replicas + 1}]
+    hub.kubectl("patch", "federation", NAME, "-n", NAMESPACE, "--type=json", "-p", json.dumps(patch))
+    plane.kill_and_restart(process)
+    wait_for(f"the scale-up landed after {process} came back", lambda: _scaled(plane, near, replicas + 1),
+             timeout=240, interval=5)  # fmt: skip
+    wait_ready(plane, NAME, NAMESPACE)
+    assert live_objects(plane, composite) == before, "an object was deleted or made again"
+    now = generations_of(plane, [composite])[composite]
+    moved = {k for k in generations[composite] if now.get(k) != generations[composite][k]}
+    # The StatefulSet scaled, and the one Object that carries it; nothing else.
+    assert {k for k in moved if not k.startswith("Object/")} == {f"StatefulSet/{near}"}, moved
+    assert len(moved) == 2, moved
+    assert set(now) == set(generations[composite]), "an object was added or lost"
+
+
+def _scaled(plane: ControlPlane, workload: str, replicas: int) -> bool:
+    live = plane.hub.get("statefulsets.apps", workload, NAMESPACE) or {}
+    return (live.get("spec") or {}).get("replicas") == replicas and (live.get("status") or {}).get(
+        "readyReplicas"
+    ) == replicas
