@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
-from function.releases.flower import CONTROL_PORT, FLEET_PORT, SERVERAPPIO_PORT
+from function.releases.flower import CONTROL_PORT, FLEET_PORT, SERVERAPPIO_PORT, SUPPORTED_PATTERN
 
 # Markers read by hack/gen_xrd.py: the sub-object is open in the XRD and
 # validated against this Kubernetes definition by the function.
@@ -56,6 +56,27 @@ def k8s(type_name: str, description: str) -> Any:
 def k8s_list(type_name: str, description: str) -> Any:
     """A field holding a list of Kubernetes objects of the named definition."""
     return Field(default_factory=list, description=description, json_schema_extra={K8S_TYPE: type_name})
+
+
+# A Flower release migrates the SuperLink's state database forward (alembic; 1.42 adds a revision to
+# 1.41's) and an older one cannot start on what a newer one wrote (tests/real/test_real_upgrade.py):
+# moving spec.version back a minor release would leave the SuperLink down on its own state. Only the
+# API server sees the old value, so only it refuses (a transition rule: nothing for the function to
+# check); patches of one minor share a schema and may move either way. Each side's minor is the digits
+# after its first dot (SUPPORTED_PATTERN: the major is 1); a value that is no release is the
+# supported-version rule's to refuse.
+_MINOR = "'[.]0*[0-9]+'"
+NO_DOWNGRADE: JsonValue = {
+    "rule": (
+        f"!self.matches('{SUPPORTED_PATTERN}') || !oldSelf.matches('{SUPPORTED_PATTERN}') || "
+        f"int(self.find({_MINOR}).substring(1)) >= int(oldSelf.find({_MINOR}).substring(1))"
+    ),
+    "message": (
+        "spec.version cannot move to an older Flower minor release: the SuperLink's state was migrated "
+        "to the newer release's schema, which an older SuperLink cannot start on; keep the release, or "
+        "apply a new Federation"
+    ),
+}
 
 
 class Model(BaseModel):
@@ -637,8 +658,10 @@ class FederationSpec(Model):
         description=(
             "Flower release the Federation runs (e.g. 1.41.0): images left unset default to "
             "flwr/superlink, flwr/supernode and flwr/superexec with this tag. An image whose tag names "
-            "a release runs that release; each part's command lines follow its release."
+            "a release runs that release; each part's command lines follow its release. It may move to "
+            "a newer release, or to another patch of its minor, never to an older minor."
         ),
+        json_schema_extra={"x-kubernetes-validations": [NO_DOWNGRADE]},
     )
     insecure: bool | None = Field(
         default=None,

@@ -383,6 +383,31 @@ def test_invalid_examples_are_refused_at_admission(plane):
     assert plane.hub.get("xfederations.flower.crossplane.io") == []
 
 
+def test_a_federation_moves_to_newer_flower_never_back_a_minor(plane):
+    """The API server's transition rule on spec.version (function/api/spec.py NO_DOWNGRADE), on a live claim,
+    by server-side dry runs: forward and across patches admitted, back a minor refused, saying why."""
+    example = next(c for c in CLAIMS if c.name == "flower-141.yaml")
+    claim = claim_of(example)
+    name, namespace = claim["metadata"]["name"], claim["metadata"]["namespace"]
+    assert claim["spec"]["version"] == "1.41.0"
+    plane.hub.kubectl("apply", "-f", str(example))
+
+    def refusal(version: str) -> str:
+        """What the API server says to the move, "" when it admits it."""
+        patch = json.dumps({"spec": {"version": version}})
+        try:
+            plane.hub.kubectl("patch", "federation", name, "-n", namespace, "--type=merge", "-p", patch,
+                              "--dry-run=server")  # fmt: skip
+        except KubectlError as err:
+            return err.stderr
+        return ""
+
+    for admitted in ("1.42.0", "1.41.3", "1.41.0-py3.11-ubuntu24.04", "v1.043.0"):
+        assert refusal(admitted) == "", admitted
+    for refused in ("1.40.0", "1.38.2", "v1.40.9"):
+        assert "cannot move to an older Flower minor release" in refusal(refused), refused
+
+
 @NEWEST_MINOR
 def test_function_only_errors_show_in_synced_and_compose_nothing(plane):
     # A Kubernetes-typed field the XRD leaves open: only the function checks it.
