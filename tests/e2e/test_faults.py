@@ -99,7 +99,7 @@ def converged(plane: ControlPlane, before: dict[str, Any], generations: dict[str
 @pytest.fixture(scope="module")
 def faulted(plane: ControlPlane) -> Any:
     """The Federation the faults happen under, Ready; deleted, with what it made in the site, after the last."""
-    plane.hub.apply(federation())
+    plane.hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}, federation())
     wait_ready(plane, NAME, NAMESPACE)
     yield plane
     plane.hub.kubectl("delete", "federation", NAME, "-n", NAMESPACE, "--wait=true", timeout=300)
