@@ -844,7 +844,7 @@ def test_a_run_from_an_image_is_bundled_by_its_job_and_read_by_the_runner_alone(
              , timeout=RUN_TIMEOUT)  # fmt: skip
     for name in (run, "elsewhere"):
         author.kubectl("delete", f"federationruns.{RUNS_GROUP}", name, "-n", namespace, "--wait=true", timeout=120)
-    author.kubectl("delete", "configmap", "tenant-notes", "-n", namespace)
+    hub.kubectl("delete", "configmap", "tenant-notes", "-n", namespace)
 
 
 @NEWEST_MINOR
