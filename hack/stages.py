@@ -197,6 +197,9 @@ SECOND_LANE = (
     # runs as objects through rendered pods; new in this release, a few Flower runs each.
     "tests/real/test_real_runs.py",
     "tests/real/test_real_runs_as_objects.py",
+    # A Flower upgrade (1.41 -> 1.42) rolled pod by pod under a live federation with node authentication,
+    # a run on the new release and the downgrade's SuperLink refused by its own state: about two minutes.
+    "tests/real/test_real_upgrade.py",
 )
 
 GOALS = {

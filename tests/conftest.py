@@ -128,6 +128,7 @@ def functions_file(tmp_path_factory, function_address) -> pathlib.Path:
 REAL = pathlib.Path(__file__).parent / "real"
 PODRUNNER_MODULES = (
     "test_real_node_auth",
+    "test_real_upgrade",
     "test_real_runs_as_objects",
     "test_real_runs",
     "test_real_strangers",

@@ -340,6 +340,24 @@ def test_claims_are_directories_per_pod(runner):
     assert (runner.workdir / "claims" / "team" / "data-web-0" / "file").read_text() == "zero\n"
 
 
+def test_a_rolled_pod_runs_the_new_template_on_the_claims_the_old_one_left(runner):
+    sh(runner, "echo kept > /data/rolled; echo old > /tmp/scratch", pod="web-1", container="public")
+    before = runner.pod("team", "web-1").uid
+    template = web()[0]["spec"]["template"]
+    template["metadata"]["labels"]["revision"] = "2"
+    template["spec"]["containers"][0]["env"] = [{"name": "REVISION", "value": "2"}]
+    runner.roll("team", "web-1", template)
+    rolled = runner.pod("team", "web-1")
+    assert (rolled.uid != before, rolled.labels["revision"]) == (True, "2")
+    # Its claim as the old pod left it, the new container's env, a /tmp of its own (the old one's is gone).
+    assert sh(runner, "cat /data/rolled; echo $REVISION; ls /tmp", pod="web-1", container="public") == "kept\n2"
+    assert [p.name for p in runner.pods].count("web-1") == 1
+    # The Service sends connections to it again: its listing of /data, among the replicas' in turn.
+    listing = "import sys, urllib.request as u; print(u.urlopen(sys.argv[1], timeout=5).read().decode())"
+    seen = [runner.exec("team", "probe", "main", ["python", "-c", listing, "http://web.team.svc/"]) for _ in range(4)]
+    assert any("rolled" in proc.stdout for proc in seen), [(p.returncode, p.stdout, p.stderr) for p in seen]
+
+
 def test_an_image_kept_under_tmp_runs_and_every_container_has_its_own_empty_tmp(runner, held):
     # A clone under /tmp keeps its venvs there; the image still holds them,
     # and each container's /tmp is its own, empty, hiding the host's.

@@ -63,7 +63,9 @@ Pods start all at once, as kubelets start them: one's init container may wait
 for another pod. `update()` rewrites a changed ConfigMap or Secret in the volumes of running pods, as
 the kubelet syncs them. `restart()` stops a container (SIGTERM, or SIGKILL) and starts
 it again; `delete()` stops a pod and takes it out of its Services, as a
-scale-down does; `restart_exited()` restarts what exited, when a test asks, as a
+scale-down does, and `create()` brings it back; `roll()` replaces a pod by one of a
+new template under its name, its claims kept, as a rolling update does;
+`restart_exited()` restarts what exited, when a test asks, as a
 kubelet would (after a CrashLoopBackOff's delay, if the test gives one).
 
 What it does not do: pull images (an image is a local entrypoint and
@@ -830,6 +832,16 @@ class PodRunner:
         target.uid = str(uuid.uuid4())
         self.pods.append(target)
         self._start_pod(target)
+
+    def roll(self, namespace: str, pod: str, template: Manifest) -> None:
+        """Replace a pod by one of a new pod template (its metadata and spec) under the same name, as a
+        workload's rolling update does: the old one stopped (SIGTERM) and dropped, then a new pod (uid,
+        sandbox, empty emptyDirs) of the template started, with the old one's claims as it left them (a
+        StatefulSet's volumeClaimTemplates are the workload's, not the template's: they stay)."""
+        self.delete(namespace, pod)
+        target = next(p for p in reversed(self.deleted) if (p.namespace, p.name) == (namespace, pod))
+        target.metadata, target.spec = template.get("metadata") or {}, template["spec"]
+        self.create(namespace, pod)
 
     @staticmethod
     def _halt(procs: list[subprocess.Popen[bytes]], *, kill: bool) -> None:

@@ -99,10 +99,15 @@ def venv_python(version: str) -> pathlib.Path | None:
 
 @pytest.fixture(scope="module", params=RELEASES)
 def release(request: pytest.FixtureRequest) -> Release:
+    return installed_release(request.param)
+
+
+def installed_release(version: str) -> Release:
+    """The release's venv, checked, and what the pod runner needs to run it (skipped without, failed in CI)."""
     need(os.geteuid() == 0, "root (the pod runner makes network and mount namespaces)")
     need(shutil.which("ip") is not None, "iproute2's ip (the pod runner's network)")
-    python = venv_python(request.param)
-    need(python is not None, f"a venv of Flower {request.param} (FLWR_VENVS or FLWR_PYTHON; `make unit`)")
+    python = venv_python(version)
+    need(python is not None, f"a venv of Flower {version} (FLWR_VENVS or FLWR_PYTHON; `make unit`)")
     assert python is not None
     installed = subprocess.run(
         [python, "-c", "import importlib.metadata as m; print(m.version('flwr'))"],
@@ -110,7 +115,7 @@ def release(request: pytest.FixtureRequest) -> Release:
         text=True,
         check=True,
     ).stdout.strip()
-    assert installed == request.param, f"{python} has Flower {installed}"
+    assert installed == version, f"{python} has Flower {installed}"
     return Release(installed, python.parent)
 
 
