@@ -744,6 +744,13 @@ def _read_as(cluster: Cluster, configmap: str, namespace: str) -> dict[str, Any]
         return None
 
 
+def run_composite_of(hub: Cluster, author: Cluster, name: str, namespace: str) -> dict[str, Any]:
+    """A FederationRun claim's composite, once Crossplane has bound the claim to one."""
+    ref = wait_for(f"run {name} bound to its composite", lambda: run_of(author, name, namespace)["spec"].get(
+        "resourceRef"), timeout=RUN_TIMEOUT)  # fmt: skip
+    return hub.get(f"xfederationruns.{RUNS_GROUP}", ref["name"])
+
+
 def image_runs_refused(hub: Cluster, author: Cluster, fed: str, namespace: str) -> None:
     """A run names one source of its app (the XRD's rule, at the API server); an image of a registry the
     platform's policy does not name is refused on the run, naming the field."""
@@ -752,10 +759,11 @@ def image_runs_refused(hub: Cluster, author: Cluster, fed: str, namespace: str) 
                                                             also_configmap=True))  # fmt: skip
     assert ONE_SOURCE in both.value.stderr, both.value.stderr
     author.kubectl("create", "-f", "-", stdin=image_run("elsewhere", namespace, fed, "ghcr.io/someone/app:1"))
+    composite = run_composite_of(hub, author, "elsewhere", namespace)
     refusal = wait_for("the refusal on the run's composite", lambda: _if(
         lambda c: c.get("status") == "False" and "runImages" in c.get("message", ""),
-        condition(hub.get(f"xfederationruns.{RUNS_GROUP}", run_of(author, "elsewhere", namespace)["spec"]
-                          ["resourceRef"]["name"]), "Synced")), timeout=RUN_TIMEOUT)  # fmt: skip
+        condition(hub.get(f"xfederationruns.{RUNS_GROUP}", composite["metadata"]["name"]), "Synced")),
+        timeout=RUN_TIMEOUT)  # fmt: skip
     assert "spec.app.image.reference" in refusal["message"], refusal
 
 
@@ -806,18 +814,21 @@ def test_a_run_from_an_image_is_bundled_by_its_job_and_read_by_the_runner_alone(
     image = f"registry.example.com/ml/serverapp:{version}"
     run = "from-image"
     author.kubectl("create", "-f", "-", stdin=image_run(run, namespace, fed, image))
-    composite = hub.get(f"xfederationruns.{RUNS_GROUP}", run_of(author, run, namespace)["spec"]["resourceRef"]["name"])
-    target = bundler.name(fed, read_runs.run(composite))
+    target = bundler.name(fed, read_runs.run(run_composite_of(hub, author, run, namespace)))
     wait_for("the run Pending on its Job", lambda: _if(
         lambda s: f"Job {namespace}/{target}" in (s.get("reason") or ""),
         run_of(author, run, namespace).get("status") or {}), timeout=RUN_TIMEOUT)  # fmt: skip
     job = wait_for(f"Job {target}", lambda: hub.get("jobs.batch", target, namespace), timeout=RUN_TIMEOUT)
     pod = job["spec"]["template"]["spec"]
     assert pod["containers"][0]["image"] == image and pod["serviceAccountName"] == bundler.account(fed), pod
-    listed, _ = wanted_runs(hub, fed, namespace)
+    # The runs list and the ConfigMap are Objects of their own, applied in any order beside the Job.
+    listed, _ = wait_for("the run on the runs list", lambda: _if(lambda w: run in w[0] and "elsewhere" in w[0],
+                                                                 wanted_runs(hub, fed, namespace)),
+                         timeout=RUN_TIMEOUT)  # fmt: skip
     assert listed[run]["appConfigMap"] == target and listed[run]["app"] is None, listed[run]
-    assert "elsewhere" in listed and "appConfigMap" not in listed["elsewhere"], "a refused image is bundled by none"
-    assert hub.get("configmap", target, namespace) is not None, "created empty, for the Job to fill"
+    assert "appConfigMap" not in listed["elsewhere"], "a refused image is bundled by none"
+    wait_for("its ConfigMap, created empty for the Job to fill", lambda: hub.get("configmap", target, namespace),
+             timeout=RUN_TIMEOUT)  # fmt: skip
 
     made = bundled_as_the_job(hub, fed, namespace, target, python, tmp_path)
 
@@ -1541,6 +1552,35 @@ def test_image_change_moves_one_generation(plane):
     patch = [{"op": "replace", "path": "/spec/supernodes/pools/0/images", "value": {"supernode": image}}]
     live_set = patch_moves_one_workload(plane, name, namespace, patch, f"StatefulSet/{name}-supernode-{pool['name']}")
     assert live_set["spec"]["template"]["spec"]["containers"][0]["image"] == image
+
+
+@NEWEST_MINOR
+def test_a_flower_upgrade_rolls_the_superlink_and_each_pool_once(plane):
+    """spec.version 1.41.0 to 1.42.0 on a live Federation (persistence on): the SuperLink's and the pool's
+    StatefulSets move by one generation each, to the new release's images, with their Objects; nothing
+    else moves, and it is Ready again. What the pods then do is tests/real/test_real_upgrade.py's."""
+    claim = claim_of(next(c for c in CLAIMS if c.name == "flower-141.yaml"))
+    name, namespace = "flower-rolled", claim["metadata"]["namespace"]
+    claim["metadata"]["name"] = name
+    plane.hub.apply(claim)
+    wait_ready(plane, name, namespace)
+    composite = composite_of(plane, get_claim(plane, name, namespace))["metadata"]["name"]
+    before = generations(plane, composite)
+    workloads_ = [f"StatefulSet/{name}-superlink", f"StatefulSet/{name}-supernode-default"]
+    patch = json.dumps({"spec": {"version": "1.42.0"}})
+    plane.hub.kubectl("patch", "federation", name, "-n", namespace, "--type=merge", "-p", patch)
+    wait_for("both workloads rolled", lambda: all(generations(plane, composite).get(w) == before[w] + 1
+                                                  for w in workloads_), timeout=READY_TIMEOUT, interval=2)  # fmt: skip
+    wait_ready(plane, name, namespace)
+    after = generations(plane, composite)
+    moved = {k: after.get(k, 0) - v for k, v in before.items() if after.get(k) != v}
+    assert {k: v for k, v in moved.items() if not k.startswith("Object/")} == dict.fromkeys(workloads_, 1), moved
+    assert sorted(v for k, v in moved.items() if k.startswith("Object/")) == [1, 1], moved
+    for workload in workloads_:
+        pod = plane.hub.get("statefulsets.apps", workload.split("/")[1], namespace)["spec"]["template"]["spec"]
+        images = {c["image"] for c in [*pod["containers"], *pod.get("initContainers", [])] if "flwr/" in c["image"]}
+        assert images and all(i.endswith(":1.42.0") for i in images), images
+    plane.hub.kubectl("delete", "federation", name, "-n", namespace, "--wait=true", timeout=300)
 
 
 def test_removing_a_pool_deletes_what_it_alone_used(plane):
