@@ -745,10 +745,15 @@ def _read_as(cluster: Cluster, configmap: str, namespace: str) -> dict[str, Any]
 
 
 def run_composite_of(hub: Cluster, author: Cluster, name: str, namespace: str) -> dict[str, Any]:
-    """A FederationRun claim's composite, once Crossplane has bound the claim to one."""
-    ref = wait_for(f"run {name} bound to its composite", lambda: run_of(author, name, namespace)["spec"].get(
-        "resourceRef"), timeout=RUN_TIMEOUT)  # fmt: skip
-    return hub.get(f"xfederationruns.{RUNS_GROUP}", ref["name"])
+    """A FederationRun claim's composite, once Crossplane has bound the claim to one and made it (the claim
+    may name its composite a moment before the composite exists)."""
+
+    def composite() -> dict[str, Any] | None:
+        ref = run_of(author, name, namespace)["spec"].get("resourceRef")
+        return hub.get(f"xfederationruns.{RUNS_GROUP}", ref["name"]) if ref else None
+
+    found: dict[str, Any] = wait_for(f"run {name}'s composite", composite, timeout=RUN_TIMEOUT)
+    return found
 
 
 def image_runs_refused(hub: Cluster, author: Cluster, fed: str, namespace: str) -> None:
