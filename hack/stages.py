@@ -160,7 +160,8 @@ def stages() -> dict[str, Stage]:
             [MAKE, "--no-print-directory", "unit-run", "UNIT_MARKS=not podrunner"],
             needs=("venv", "flower-venvs", "go-unit", "go-unit-kube"),
             pytest=True,
-            nice=10,
+            # Full weight, as the newest Python's lane below: about 5 CPU minutes, and at nice 10 a
+            # server test's own 300 s ran out (tests/serving/test_shutdown.py, fresh-clone CI).
         ),
         # The function on the newest Python it supports: the unit tests that need no peer (no
         # Go tool, Flower process or virtualenv; every other lane runs on the venv's Python), in
