@@ -88,7 +88,8 @@ def job(fed: Federation, run: Run) -> dict[str, Any]:
         "containers": [container],
         "volumes": [identity.program_volume(fed.name), identity.kube_api_volume()],
     }
-    metadata = {"name": target, "namespace": fed.namespace, "labels": labels(fed, run)}
+    own = labels(fed, run)
+    metadata = {"name": target, "namespace": fed.namespace, "labels": own}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -97,7 +98,7 @@ def job(fed: Federation, run: Run) -> dict[str, Any]:
             "backoffLimit": BACKOFF_LIMIT,
             "activeDeadlineSeconds": DEADLINE_SECONDS,
             "template": {
-                "metadata": {"labels": labels(fed, run)},
+                "metadata": {"labels": dict(own)},
                 "spec": pods.harden(pod, account(fed.name), fed.spec),
             },
         },

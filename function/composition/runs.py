@@ -149,7 +149,7 @@ def resources(
         out[BUNDLER_ROLE] = Composed(bundler.role(fed, list(bundled.values())), hub)
         out[BUNDLER_BINDING] = Composed(bundler.binding(fed), hub)
     for run in from_images:
-        target = bundler.name(fed.name, run)
+        target = bundled[run.name]
         # Its bundle belongs to the Job once made: created empty, never written again by Crossplane.
         out[f"{APP_BUNDLE_PREFIX}{target}"] = Composed(bundler.configmap(fed, run), hub, create_only=True)
         out[f"{BUNDLER_PREFIX}{target}"] = Composed(bundler.job(fed, run), hub)

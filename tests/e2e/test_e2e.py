@@ -569,23 +569,19 @@ def account_with(hub: Cluster, name: str, namespace: str, rules: list[dict[str, 
     return as_token(hub, hub.kubectl("create", "token", name, "-n", namespace).strip(), work / name)
 
 
-def federation_run(name: str, namespace: str, federation: str, bundle: str) -> str:
-    """A FederationRun as its author writes it."""
-    return f"""\
-apiVersion: flower.crossplane.io/v1alpha1
-kind: FederationRun
-metadata:
-  name: {name}
-  namespace: {namespace}
-spec:
-  federation: {federation}
-  app:
-    configMap:
-      name: {bundle}
-  runConfig:
-    num-server-rounds: "2"
-  deadlineSeconds: 600
-"""
+def federation_run(name: str, namespace: str, federation: str, app: dict[str, Any], **fields: Any) -> str:
+    """A FederationRun as its author writes it: its app's source, and any other fields of its spec."""
+    return yaml.safe_dump({
+        "apiVersion": "flower.crossplane.io/v1alpha1", "kind": "FederationRun",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"federation": federation, "app": app, **fields},
+    })  # fmt: skip
+
+
+def bundled_run(name: str, namespace: str, federation: str, bundle: str) -> str:
+    """A FederationRun of a bundle in a ConfigMap, two rounds, ten minutes at most."""
+    return federation_run(name, namespace, federation, {"configMap": {"name": bundle}},
+                          runConfig={"num-server-rounds": "2"}, deadlineSeconds=600)  # fmt: skip
 
 
 def submit_run(author: Cluster, name: str, namespace: str, federation: str, work: pathlib.Path) -> None:
@@ -593,7 +589,7 @@ def submit_run(author: Cluster, name: str, namespace: str, federation: str, work
     fab = work / f"{name}.fab"
     fab.write_bytes(FAKE_BUNDLE)
     author.kubectl("create", "configmap", f"{name}-app", "-n", namespace, f"--from-file=app.fab={fab}")
-    author.kubectl("create", "-f", "-", stdin=federation_run(name, namespace, federation, f"{name}-app"))
+    author.kubectl("create", "-f", "-", stdin=bundled_run(name, namespace, federation, f"{name}-app"))
 
 
 def run_of(cluster: Cluster, name: str, namespace: str) -> dict[str, Any]:
@@ -684,7 +680,7 @@ def test_a_tenant_runs_flower_on_the_quickstart_through_a_federation_run(plane, 
 
     # No rights on runs, no run: the API server refuses it.
     bystander = account_with(hub, "bystander", namespace, [], tmp_path)
-    refused_as(bystander, "create", "-f", "-", stdin=federation_run("stolen", namespace, fed, f"{run}-app"))
+    refused_as(bystander, "create", "-f", "-", stdin=bundled_run("stolen", namespace, fed, f"{run}-app"))
     # A run naming a Federation of another namespace (its author's namespace has none by that name).
     elsewhere = "run-elsewhere"
     hub.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": elsewhere}})
@@ -706,19 +702,10 @@ def test_a_tenant_runs_flower_on_the_quickstart_through_a_federation_run(plane, 
 
 def image_run(name: str, namespace: str, federation: str, image: str, *, also_configmap: bool = False) -> str:
     """A FederationRun whose app is an image, as its author writes it (with a ConfigMap too, if asked)."""
-    extra = f"\n    configMap:\n      name: {name}-app" if also_configmap else ""
-    return f"""\
-apiVersion: flower.crossplane.io/v1alpha1
-kind: FederationRun
-metadata:
-  name: {name}
-  namespace: {namespace}
-spec:
-  federation: {federation}
-  app:
-    image:
-      reference: {image}{extra}
-"""
+    app: dict[str, Any] = {"image": {"reference": image}}
+    if also_configmap:
+        app["configMap"] = {"name": f"{name}-app"}
+    return federation_run(name, namespace, federation, app)
 
 
 def run_bundler(cluster: Cluster, token: str, namespace: str, target: str, app: pathlib.Path, work: pathlib.Path,
