@@ -223,6 +223,12 @@ def test_the_default_policy_refuses_nothing_the_function_composes_itself():
         ({"podSecurity": "lax"}, "input.podSecurity", "a level the standards do not have"),
         ({"podFields": ["hostNetwork"]}, "input.podFields[0]", "a field the platform does not own: podSecurity's"),
         ({"namespace": ["a"]}, "input.namespace", "a typo is an error, not a silent default"),
+        ({"runImages": "registry.example.com/ml/"}, "input.runImages", "one prefix where a list is asked for"),
+        (
+            {"clusters": [{"providerConfigs": ["a"], "runImages": ["r/"]}]},
+            "input.clusters[0].runImages",
+            "run images per cluster: the bundler runs beside the SuperLink alone",
+        ),
         ({"clusters": [{"namespaces": ["a"]}]}, "input.clusters[0].providerConfigs", "cluster rules for no cluster"),
         (
             {"clusters": [{"providerConfigs": ["a"], "podFields": ["nodeName"]}]},

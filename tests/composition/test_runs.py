@@ -378,6 +378,24 @@ def test_a_run_names_exactly_one_source_of_its_app(reason: str, app: dict[str, A
     out = outcome.decide(given, {}, {}, ALLOWED)
     assert out.refusal is not None, reason
     assert f"spec.app: {ONE_SOURCE}" in out.refusal, out.refusal
+    assert not out.desired
+
+
+@pytest.mark.parametrize(
+    ("reason", "image", "field"),
+    [
+        ("a path in the image must be absolute", {"reference": IMAGE, "path": "app"}, "spec.app.image.path"),
+        ("an image reference with a space cannot be pulled", {"reference": "a b:1"}, "spec.app.image.reference"),
+        ("no reference at all", {"path": "/app"}, "spec.app.image.reference"),
+        ("a field the API does not have", {"reference": IMAGE, "tag": "1"}, "spec.app.image.tag"),
+    ],
+)
+def test_a_bad_image_source_is_refused_naming_its_field(reason: str, image: dict[str, Any], field: str):
+    given = run_xr()
+    given["spec"]["app"] = {"image": image}
+    out = outcome.decide(given, {}, {runs.FEDERATION_REQUIREMENT: [FED]}, ALLOWED)
+    assert out.refusal is not None and field in out.refusal, (reason, out.refusal)
+    assert not out.desired
 
 
 def test_a_federation_bundles_an_admitted_image_in_a_job_whose_account_writes_that_runs_configmap_alone():
