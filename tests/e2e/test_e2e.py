@@ -51,7 +51,7 @@ from function.api.spec import ProviderConfigRef
 from function.builders import bundler, identity, netpol, published_keys, superlink
 from function.federation import read
 from function.federation import runs as read_runs
-from function.programs import flwr_control, identity_program
+from function.programs import flwr_control, identity_program, run_program
 from function.releases.flower import CONTROL_PORT
 from function.serving import cpus
 from support import real_flower, served
@@ -723,6 +723,20 @@ def run_bundler(cluster: Cluster, token: str, namespace: str, target: str, app: 
                           timeout=300, check=False)  # fmt: skip
 
 
+def runner_fetches(hub: Cluster, fed: str, namespace: str, work: pathlib.Path) -> dict[str, Any]:
+    """The runner program's fetch step (run_program.fetch_apps) at the real API server with the SuperLink's
+    token, over the runs list as the kubelet would write it into the runner's volume: each run by name."""
+    listed = work / "wanted"
+    listed.mkdir(parents=True)
+    data = hub.get("configmap", f"{names.superlink(fed)}-runs", namespace)["data"]
+    (listed / run_program.WANTED_FILE).write_text(data[run_program.WANTED_FILE])
+    token = hub.kubectl("create", "token", names.superlink(fed), "-n", namespace).strip()
+    host, port, credentials = api_credentials(hub, token, work)
+    wanted = run_program.fetch_apps(run_program.read_wanted(listed), {}, flwr_control.KubeApi(host, port, credentials),
+                                    namespace, work / "fetched") or []  # fmt: skip
+    return {w.name: w for w in wanted}
+
+
 def _read_as(cluster: Cluster, configmap: str, namespace: str) -> dict[str, Any] | None:
     """A ConfigMap as the holder of cluster's token reads it; None while refused (its Role not there yet)."""
     try:
@@ -830,6 +844,9 @@ def test_a_run_from_an_image_is_bundled_by_its_job_and_read_by_the_runner_alone(
     read_back = wait_for("the bundle read with the runner's token", lambda: _read_as(runner, target, namespace),
                          timeout=120, interval=5)  # fmt: skip
     assert base64.b64decode(read_back["binaryData"][bundler.BUNDLE_KEY]) == made
+    # And the runner's own fetch step, with that token, from the runs list as the kubelet would mount it.
+    fetched = runner_fetches(hub, fed, namespace, tmp_path / "runner-program")
+    assert fetched[run].bundle is not None and fetched[run].bundle.read_bytes() == made, fetched[run]
     author.kubectl("create", "configmap", "tenant-notes", "-n", namespace, "--from-literal=a=b")
     refused_as(runner, "get", "configmap", "tenant-notes", "-n", namespace)
 
