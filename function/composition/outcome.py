@@ -362,6 +362,18 @@ def _policy_requirement(given: policy.Policy) -> list[Requirement]:
                         match_name=given.environmentConfig)]  # fmt: skip
 
 
+def policy_given(doc: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A policy document as Crossplane would give it: (the step's input, the required resources it brings).
+
+    A Policy is the input itself; an EnvironmentConfig is what the packages' Compositions read (their input
+    names it, Crossplane answers with it), so a platform team's file is judged the way the cluster judges it.
+    """
+    if doc.get("kind") != policy.ENVIRONMENT_CONFIG_KIND:
+        return doc, []
+    named = policy.PLATFORM_ENVIRONMENT_CONFIG  # as the packages' Compositions name it
+    return {"apiVersion": policy.API_VERSION, "kind": policy.KIND, "environmentConfig": named}, [doc]
+
+
 def too_large(kind: str, resources: int, size: int) -> str:
     """The refusal of an outcome whose response Crossplane could not read (it would fail naming nothing)."""
     return refusals.too_large(kind, resources, size)

@@ -151,8 +151,8 @@ def serve(*, debug: bool, address: str, tls_certs_dir: str | None, insecure: boo
 @click.option(
     "--policy",
     type=click.Path(exists=True, dir_okay=False),
-    help="The platform's policy, as the Composition's step gives it (a flower.fn.crossplane.io Policy); "
-    "the defaults without one.",
+    help="The platform's policy: its EnvironmentConfig flower-platform-policy as the platform applies it, "
+    "or a flower.fn.crossplane.io Policy as a Composition's step gives it; the defaults without one.",
 )
 def render(file: str, observed: str | None, xrd: str | None, required: str | None, policy: str | None) -> None:
     """Render every Federation in FILE (- for standard input) to one YAML stream.

@@ -26,7 +26,8 @@ COMPOSITION_RESOURCE_NAME = "crossplane.io/composition-resource-name"
 # What a refusal by the platform's policy adds when render was given none.
 TRY_A_POLICY = (
     "function render judged it by the default policy: to render it under a platform's, add --policy <file> "
-    "(a flower.fn.crossplane.io Policy; the function's repository has some in examples/policy/)"
+    "(the platform's EnvironmentConfig flower-platform-policy, or a flower.fn.crossplane.io Policy; "
+    "examples/policy/gpu-platform.yaml is one)"
 )
 
 
@@ -302,6 +303,19 @@ def named(index: int, doc: dict[str, Any]) -> str:
     return f"document {index} ({kind} {namespace}/{name})"
 
 
+def _policy(path: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """--policy's file as Crossplane would give it: the step's input, and the EnvironmentConfig it brings."""
+    policies = _load(path)
+    if len(policies) != 1:
+        msg = f"{path}: {len(policies)} documents: a Composition's step gives one policy"
+        raise RenderError(msg)
+    given, brought = outcome.policy_given(policies[0])
+    if any((doc.get("metadata") or {}).get("name") != given["environmentConfig"] for doc in brought):
+        msg = f"{path}: the packages' Compositions read the EnvironmentConfig {given['environmentConfig']}"
+        raise RenderError(msg)
+    return given, brought
+
+
 def render_file(
     path: str,
     observed_path: str | None = None,
@@ -329,11 +343,8 @@ def render_file(
     observed = _load(observed_path) if observed_path else []
     required = _load(required_path) if required_path else []
     namespaced = namespaced_xrd(xrd_path) if xrd_path else False
-    policies = _load(policy_path) if policy_path else []
-    if len(policies) > 1:
-        msg = f"{policy_path}: {len(policies)} documents: a Composition's step gives one policy"
-        raise RenderError(msg)
-    policy = policies[0] if policies else None
+    policy, brought = _policy(policy_path) if policy_path else (None, [])
+    required += brought
     text, warnings = "", []
     for index, doc in enumerate(docs, 1):
         try:

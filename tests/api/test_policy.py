@@ -342,6 +342,19 @@ def test_function_render_takes_the_platforms_policy():
     assert "privileged: true" in text
 
 
+def test_function_render_takes_the_environmentconfig_a_platform_applies(tmp_path):
+    """The file a platform team applies (the EnvironmentConfig the packages' Compositions read) and the same
+    rules as a Policy in a Composition's step: `function render --policy` renders an example alike under both."""
+    path = EXAMPLES / "policy" / "gpu-platform.yaml"
+    [applied] = yaml.safe_load_all(path.read_text())
+    assert applied["kind"] == policy.ENVIRONMENT_CONFIG_KIND, applied["kind"]
+    assert applied["metadata"]["name"] == policy.PLATFORM_ENVIRONMENT_CONFIG
+    in_a_step = tmp_path / "policy.yaml"
+    in_a_step.write_text(yaml.safe_dump({"apiVersion": policy.API_VERSION, "kind": policy.KIND, **applied["data"]}))
+    example = str(EXAMPLES / "claims" / "gpu-mountall.yaml")
+    assert render.render_file(example, policy_path=str(path)) == render.render_file(example, policy_path=str(in_a_step))
+
+
 # -- the policy in an EnvironmentConfig --------------------------------------------------------
 
 NAMED = {"environmentConfig": policy.PLATFORM_ENVIRONMENT_CONFIG}

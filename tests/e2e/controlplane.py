@@ -443,6 +443,21 @@ class Cluster:
             raise KubectlError(proc.returncode, proc.args, proc.stdout, proc.stderr)
         return proc.stdout
 
+    def shell(self, line: str, cwd: pathlib.Path, path: Iterable[pathlib.Path] = (), timeout: float = 600) -> str:
+        """A line of a user's shell as it is written (bash, -e and pipefail), with this cluster's credentials
+        and kubectl first on PATH, then path's folders; what it printed. KubectlError if it fails."""
+        tools = self.kubeconfig.parent / f"{self.kubeconfig.stem}-bin"
+        tools.mkdir(exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            (tools / "kubectl").symlink_to(self.kubectl_bin)
+        search = os.pathsep.join([str(tools), *map(str, path), os.environ["PATH"]])
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PATH": search}
+        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=cwd, env=env, capture_output=True,
+                              text=True, timeout=timeout, check=False)  # fmt: skip
+        if proc.returncode != 0:
+            raise KubectlError(proc.returncode, line, proc.stdout, proc.stderr)
+        return proc.stdout
+
     def apply(self, *docs: dict[str, Any], check: bool = True) -> subprocess.CompletedProcess[str]:
         text = yaml.safe_dump_all(list(docs))
         proc = subprocess.run(
@@ -587,6 +602,29 @@ CONFIGURATION_META = EXAMPLES.parent / "apis" / "crossplane.yaml"
 # The ServiceAccount PROVIDER_INSTALL's runtime gives the provider, and the name its token's server goes by.
 PROVIDER_SERVICE_ACCOUNT = "provider-kubernetes"
 IN_CLUSTER_HOST = "kubernetes.default.svc"
+
+
+README = EXAMPLES.parent / "README.md"
+
+
+def readme_steps(name: str) -> list[str]:
+    """The commands of the README's block marked `<!-- e2e: name -->`, one per line, as a user types them."""
+    text = README.read_text()
+    marker = f"<!-- e2e: {name} -->\n```sh\n"
+    assert text.count(marker) == 1, f"README.md has {text.count(marker)} blocks marked {name!r}"
+    block = text.split(marker, 1)[1].split("```", 1)[0]
+    lines = [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert lines and not any(line.endswith("\\") for line in lines), lines  # one command a line
+    return lines
+
+
+def run_as_written(cluster: Cluster, name: str, work: pathlib.Path, path: Iterable[pathlib.Path] = ()) -> list[str]:
+    """Run the README's block `name` line by line, as written, in a folder where `examples/` is the repository's
+    (what a command writes stays out of the checkout); each line's output."""
+    work.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        (work / "examples").symlink_to(EXAMPLES)
+    return [cluster.shell(line, work, path) for line in readme_steps(name)]
 
 
 def dependencies() -> list[dict[str, str]]:
@@ -1322,27 +1360,44 @@ class ControlPlane:
     # -- the API ------------------------------------------------------------------
 
     def _install_api(self) -> None:
-        self.hub.apply(*self.provider_configs())
-        # The platform's policy, as its team sets it: the examples' GPU and multicluster pools
-        # need more than the defaults (examples/policy/gpu-platform.yaml).
-        self.hub.apply(platform_policy(yaml.safe_load(PLATFORM_POLICY.read_text())))
-        ref = self.push(self.configuration, "configuration-flower", RELEASE)
-        self.install_configuration("configuration-flower", ref)
+        """The README's platform block as written (provider-kubernetes' identity, the Configuration, the
+        policy), once the mirror serves the Configuration's package under the name its manifest gives and
+        the ProviderConfigs of the e2e's other clusters are there."""
+        as_written = [d for d in yaml.safe_load_all(PROVIDER_INSTALL.read_text()) if d]
+        self.hub.apply(*(d for d in self.provider_configs() if d not in as_written))
+        manifest = yaml.safe_load(self.configuration_manifest.read_text())
+        repository, tag = manifest["spec"]["package"].rsplit(":", 1)
+        assert tag == RELEASE, f"{self.configuration_manifest}: {tag}, not this release's {RELEASE}"
+        self.push(self.configuration, repository.split("/", 1)[1], RELEASE)
+        self.mirrored[repository] = f"{self.registry}/{repository.split('/', 1)[1]}"
+        self.hub.apply(image_config("mirror-configuration", repository, self.mirrored[repository]))
+        run_as_written(self.hub, "platform", self.workdir / "readme-platform")
+        self.wait_installed(manifest["metadata"]["name"], manifest["spec"]["package"])
+
+    def rewritten(self, ref: str) -> str:
+        """Where the mirror serves a package named ref (what the ImageConfigs rewrite it to)."""
+        repository, tag = ref.rsplit(":", 1)
+        return f"{self.mirrored.get(repository, repository)}:{tag}"
 
     def install_configuration(self, name: str, ref: str) -> dict[str, Any]:
-        """Install the Configuration `name` from `ref` (or move it there) with the
-        README's manifest; wait until the revision of `ref` is the active,
-        healthy one, every XRD is Established and the package manager has
-        installed every dependency (from the mirror, _mirror). The active revision."""
-        hub = self.hub
+        """Install the Configuration `name` from `ref` (or move it there) with the README's manifest
+        (wait_installed). The active revision."""
         manifest = yaml.safe_load(self.configuration_manifest.read_text())
         manifest["metadata"]["name"] = name
         manifest["spec"]["package"] = ref
-        hub.apply(manifest)
+        self.hub.apply(manifest)
+        return self.wait_installed(name, ref)
+
+    def wait_installed(self, name: str, ref: str) -> dict[str, Any]:
+        """Wait until the Configuration `name`'s revision of `ref` is the active, healthy one, every XRD is
+        Established and the package manager has installed every dependency (from the mirror, _mirror).
+        The active revision."""
+        hub = self.hub
+        images = {ref, self.rewritten(ref)}
 
         def active_revision() -> dict[str, Any] | None:
             for revision in hub.get("configurationrevisions.pkg.crossplane.io"):
-                if (revision["spec"]["image"] == ref and revision["spec"]["desiredState"] == "Active"
+                if (revision["spec"]["image"] in images and revision["spec"]["desiredState"] == "Active"
                         and condition(revision, "RevisionHealthy").get("status") == "True"):  # fmt: skip
                     return revision
             return None

@@ -42,6 +42,8 @@ from controlplane import (
     cpu_quantity,
     dependencies,
     platform_policy,
+    readme_steps,
+    run_as_written,
     wait_for,
 )
 from function.api import exposure, names, policy
@@ -647,14 +649,8 @@ def test_a_tenant_runs_flower_on_the_quickstart_through_a_federation_run(plane, 
 
     # The runner's seat: the SuperLink's account reports the run, by the uid the runs list gives.
     superlink_account = names.superlink(fed)
-    runner = as_token(hub, hub.kubectl("create", "token", superlink_account, "-n", namespace).strip(),
-                      tmp_path / "runner")  # fmt: skip
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    entry = {"uid": listed[run]["uid"], "runId": "4242", "phase": "Completed", "flowerStatus": "finished:completed",
-             "startedAt": now, "finishedAt": now}  # fmt: skip
+    runner, patch = report_completed(hub, fed, namespace, run, listed[run]["uid"], tmp_path / "runner")
     report = f"{superlink_account}-run-status"
-    patch = json.dumps({"data": {"runs": json.dumps({run: entry})}})
-    runner.kubectl("patch", "configmap", report, "-n", namespace, "--type=merge", "-p", patch)
     # The attacker's seat: the same token on any other ConfigMap, or making one; the SuperNodes' on the report.
     refused_as(runner, "patch", "configmap", f"{superlink_account}-runs", "-n", namespace, "--type=merge", "-p", patch)
     refused_as(runner, "patch", "configmap", f"{run}-app", "-n", namespace, "--type=merge", "-p", patch)
@@ -698,6 +694,67 @@ def test_a_tenant_runs_flower_on_the_quickstart_through_a_federation_run(plane, 
     assert "reaching" not in wanted_runs(hub, fed, namespace)[0]
     other.kubectl("delete", f"federationruns.{RUNS_GROUP}", "reaching", "-n", elsewhere, "--wait=true", timeout=120)
     hub.kubectl("delete", "namespace", elsewhere, "--wait=false")
+
+
+def report_completed(hub: Cluster, fed: str, namespace: str, run: str, uid: str,
+                     work: pathlib.Path) -> tuple[Cluster, str]:  # fmt: skip
+    """The runner's seat (no pod runs on KWOK): with the SuperLink's token, report run (by the uid the runs list
+    gives) as Flower's finished run 4242 on the report ConfigMap. The runner's view of the hub, and the patch."""
+    account = names.superlink(fed)
+    runner = as_token(hub, hub.kubectl("create", "token", account, "-n", namespace).strip(), work)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    entry = {"uid": uid, "runId": "4242", "phase": "Completed", "flowerStatus": "finished:completed",
+             "startedAt": now, "finishedAt": now}  # fmt: skip
+    patch = json.dumps({"data": {"runs": json.dumps({run: entry})}})
+    runner.kubectl("patch", "configmap", f"{account}-run-status", "-n", namespace, "--type=merge", "-p", patch)
+    return runner, patch
+
+
+def tenant_roles() -> dict[str, list[dict[str, Any]]]:
+    """The rules of each Role examples/v2/tenant.yaml grants a team, by the Role's name."""
+    return {d["metadata"]["name"]: d["rules"] for d in load_all(V2_TENANT) if d["kind"] == "Role"}
+
+
+def test_the_readme_tenant_path_runs_as_written(plane, tmp_path):
+    """README "Install on your cluster", the tenants' blocks, each line as written in a shell (the platform's ran
+    when the plane was installed): as an account holding only tenant.yaml's federation-author Role, the quick
+    start's Federation applied and waited Ready; as one holding only its federation-runner Role, Flower's own
+    `flwr build` of examples/app, the bundle's ConfigMap, examples/runs/smoke.yaml and `kubectl wait` for the
+    run Succeeded. KWOK runs no pod: between the apply and the wait the test plays the SuperLink's runner."""
+    hub = plane.hub
+    claim = claim_of(QUICKSTART)
+    fed, namespace = claim["metadata"]["name"], claim["metadata"]["namespace"]
+    version = claim["spec"]["superlink"]["image"].rsplit(":", 1)[1]
+    python = real_flower.venv_python(version)
+    need(python is not None, f"a venv of Flower {version} (FLWR_VENVS; `make flower-venv-newest`)")
+    assert python is not None
+    roles = tenant_roles()
+    author = account_with(hub, "readme-author", namespace, roles["federation-author"], tmp_path)
+    run_as_written(author, "federation", tmp_path / "author")
+    assert condition(get_claim(plane, fed, namespace), "Ready").get("status") == "True"
+
+    runner = account_with(hub, "readme-runner", namespace, roles["federation-runner"], tmp_path)
+    *submit, wait = readme_steps("tenant")
+    assert wait.startswith("kubectl wait federationrun/"), wait
+    [smoke] = load_all(ROOT / "examples" / "runs" / "smoke.yaml")
+    run, bundle_map = smoke["metadata"]["name"], smoke["spec"]["app"]["configMap"]["name"]
+    assert wait.split()[2] == f"federationrun/{run}", wait
+    work = tmp_path / "runner-work"
+    work.mkdir()
+    (work / "examples").symlink_to(ROOT / "examples")
+    for line in submit:
+        runner.shell(line, work, [python.parent])
+    listed = wait_for(f"run {run} on the Federation's runs list", lambda: _if(
+        lambda w: w.get(run), wanted_runs(hub, fed, namespace)[0]), timeout=RUN_TIMEOUT)  # fmt: skip
+    # The bundle Flower's CLI built, as the runs list carries it to the runner.
+    bundle = base64.b64decode(wanted_runs(hub, fed, namespace)[1][listed["app"]])
+    with zipfile.ZipFile(io.BytesIO(bundle)) as fab:
+        assert "pyproject.toml" in fab.namelist(), fab.namelist()
+    report_completed(hub, fed, namespace, run, listed["uid"], tmp_path / "superlink")
+    runner.shell(wait, work)
+    assert run_of(runner, run, namespace)["status"]["phase"] == "Completed"
+    runner.kubectl("delete", f"federationruns.{RUNS_GROUP}", run, "-n", namespace, "--wait=true", timeout=120)
+    runner.kubectl("delete", "configmap", bundle_map, "-n", namespace)
 
 
 def image_run(name: str, namespace: str, federation: str, image: str, *, also_configmap: bool = False) -> str:
@@ -1847,7 +1904,10 @@ def configuration_release(plane: ControlPlane, tmp: pathlib.Path, tag: str) -> s
     xpkg = tmp / "configuration-flower.xpkg"
     subprocess.run([plane.tools.crank, "xpkg", "build", f"--package-root={root}", "-o", str(xpkg)],
                    check=True, capture_output=True, text=True)  # fmt: skip
-    return plane.push(xpkg, "configuration-flower", tag)
+    plane.push(xpkg, "configuration-flower", tag)
+    # Named as the platform names the first (examples/install/configuration.yaml): the mirror serves it.
+    repository = yaml.safe_load(plane.configuration_manifest.read_text())["spec"]["package"].rsplit(":", 1)[0]
+    return f"{repository}:{tag}"
 
 
 def revision_of(plane: ControlPlane, claim: dict[str, Any]) -> str:

@@ -219,3 +219,16 @@ def test_the_readmes_sample_status_is_what_the_function_renders():
     text, _ = render.render_file(str(ROOT / "examples" / "xr.yaml"))
     status = next(yaml.safe_load_all(text))["status"]
     assert shown == set(status), f"README's sample shows {sorted(shown)}, the function writes {sorted(status)}"
+
+
+def test_the_readmes_install_blocks_are_the_ones_the_e2e_runs():
+    """README "Install on your cluster": each block marked for the e2e is run by it (by name), and every file
+    a line applies is in the repository."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"<!-- e2e: (\S+) -->\n```sh\n(.*?)```", readme, re.DOTALL)
+    assert {name for name, _ in blocks} == {"platform", "federation", "tenant"}, blocks
+    harness = "".join(p.read_text() for p in sorted((ROOT / "tests" / "e2e").glob("*.py")))
+    for name, block in blocks:
+        assert f'"{name}"' in harness, f"no e2e runs the README's {name} block"
+        for path in re.findall(r"-f (\S+)", block):
+            assert (ROOT / path).is_file(), (name, path)

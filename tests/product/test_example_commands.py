@@ -50,7 +50,7 @@ TABLE = [
     Row("invalid/*.yaml", REFUSED, "invalid on purpose: refused, with the message its first line expects"),
     Row("install/*.yaml", NO_FEDERATION, "what a platform team applies to install the packages"),
     Row("multicluster/*.yaml", NO_FEDERATION, "the ProviderConfigs the multicluster claims name"),
-    Row("policy/*.yaml", NO_FEDERATION, "a platform's policy: --policy's input, not a Federation"),
+    Row("policy/*.yaml", NO_FEDERATION, "the platform's policy, as its EnvironmentConfig: --policy's input too"),
     Row("v2/providerconfigs.yaml", NO_FEDERATION, "the provider configs the namespaced Federation names"),
     Row("v2/tenant.yaml", NO_FEDERATION, "a tenant's RBAC for Federations in its namespace"),
     Row("v2/run.yaml", NO_FEDERATION, "a FederationRun: applied on a cluster, where the runner starts it"),

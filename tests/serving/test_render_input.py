@@ -89,6 +89,15 @@ CASES = [
          "document 1 (Federation without a name): metadata.name must be a string", "stdin"),
     Case("an observed file that is binary, in a directory", b"\x00\x01", "z.yaml: binary data", "observed"),
     Case("a policy that is not UTF-8", b"podSecurity: privil\xe8ged\n", "policy.yaml: not UTF-8 text", "policy"),
+    Case("a policy file holding no document", b"# nothing\n", "policy.yaml: 0 documents", "policy"),
+    Case("an EnvironmentConfig the packages would not read (another name)",
+         b"apiVersion: apiextensions.crossplane.io/v1beta1\nkind: EnvironmentConfig\nmetadata: {name: mine}\n"
+         b"data: {podSecurity: privileged}\n",
+         "policy.yaml: the packages' Compositions read the EnvironmentConfig flower-platform-policy", "policy"),
+    Case("the platform's EnvironmentConfig holding no policy",
+         b"apiVersion: apiextensions.crossplane.io/v1beta1\nkind: EnvironmentConfig\n"
+         b"metadata: {name: flower-platform-policy}\ndata: {podSecurity: lax}\n",
+         "EnvironmentConfig flower-platform-policy: data.podSecurity", "policy"),
 ]  # fmt: skip
 
 

@@ -12,6 +12,8 @@ from types import ModuleType
 import pytest
 import yaml
 
+from function.api import policy
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # provider-kubernetes' and Crossplane's CRDs, as data for offline validation: those of the
 # pinned modules (`make unit-tools`: crossplane-crds/, provider-crds/).
@@ -95,7 +97,13 @@ def policy_path(example: pathlib.Path) -> pathlib.Path | None:
 def policy_for(example: pathlib.Path) -> dict | None:
     """The policy an example renders under, as the Composition's step gives it (None: the defaults)."""
     path = policy_path(example)
-    return None if path is None else load_all(path)[0]
+    if path is None:
+        return None
+    # The platform's EnvironmentConfig, its rules given in the step as they would be without one.
+    [doc] = load_all(path)
+    if doc["kind"] != policy.ENVIRONMENT_CONFIG_KIND:
+        return doc
+    return {"apiVersion": policy.API_VERSION, "kind": policy.KIND, **doc["data"]}
 
 
 def composition_for(example: pathlib.Path, tmp: pathlib.Path) -> pathlib.Path:
