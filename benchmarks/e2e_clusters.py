@@ -102,8 +102,8 @@ FLOOR_LOOK_EVERY = 20  # seconds between its counts of Ready pods
 KINDS = ("xfederations", "xfederationclustergroups", "xfederationclusters")
 
 
-def claim(count: int, replicas: int) -> dict[str, Any]:
-    """The Federation: a selector pool over count clusters, R SuperNodes each, TLS and node authentication."""
+def claim(count: int, replicas: int, *, auth: bool = True) -> dict[str, Any]:
+    """The Federation: a selector pool over count clusters, R SuperNodes each, TLS and (auth) node authentication."""
     return {
         "apiVersion": "flower.crossplane.io/v1alpha1",
         "kind": "Federation",
@@ -113,7 +113,7 @@ def claim(count: int, replicas: int) -> dict[str, Any]:
             "mode": "StatefulSet",
             "isolationMode": "subprocess",
             "tls": {"certManager": {"issuerRef": {"name": CA_ISSUER, "kind": "ClusterIssuer"}}},
-            "nodeAuthentication": {"enabled": True},
+            "nodeAuthentication": {"enabled": auth},
             # Remote pools dial this; nothing waits for a load balancer's address.
             "superlink": {"externalAddress": "flower.example.org"},
             "supernodes": {
@@ -501,6 +501,47 @@ def api_requests(text: str, top: int = 6) -> list[str]:
     return out
 
 
+# The API server's verbs that write (a status subresource's writes among them).
+WRITE_VERBS = ("POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION")
+
+
+def hub_writes(text: str) -> int:
+    """Every write the API server has answered since it started, from its apiserver_request_total."""
+    total = 0
+    for line in text.splitlines():
+        if line.startswith("apiserver_request_total{"):
+            verb = re.search(r'verb="([^"]*)"', line)
+            if verb and verb.group(1) in WRITE_VERBS:
+                total += int(float(line.rsplit(" ", 1)[1]))
+    return total
+
+
+def _seconds(value: float | None) -> str:
+    return "none" if value is None else f"{value:.0f}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    """A run's figures, as the goal states them (docs/operations.md, Large federations)."""
+
+    clusters: int
+    supernodes: int
+    auth: bool
+    ready_s: float | None  # None: not every SuperNode Ready in the run's time
+    keys_registered_s: float | None  # None: not every key listed (or none published: no --keys)
+    control_plane_cpu_s: float
+    hub_writes: int  # every write to the hub's API server over the run
+    objects: int  # the composed Objects on the hub at the end
+
+    def line(self) -> str:
+        """One line a reader can compare across releases: `scale: clusters=N ... hub_writes_per_object=N`."""
+        auth = f"auth={'on' if self.auth else 'off'} ready_s={_seconds(self.ready_s)}"
+        keys = f" keys_registered_s={_seconds(self.keys_registered_s)}" if self.auth else ""
+        per_object = f"{self.hub_writes / self.objects:.1f}" if self.objects else "none"
+        return (f"scale: clusters={self.clusters} supernodes={self.supernodes} {auth}{keys} "
+                f"control_plane_cpu_s={self.control_plane_cpu_s:.0f} hub_writes_per_object={per_object}")  # fmt: skip
+
+
 def metrics_port(plane: ControlPlane) -> int:
     """The port Crossplane serves its metrics on, from its command line."""
     args = [str(a) for a in plane.processes["crossplane"].popen.args]  # type: ignore[union-attr]
@@ -650,12 +691,15 @@ def spokes_alone(plane: ControlPlane, count: int, replicas: int, timeout: float)
     return 0 if ready >= want else 1
 
 
-def run(plane: ControlPlane, count: int, replicas: int, timeout: float, *, keys: bool = False) -> int:
-    """Apply the Federation at once and report; the exit status.
+def run(plane: ControlPlane, count: int, replicas: int, timeout: float, *, keys: bool = False,
+        auth: bool = True) -> int:  # fmt: skip
+    """Apply the Federation at once and report, the goal's figures last (Scale.line); the exit status.
 
     keys: publish each SuperNode's key as its pod would, and wait for every key to be listed too.
+    auth: node authentication on (keys needs it).
     """
     plane.hub.apply(*provider_configs(count))
+    writes_before = hub_writes(plane.hub.kubectl("get", "--raw", "/metrics", timeout=120))
     pids = plane_processes(plane.workdir)
     cpu_before = {pid: cpu_seconds(pid) for pid in pids}
     harness_before = harness_cpu()
@@ -663,14 +707,14 @@ def run(plane: ControlPlane, count: int, replicas: int, timeout: float, *, keys:
     calls_before, _, _ = function_calls(metrics(port))
     progress = Progress(count * replicas, keys)
     started = time.time()
-    plane.hub.apply(claim(count, replicas))
+    plane.hub.apply(claim(count, replicas, auth=auth))
     wait(plane, progress, timeout)
     served = metrics(port)
     calls, p50, p99 = function_calls(served)
     used = {pid: max(0.0, cpu_seconds(pid) - before) for pid, before in cpu_before.items()}
     flags = " ".join([f"--sync-interval={SYNC}", *plane.crossplane_args])
     provider = " ".join([f"--poll={plane.provider_poll}", *plane.provider_args])
-    print(f"clusters {count}, SuperNodes {progress.want} ({replicas} each), node authentication and TLS on, "
+    print(f"clusters {count}, SuperNodes {progress.want} ({replicas} each), TLS on, node authentication {auth}, "
           f"Crossplane {flags}, provider-kubernetes {provider}")  # fmt: skip
     if keys:
         after = f", all listed after {progress.keys_after:.0f} s" if progress.keys_after is not None else ""
@@ -701,6 +745,9 @@ def run(plane: ControlPlane, count: int, replicas: int, timeout: float, *, keys:
         # At 1,000 clusters a busy hub may take longer than the harness waits to list 9,000 Objects,
         # or answer the list itself with a timeout (the API server's, an error status).
         print(f"call sizes not measured: {err}: {getattr(err, 'stderr', '') or ''}"[:1000])
+    scale = Scale(count, progress.want, auth, progress.ready_after, progress.keys_after, sum(used.values()),
+                  hub_writes(hub) - writes_before, len(plane.hub.get("objects.kubernetes.crossplane.io")))  # fmt: skip
+    print(scale.line(), flush=True)
     return 0 if progress.done else 1
 
 
@@ -737,8 +784,11 @@ def main() -> int:
         help="the floor: apply what the FederationClusters would straight to the spokes; no Crossplane in the way",
     )
     parser.add_argument("--keys", action="store_true", help="publish every SuperNode's key, wait for all listed")
+    parser.add_argument("--no-auth", action="store_true", help="node authentication off (not with --keys)")
     parser.add_argument("--provider-poll", default=PROVIDER_POLL, help="provider-kubernetes' --poll")
     args = parser.parse_args()
+    if args.keys and args.no_auth:
+        parser.error("--keys publishes keys for node authentication: not with --no-auth")
     if args.smoke:
         args.clusters, args.replicas = SMOKE_CLUSTERS, SMOKE_REPLICAS
     minor = sorted((p.name.removeprefix("kube-") for p in (ROOT / "tools").glob("kube-1.*")),
@@ -778,13 +828,14 @@ def main() -> int:
         configs = provider_configs(args.clusters)
         spokes = sorted({c["spec"]["credentials"]["secretRef"]["name"] for c in configs})
         print(f"kubernetes {minor}: would apply {len(configs)} ProviderConfigs over {len(spokes)} spoke clusters")
-        print(f"and one Federation of {args.clusters * args.replicas} SuperNodes, node authentication and TLS on")
+        security = "TLS on, node authentication off" if args.no_auth else "node authentication and TLS on"
+        print(f"and one Federation of {args.clusters * args.replicas} SuperNodes, {security}")
         print(f"each spoke: 3 nodes of {plane.node_pods} pods, no client rate limits, a volume made for each claim")
         return 0
     with running(plane):
         if args.spokes_alone:
             return spokes_alone(plane, args.clusters, args.replicas, args.timeout)
-        return run(plane, args.clusters, args.replicas, args.timeout, keys=args.keys)
+        return run(plane, args.clusters, args.replicas, args.timeout, keys=args.keys, auth=not args.no_auth)
 
 
 if __name__ == "__main__":

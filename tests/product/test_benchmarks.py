@@ -237,3 +237,27 @@ def test_the_scale_runs_publications_are_what_the_function_accepts_from_a_pod():
     assert key.holder == f"scale-0007/{module.NAMESPACE}/PersistentVolumeClaim/{claims[0]['metadata']['name']}"
     assert len(key.line) > 250, "a real key's size"
     assert module.made_up_key("u0") == module.made_up_key("u0") != module.made_up_key("u1")
+
+
+def test_the_scale_benchmarks_last_line_states_the_goals_figures():
+    module = _e2e_clusters()
+    served = "\n".join([
+        'apiserver_request_total{code="201",component="apiserver",resource="objects",verb="POST"} 100',
+        'apiserver_request_total{code="200",component="apiserver",resource="objects",verb="APPLY"} 250',
+        'apiserver_request_total{code="200",resource="objects",subresource="status",verb="PUT"} 40',
+        'apiserver_request_total{code="200",component="apiserver",resource="objects",verb="GET"} 9000',
+        'apiserver_request_total{code="200",component="apiserver",resource="objects",verb="WATCH"} 7',
+        'apiserver_request_duration_seconds_count{resource="objects",verb="PATCH"} 500',
+    ])  # fmt: skip
+    assert module.hub_writes(served) == 390, "POST, APPLY and PUT are writes; reads, watches and histograms are not"
+    on = module.Scale(100, 1000, auth=True, ready_s=250.4, keys_registered_s=290.6, control_plane_cpu_s=449.5,
+                      hub_writes=390 * 50, objects=100)  # fmt: skip
+    assert on.line() == (
+        "scale: clusters=100 supernodes=1000 auth=on ready_s=250 keys_registered_s=291 control_plane_cpu_s=450 "
+        "hub_writes_per_object=195.0"
+    )
+    off = module.Scale(100, 1000, auth=False, ready_s=None, keys_registered_s=None, control_plane_cpu_s=300,
+                       hub_writes=0, objects=0)  # fmt: skip
+    assert off.line() == (
+        "scale: clusters=100 supernodes=1000 auth=off ready_s=none control_plane_cpu_s=300 hub_writes_per_object=none"
+    )
