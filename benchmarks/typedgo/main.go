@@ -427,17 +427,19 @@ func statefulSet(name, namespace string, labels map[string]string, replicas int3
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: typedgo serve|load [flags]")
+		fmt.Fprintln(os.Stderr, "usage: typedgo serve|floor|load [flags]")
 		os.Exit(2)
 	}
 	var err error
 	switch os.Args[1] {
 	case "serve":
 		err = serve(os.Args[2:])
+	case "floor":
+		err = serveFloor(os.Args[2:])
 	case "load":
 		err = load(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: serve or load", os.Args[1])
+		err = fmt.Errorf("unknown command %q: serve, floor or load", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
