@@ -8,6 +8,9 @@
 // selector, one ProviderConfig and namespace, no observed resources): it measures what composing
 // costs in Go, it is not a second implementation of the API. The benchmark checks that its desired
 // resources and composite status equal the Python function's before it times anything.
+//
+// `typedgo floor` (floor.go) is the benchmark's other peer, which composes nothing, and `typedgo
+// load` (load.go) the load client that calls them all.
 package main
 
 import (
