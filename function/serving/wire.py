@@ -144,14 +144,13 @@ def encode_struct(obj: Mapping[str, Any]) -> bytes:
         if type(value) is str:
             data = _utf8(value)
             size, name_size = len(data), len(name)
-            # The entry (its key's and its value's tags and lengths, 4 bytes, then
-            # the string's tag and length, 2) fits a one-byte length.
-            if name_size + size <= SEVEN_BITS - 6:
+            # The entry (its key's and its value's heads, then the string's) fits a one-byte length.
+            if name_size + size <= SEVEN_BITS - _STRING_ENTRY_HEADS:
                 parts += (
-                    _ENTRY[name_size + size + 6],
+                    _ENTRY[name_size + size + _STRING_ENTRY_HEADS],
                     _KEY[name_size],
                     name,
-                    _VALUE[size + 2],
+                    _VALUE[size + _STRING_HEAD],
                     _STRING[size],
                     data,
                 )
@@ -166,8 +165,8 @@ def encode_struct(obj: Mapping[str, Any]) -> bytes:
 def _entry(name: bytes, value: bytes) -> tuple[bytes, ...]:
     """A map entry of Struct.fields: name and the Value's bytes, as the parts of a field."""
     name_size, size = len(name), len(value)
-    if name_size + size <= SEVEN_BITS - 4:
-        return (_ENTRY[name_size + size + 4], _KEY[name_size], name, _VALUE[size], value)
+    if name_size + size <= SEVEN_BITS - _ENTRY_HEADS:
+        return (_ENTRY[name_size + size + _ENTRY_HEADS], _KEY[name_size], name, _VALUE[size], value)
     entry = _delimited_by(_KEY, name) + _delimited_by(_VALUE, value)
     return (_delimited_by(_ENTRY, entry),)
 
@@ -241,7 +240,7 @@ def _delimited_by(heads: tuple[bytes, ...], payload: bytes) -> bytes:
     size = len(payload)
     if size <= SEVEN_BITS:
         return heads[size] + payload
-    return heads[0][:1] + _varint(size) + payload
+    return heads[0][:-1] + _varint(size) + payload  # the tag, then the length
 
 
 def _heads(message: Any, name: str) -> tuple[bytes, ...]:
@@ -264,6 +263,10 @@ _VALUE = _heads(structpb.Struct.FieldsEntry, "value")
 _STRING = _heads(structpb.Value, "string_value")
 _MAP = _heads(structpb.Value, "struct_value")
 _LIST = _heads(structpb.Value, "list_value")
+# The bytes of a map entry's heads with one-byte lengths (2 each, as the fields' numbers are below 16).
+_ENTRY_HEADS = len(_KEY[0]) + len(_VALUE[0])
+_STRING_HEAD = len(_STRING[0])
+_STRING_ENTRY_HEADS = _ENTRY_HEADS + _STRING_HEAD
 _NULL = _tag(structpb.Value, "null_value", VARINT) + _varint(structpb.NULL_VALUE)
 _NUMBER = _tag(structpb.Value, "number_value", FIXED64)
 # A oneof's field is written when set, its default (false, 0, "") too.
