@@ -20,7 +20,8 @@ CELCHECK := .cache/bin/celcheck
 XRD2CRD := .cache/bin/xrd2crd
 PSSCHECK := .cache/bin/psscheck
 NETPOLICY := .cache/bin/netpolicy
-# The typed Go function benchmarks/bench_vs_go.py measures the function against.
+# The Go functions benchmarks/bench_vs_go.py measures the function against: the typed one
+# (`typedgo serve`) and the near-floor one (`typedgo floor`), one binary.
 TYPEDGO := .cache/bin/typedgo
 # The CRDs of the pinned Crossplane and of each provider-kubernetes release the e2e runs, from their
 # modules (tests/support/peers.py).

@@ -1,30 +1,40 @@
-"""The function against a typed Go function, side by side, in one run: latency, throughput, CPU, memory.
+"""The function against two Go functions, side by side, in one run: latency, throughput, CPU, memory.
 
-The peer is benchmarks/typedgo: a composition function on function-sdk-go that reads the spec
-into Go types and builds its workloads from k8s.io/api types (`make .cache/bin/typedgo` builds
-it; this script does so when it is missing). It composes the Federations this script sends, and
-before anything is timed the script checks that its desired resources, composite status and TTL
-equal the function's, at 1 and 16 pools (exit 1 if not).
+The peers are benchmarks/typedgo (`make .cache/bin/typedgo` builds it; this script does so when
+it is missing), both on function-sdk-go:
 
-Both are served on this machine, without TLS, and called over one HTTP/2 connection as
+- typed Go (`typedgo serve`): a composition function that reads the spec into Go types and
+  builds its workloads from k8s.io/api types. It composes the Federations this script sends.
+- near-floor Go (`typedgo floor`): composes nothing. Before anything is served, this script runs
+  the function in-process on every request it will send and hands the peer the answers' bytes
+  (each answer's pieces, those the answers share written once); the peer picks one by what varies
+  (the number of pools and the first pool's replicas) and answers with its bytes as they are: what
+  gRPC and the SDK's server cost, and nothing else. They are the bytes of the function's run in
+  this process (fn.run_bytes): the served function's, but for the order of the composite status's
+  map, which each process writes in its own (the response is not serialized deterministically).
+
+Before anything is timed the script checks that each peer's desired resources, composite status
+and TTL equal the function's, at 1 and 16 pools (exit 1 if not).
+
+All are served on this machine, without TLS, and called over one HTTP/2 connection as
 Crossplane holds one per function pod, by a load client in Go (`typedgo load`), so that the
-client costs little and the same for both. The function runs as installed by default
+client costs little and the same for all. The function runs as installed by default
 (`--workers auto`: one worker per CPU it may use).
 
 Latency, for 1, 16 and 128 pools, each warm (the same request on every call: one Federation
 reconciled again) and cold (a new spec on every call: its first pool's replicas, so every call
-misses the function's caches): --calls calls, 8 under way at once. The two servers take turns
-(--rounds rounds of each), so that the machine's noise falls on both. Prints p50 and p95 ms,
-the server's CPU ms per call (its process and its workers, from /proc) and the ratio of the
-function's p50 to the peer's.
+misses the function's caches): --calls calls, 8 under way at once. The servers take turns
+(--rounds rounds of each), so that the machine's noise falls on all. Prints p50 and p95 ms,
+the server's CPU ms per call (its process and its workers, from /proc) and the ratio of each
+server's p50 to each peer's.
 
 Throughput, 16 pools, cold, 16 calls under way: requests/s and CPU ms per call of the function
-with --workers auto, 1 and 2, and of the peer, all served at once and taking turns (--rounds
+with --workers auto, 1 and 2, and of the peers, all served at once and taking turns (--rounds
 rounds of --throughput-calls calls each), with the memory of each server after the run (its
 processes' proportional set size, PSS: a page shared by n processes counts 1/n in each, so the
 libraries and imports the workers share are counted once), what of it is one worker's (the
 mean PSS of the function's worker processes: what each worker more costs), and the ratio of
-each to the peer's requests/s.
+each to each peer's requests/s.
 
 --smoke runs 1 pool, 20 calls, one round, and 40 calls of throughput: it proves the script runs
 (the equality check still fails it). Its figures mean nothing.
@@ -55,8 +65,9 @@ from google.protobuf import json_format
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-import bench  # the Federation both compose: pools using most features
+import bench  # the Federation all compose: pools using most features
 
+from function.serving import fn, wire
 from support import served
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -157,16 +168,35 @@ def serving_ours(workers: str, logs: pathlib.Path) -> Iterator[Server]:
         stop(proc, log)
 
 
+@dataclass(frozen=True)
+class Peer:
+    """A Go peer: its name in the tables, and how the peer's binary serves it."""
+
+    name: str
+    command: tuple[str, ...]
+
+
+TYPED = Peer("typed Go", ("serve",))
+
+
+def near_floor(answers: pathlib.Path) -> Peer:
+    """The near-floor peer, answering from the answers file (write_answers)."""
+    return Peer("near-floor Go", ("floor", "--answers", str(answers)))
+
+
 @contextlib.contextmanager
-def serving_peer(peer: pathlib.Path, logs: pathlib.Path) -> Iterator[Server]:
-    """The typed Go peer, served until the block ends."""
+def serving_peer(peer: pathlib.Path, which: Peer, logs: pathlib.Path) -> Iterator[Server]:
+    """A Go peer, served until the block ends."""
     port = served.free_port()
-    log = logs / "typedgo.log"
+    log = logs / f"typedgo-{which.command[0]}.log"
     proc = served.launch(
-        [str(peer), "serve", "--address", f"127.0.0.1:{port}"], port=port, log=log, timeout=START_TIMEOUT_SECONDS
+        [str(peer), *which.command, "--address", f"127.0.0.1:{port}"],
+        port=port,
+        log=log,
+        timeout=START_TIMEOUT_SECONDS,
     )
     try:
-        yield Server("typed Go", f"127.0.0.1:{port}", proc, log)
+        yield Server(which.name, f"127.0.0.1:{port}", proc, log)
     finally:
         stop(proc, log)
 
@@ -196,6 +226,63 @@ def write_requests(path: pathlib.Path, requests: list[fnv1.RunFunctionRequest]) 
             raw = req.SerializeToString()
             out.write(struct.pack(">I", len(raw)))
             out.write(raw)
+    return path
+
+
+def variants_needed(args: argparse.Namespace) -> dict[int, int]:
+    """For each pool count the run sends, how many new specs (cold_requests) it sends at most."""
+    needed = dict.fromkeys(CHECKED_POOLS, 0)
+    for pools in args.pools:
+        needed[pools] = max(needed.get(pools, 0), args.calls * args.rounds * 2)
+    needed[THROUGHPUT_POOLS] = max(needed.get(THROUGHPUT_POOLS, 0), args.throughput_calls * args.rounds)
+    return needed
+
+
+# The field of a RunFunctionResponse that carries the desired resources.
+DESIRED = fnv1.RunFunctionResponse.DESCRIPTOR.fields_by_name["desired"].number
+
+
+def answer_chunks(req: fnv1.RunFunctionRequest) -> list[bytes]:
+    """The bytes the function serves for req (fn.run_bytes), in pieces: the response, then its resources one by one.
+
+    A resource's piece is its own `desired` entry (wire.desired_resources of it alone, unwrapped):
+    between two specs that differ in one pool's replicas, most are the same bytes.
+    """
+    composed = fn.answer(req)
+    field = composed.resources_field()
+    entries = [
+        wire.field(wire.desired_resources({name: resource}), DESIRED) or b""
+        for name, resource in sorted(composed.composed.items())
+    ]
+    framing = field[: len(field) - sum(map(len, entries))]
+    chunks = [composed.rsp.SerializeToString(), framing, *entries]
+    if b"".join(chunks) != composed.serialized():
+        msg = "the answer's pieces are not its bytes"
+        raise RuntimeError(msg)
+    return chunks
+
+
+def write_answers(path: pathlib.Path, needed: dict[int, int]) -> pathlib.Path:
+    """The function's answers to every request the run sends, as `typedgo floor` reads them.
+
+    Every integer a uint32, big endian: the number of pieces and each (length, bytes), written
+    once however many answers share it; then the number of answers and each (pools, the first
+    pool's replicas, its number of pieces, their indexes).
+    """
+    pieces: dict[bytes, int] = {}
+    answers = []
+    for pools, count in needed.items():
+        for req in [bench.request(pools), *cold_requests(pools, count)]:
+            replicas = int(req.observed.composite.resource["spec"]["supernodes"]["pools"][0]["replicas"])
+            indexes = [pieces.setdefault(chunk, len(pieces)) for chunk in answer_chunks(req)]
+            answers.append((pools, replicas, indexes))
+    with path.open("wb") as out:
+        out.write(struct.pack(">I", len(pieces)))
+        for chunk in pieces:  # in index order: a dict keeps the order of insertion
+            out.write(struct.pack(">I", len(chunk)) + chunk)
+        out.write(struct.pack(">I", len(answers)))
+        for pools, replicas, indexes in answers:
+            out.write(struct.pack(f">III{len(indexes)}I", pools, replicas, len(indexes), *indexes))
     return path
 
 
@@ -264,12 +351,25 @@ def merged(runs: list[Run]) -> Run:
     )
 
 
-def latency(peer: pathlib.Path, ours: Server, theirs: Server, work: pathlib.Path, args: argparse.Namespace) -> None:
-    """Print the latency table: each pool count, warm and cold, the two servers taking turns."""
+def ratio_headers(peers: list[Server]) -> str:
+    """The headers of the ratio columns, one per peer."""
+    return " ".join(f"{'vs ' + peer.name.split()[0]:>14}" for peer in peers)
+
+
+def ratios(value: float, peer_values: list[float]) -> str:
+    """The ratio of value to each peer's."""
+    return " ".join(f"{value / theirs:>14.2f}" for theirs in peer_values)
+
+
+def latency(
+    peer: pathlib.Path, ours: Server, peers: list[Server], work: pathlib.Path, args: argparse.Namespace
+) -> None:
+    """Print the latency table: each pool count, warm and cold, the servers taking turns."""
+    servers = [ours, *peers]
     print(f"latency: {args.calls} calls per round, {IN_FLIGHT} in flight, {args.rounds} rounds each, interleaved")
     print(
         f"{'pools':>6} {'spec':>6} {'server':>24} {'p50 ms':>8} {'p95 ms':>8} {'p95/p50':>8} "
-        f"{'CPU ms/call':>12} {'p50 ratio':>10}"
+        f"{'CPU ms/call':>12} {ratio_headers(peers)}"
     )
     for pools in args.pools:
         for temperature in ("warm", "cold"):
@@ -279,22 +379,22 @@ def latency(peer: pathlib.Path, ours: Server, theirs: Server, work: pathlib.Path
                 # A spec per call of every round: none is seen twice by the function.
                 requests = cold_requests(pools, args.calls * args.rounds * 2)
             path = write_requests(work / f"{pools}-{temperature}.bin", requests)
-            runs: dict[str, list[Run]] = {ours.name: [], theirs.name: []}
+            runs: dict[str, list[Run]] = {server.name: [] for server in servers}
             for _ in range(args.rounds):
-                for server in (ours, theirs):
+                for server in servers:
                     runs[server.name].append(load(peer, server, path, args.calls, IN_FLIGHT))
-            peer_p50 = statistics.median(merged(runs[theirs.name]).milliseconds)
-            for server in (ours, theirs):
+            peer_p50s = [statistics.median(merged(runs[theirs.name]).milliseconds) for theirs in peers]
+            for server in servers:
                 run = merged(runs[server.name])
                 p50 = statistics.median(run.milliseconds)
                 print(
                     f"{pools:>6} {temperature:>6} {server.name:>24} {p50:>8.2f} {run.percentile(0.95):>8.2f} "
-                    f"{run.percentile(0.95) / p50:>8.2f} {run.cpu_ms_per_call:>12.2f} {p50 / peer_p50:>10.2f}"
+                    f"{run.percentile(0.95) / p50:>8.2f} {run.cpu_ms_per_call:>12.2f} {ratios(p50, peer_p50s)}"
                 )
 
 
-def throughput(peer: pathlib.Path, work: pathlib.Path, args: argparse.Namespace) -> None:
-    """Print the throughput table: the peer and the function at each number of workers, taking turns."""
+def throughput(peer: pathlib.Path, floor: Peer, work: pathlib.Path, args: argparse.Namespace) -> None:
+    """Print the throughput table: the peers and the function at each number of workers, taking turns."""
     calls, rounds = args.throughput_calls, args.rounds
     specs = cold_requests(THROUGHPUT_POOLS, calls * rounds)
     # Each round's specs are new to every server; every server gets the same ones.
@@ -303,10 +403,13 @@ def throughput(peer: pathlib.Path, work: pathlib.Path, args: argparse.Namespace)
         f"throughput: {THROUGHPUT_POOLS} pools, cold, {calls} calls per round, {THROUGHPUT_IN_FLIGHT} in flight, "
         f"{rounds} rounds each, interleaved"
     )
-    print(f"{'server':>24} {'requests/s':>11} {'CPU ms/call':>12} {'PSS MiB':>8} {'a worker':>9} {'vs peer':>8}")
     with contextlib.ExitStack() as stack:
-        servers = [stack.enter_context(serving_peer(peer, work))]
-        servers += [stack.enter_context(serving_ours(workers, work)) for workers in args.workers]
+        peers = [stack.enter_context(serving_peer(peer, which, work)) for which in (TYPED, floor)]
+        servers = peers + [stack.enter_context(serving_ours(workers, work)) for workers in args.workers]
+        print(
+            f"{'server':>24} {'requests/s':>11} {'CPU ms/call':>12} {'PSS MiB':>8} {'a worker':>9} "
+            f"{ratio_headers(peers)}"
+        )
         runs: dict[str, list[Run]] = {server.name: [] for server in servers}
         for path in paths:
             for server in servers:
@@ -314,21 +417,21 @@ def throughput(peer: pathlib.Path, work: pathlib.Path, args: argparse.Namespace)
         results = [
             (server.name, merged(runs[server.name]), server.pss_mib(), server.worker_pss_mib()) for server in servers
         ]
-    peer_rate = results[0][1].per_second
+    peer_rates = [run.per_second for _, run, _, _ in results[: len(peers)]]
     for name, run, pss, worker in results:
         print(
             f"{name:>24} {run.per_second:>11.1f} {run.cpu_ms_per_call:>12.2f} {pss:>8.1f} "
-            f"{'-' if worker is None else f'{worker:.1f}':>9} {run.per_second / peer_rate:>8.2f}"
+            f"{'-' if worker is None else f'{worker:.1f}':>9} {ratios(run.per_second, peer_rates)}"
         )
 
 
 def main() -> int:
-    """Check the two answer alike, then print both tables."""
+    """Check the peers answer as the function does, then print both tables."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=200, help="timed calls per server, pool count and round")
     parser.add_argument("--rounds", type=int, default=3, help="turns each server takes per pool count")
     parser.add_argument("--throughput-calls", type=int, default=1000, help="calls per server and round of throughput")
-    parser.add_argument("--peer", type=pathlib.Path, default=PEER, help="the typed Go peer's binary")
+    parser.add_argument("--peer", type=pathlib.Path, default=PEER, help="the Go peers' binary (typedgo)")
     parser.add_argument("--smoke", action="store_true", help="1 pool, a few calls: does it run")
     args = parser.parse_args()
     args.pools = POOLS
@@ -338,14 +441,21 @@ def main() -> int:
     build_peer(args.peer)
     with tempfile.TemporaryDirectory(prefix="bench-vs-go-") as tmp:
         work = pathlib.Path(tmp)
-        with serving_ours("auto", work) as ours, serving_peer(args.peer, work) as theirs:
-            differ = check_same_answers(ours, theirs)
-            if differ:
-                print(f"the typed Go peer's answer differs from the function's at {', '.join(differ)}")
-                return 1
-            print(f"same desired resources, composite status and TTL at {', '.join(map(str, CHECKED_POOLS))} pools")
-            latency(args.peer, ours, theirs, work, args)
-        throughput(args.peer, work, args)
+        floor = near_floor(write_answers(work / "answers.bin", variants_needed(args)))
+        with contextlib.ExitStack() as stack:
+            ours = stack.enter_context(serving_ours("auto", work))
+            peers = [stack.enter_context(serving_peer(args.peer, which, work)) for which in (TYPED, floor)]
+            for theirs in peers:
+                differ = check_same_answers(ours, theirs)
+                if differ:
+                    print(f"the {theirs.name} peer's answer differs from the function's at {', '.join(differ)}")
+                    return 1
+            print(
+                f"same desired resources, composite status and TTL from each peer at "
+                f"{', '.join(map(str, CHECKED_POOLS))} pools"
+            )
+            latency(args.peer, ours, peers, work, args)
+        throughput(args.peer, floor, work, args)
     return 0
 
 

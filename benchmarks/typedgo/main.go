@@ -8,6 +8,9 @@
 // selector, one ProviderConfig and namespace, no observed resources): it measures what composing
 // costs in Go, it is not a second implementation of the API. The benchmark checks that its desired
 // resources and composite status equal the Python function's before it times anything.
+//
+// `typedgo floor` (floor.go) is the benchmark's other peer, which composes nothing, and `typedgo
+// load` (load.go) the load client that calls them all.
 package main
 
 import (
@@ -427,17 +430,19 @@ func statefulSet(name, namespace string, labels map[string]string, replicas int3
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: typedgo serve|load [flags]")
+		fmt.Fprintln(os.Stderr, "usage: typedgo serve|floor|load [flags]")
 		os.Exit(2)
 	}
 	var err error
 	switch os.Args[1] {
 	case "serve":
 		err = serve(os.Args[2:])
+	case "floor":
+		err = serveFloor(os.Args[2:])
 	case "load":
 		err = load(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: serve or load", os.Args[1])
+		err = fmt.Errorf("unknown command %q: serve, floor or load", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
