@@ -744,8 +744,9 @@ def test_the_readme_tenant_path_runs_as_written(plane, tmp_path):
     (work / "examples").symlink_to(ROOT / "examples")
     for line in submit:
         runner.shell(line, work, [python.parent])
-    listed = wait_for(f"run {run} on the Federation's runs list", lambda: _if(
-        lambda w: w.get(run), wanted_runs(hub, fed, namespace)[0]), timeout=RUN_TIMEOUT)  # fmt: skip
+    listed = wait_for(f"run {run} on the Federation's runs list, with its bundle", lambda: _if(
+        lambda entry: entry and entry.get("app"), wanted_runs(hub, fed, namespace)[0].get(run)),
+        timeout=RUN_TIMEOUT)  # fmt: skip
     # The bundle Flower's CLI built, as the runs list carries it to the runner.
     bundle = base64.b64decode(wanted_runs(hub, fed, namespace)[1][listed["app"]])
     with zipfile.ZipFile(io.BytesIO(bundle)) as fab:
@@ -836,6 +837,9 @@ def bundled_as_the_job(hub: Cluster, fed: str, namespace: str, target: str, pyth
     the run's ConfigMap; that token writes no other ConfigMap, makes none and reads no Secret. The bundle."""
     app = work / "app"
     shutil.copytree(real_flower.APP, app, ignore=shutil.ignore_patterns("__pycache__"))
+    # Its ServiceAccount is an Object of its own, applied in any order beside the Job.
+    wait_for(f"ServiceAccount {bundler.account(fed)}", lambda: hub.get("serviceaccounts", bundler.account(fed),
+                                                                        namespace), timeout=RUN_TIMEOUT)  # fmt: skip
     token = hub.kubectl("create", "token", bundler.account(fed), "-n", namespace).strip()
     # Its Role may come a moment after the Job (Objects apply in any order): the Job retries a failed pod.
     tries: list[subprocess.CompletedProcess[str]] = []
