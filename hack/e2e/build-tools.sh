@@ -25,12 +25,18 @@ fi
 # build MODULE_DIR OUTPUT PACKAGE [LDFLAGS [MODFILE]]: go build unless OUTPUT is
 # newer than every file of the module folder (its pins and any source of ours)
 # and than this script (its flags). With MODFILE (a go.*.mod in that folder),
-# go build reads it in place of go.mod, and only it, its go.*.sum and the
-# folder's Go sources count.
+# go build reads it in place of go.mod, and only it, its go.*.sum, the
+# folder's Go sources and the folders it replaces a module with (a stand-in
+# such as tools/provider-kubernetes/nebius-gosdk) count.
 build() {
-  local dir=$1 target=$2 pkg=$3 ldflags=${4:-} modfile=${5:-}
+  local dir=$1 target=$2 pkg=$3 ldflags=${4:-} modfile=${5:-} local_replace
   local deps=("$dir")
-  if [ -n "$modfile" ]; then deps=("$dir/$modfile" "$dir/${modfile%.mod}.sum" "$dir"/*.go); fi
+  if [ -n "$modfile" ]; then
+    deps=("$dir/$modfile" "$dir/${modfile%.mod}.sum" "$dir"/*.go)
+    for local_replace in $(sed -n 's#^replace .* => \(\./[^ ]*\)$#\1#p' "$dir/$modfile"); do
+      deps+=("$dir/$local_replace")
+    done
+  fi
   if [ -x "$target" ] && [ -z "$(find "${deps[@]}" "$self" -type f -newer "$target")" ]; then
     return
   fi
