@@ -621,10 +621,16 @@ def readme_steps(name: str) -> list[str]:
 def run_as_written(cluster: Cluster, name: str, work: pathlib.Path, path: Iterable[pathlib.Path] = ()) -> list[str]:
     """Run the README's block `name` line by line, as written, in a folder where `examples/` is the repository's
     (what a command writes stays out of the checkout); each line's output."""
+    folder = readme_folder(work)
+    return [cluster.shell(line, folder, path) for line in readme_steps(name)]
+
+
+def readme_folder(work: pathlib.Path) -> pathlib.Path:
+    """work, made a folder where `examples/` is the repository's, as the README's commands expect."""
     work.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileExistsError):
         (work / "examples").symlink_to(EXAMPLES)
-    return [cluster.shell(line, work, path) for line in readme_steps(name)]
+    return work
 
 
 def dependencies() -> list[dict[str, str]]:

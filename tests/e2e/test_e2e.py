@@ -42,6 +42,7 @@ from controlplane import (
     cpu_quantity,
     dependencies,
     platform_policy,
+    readme_folder,
     readme_steps,
     run_as_written,
     wait_for,
@@ -710,6 +711,15 @@ def report_completed(hub: Cluster, fed: str, namespace: str, run: str, uid: str,
     return runner, patch
 
 
+def flower_python(claim: dict[str, Any]) -> tuple[str, pathlib.Path]:
+    """The Flower release a claim's SuperLink runs, and the Python of its venv (FLWR_VENVS): what its CLI is."""
+    version = claim["spec"]["superlink"]["image"].rsplit(":", 1)[1]
+    python = real_flower.venv_python(version)
+    need(python is not None, f"a venv of Flower {version} (FLWR_VENVS; `make flower-venv-newest`)")
+    assert python is not None
+    return version, python
+
+
 def tenant_roles() -> dict[str, list[dict[str, Any]]]:
     """The rules of each Role examples/v2/tenant.yaml grants a team, by the Role's name."""
     return {d["metadata"]["name"]: d["rules"] for d in load_all(V2_TENANT) if d["kind"] == "Role"}
@@ -724,10 +734,7 @@ def test_the_readme_tenant_path_runs_as_written(plane, tmp_path):
     hub = plane.hub
     claim = claim_of(QUICKSTART)
     fed, namespace = claim["metadata"]["name"], claim["metadata"]["namespace"]
-    version = claim["spec"]["superlink"]["image"].rsplit(":", 1)[1]
-    python = real_flower.venv_python(version)
-    need(python is not None, f"a venv of Flower {version} (FLWR_VENVS; `make flower-venv-newest`)")
-    assert python is not None
+    _, python = flower_python(claim)
     roles = tenant_roles()
     author = account_with(hub, "readme-author", namespace, roles["federation-author"], tmp_path)
     run_as_written(author, "federation", tmp_path / "author")
@@ -739,9 +746,7 @@ def test_the_readme_tenant_path_runs_as_written(plane, tmp_path):
     [smoke] = load_all(ROOT / "examples" / "runs" / "smoke.yaml")
     run, bundle_map = smoke["metadata"]["name"], smoke["spec"]["app"]["configMap"]["name"]
     assert wait.split()[2] == f"federationrun/{run}", wait
-    work = tmp_path / "runner-work"
-    work.mkdir()
-    (work / "examples").symlink_to(ROOT / "examples")
+    work = readme_folder(tmp_path / "runner-work")
     for line in submit:
         runner.shell(line, work, [python.parent])
     listed = wait_for(f"run {run} on the Federation's runs list, with its bundle", lambda: _if(
@@ -868,10 +873,7 @@ def test_a_run_from_an_image_is_bundled_by_its_job_and_read_by_the_runner_alone(
     hub = plane.hub
     claim = claim_of(QUICKSTART)
     fed, namespace = claim["metadata"]["name"], claim["metadata"]["namespace"]
-    version = claim["spec"]["superlink"]["image"].rsplit(":", 1)[1]
-    python = real_flower.venv_python(version)
-    need(python is not None, f"a venv of Flower {version} (FLWR_VENVS; `make flower-venv-newest`)")
-    assert python is not None
+    version, python = flower_python(claim)
     hub.kubectl("apply", "-f", str(QUICKSTART))
     wait_ready(plane, fed, namespace)
     author = account_with(hub, "image-run-author", namespace, RUN_AUTHOR_RIGHTS, tmp_path)
@@ -936,10 +938,7 @@ def test_the_quickstart_completes_a_flwr_run(plane, tmp_path):
     # Ready, as test_every_example_becomes_ready left it; waited for, so a failure there (or
     # Ready read False for a moment, see SETTLE_SECONDS) is not reported twice.
     claim = wait_ready(plane, *(claim_of(QUICKSTART)["metadata"][k] for k in ("name", "namespace")))
-    version = claim["spec"]["superlink"]["image"].rsplit(":", 1)[1]
-    python = real_flower.venv_python(version)
-    need(python is not None, f"a venv of Flower {version} (FLWR_VENVS; `make flower-venv-newest`)")
-    assert python is not None
+    version, python = flower_python(claim)
     release = real_flower.Release(version, python.parent)
     composite = composite_of(plane, claim)
     applied = {o["metadata"]["name"]: live(plane, o) for o in objects_of(plane, composite["metadata"]["name"])}
