@@ -170,6 +170,12 @@ class Processes:
             return  # no call yet, so none to lose: the first finds the pool broken itself
         dead = next(process for process in processes if process.sentinel == ready)
         dead.join(ORPHAN_CHECK_SECONDS)  # its pipe closes before the process can be reaped
+        # The pool's own thread may reap it in the same instant: this join then
+        # finds no child, and the code the other thread read lands a moment later.
+        for _ in range(int(ORPHAN_CHECK_SECONDS / 0.01)):
+            if dead.exitcode is not None:
+                break
+            time.sleep(0.01)
         with contextlib.suppress(RuntimeError):  # the loop closed: the server is done
             loop.call_soon_threadsafe(self._found_dead, executor, f"worker {dead.pid} {_how(dead.exitcode)}")
 

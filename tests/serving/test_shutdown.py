@@ -327,11 +327,15 @@ def test_calls_a_broken_pool_loses_fail_all_the_same(reason, lost):
         again = asyncio.run(pool.run(data))
     finally:
         pool.shutdown()
-    seen_dead = f"cannot compose Federation: a worker process died: worker {before[0]} was killed by signal 9"
+    # The signal, or only the death when the pool's own thread reaped the worker first (under CI's load).
+    seen_dead = {
+        f"cannot compose Federation: a worker process died: worker {before[0]} {how}"
+        for how in ("was killed by signal 9", "died")
+    }
     for answer in held[:lost]:
         [why] = fatal(fnv1.RunFunctionResponse.FromString(answer))
         # The pool may report the death first, through a call it holds; with none, only the watcher can.
-        assert why == seen_dead or (lost < len(held) and why.startswith(POOL_BROKEN)), (reason, why)
+        assert why in seen_dead or (lost < len(held) and why.startswith(POOL_BROKEN)), (reason, why)
     assert not any(call.done() for call in lossy.lost), "the lost calls were answered after all: this tests nothing"
     # The pool was started again, and answers.
     assert pool._executor is not executor
