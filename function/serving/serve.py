@@ -5,7 +5,9 @@ request protobuf cannot decode (a Federation nested deeper than its decoder
 reads) fails there, with an UNKNOWN status that names no field, and
 Crossplane shows only that. Taken as bytes, such a request gets a fatal
 result naming the field (fn.undecodable). The worker processes are handed
-the bytes as they came, with no decoding and encoding on the way.
+the bytes as they came, with no decoding and encoding on the way; the server
+decodes a request (protobuf's C code) only to know whether it was asked
+before, and then answers it as it did then (function/serving/answers.py).
 
 v1beta1's messages are v1's under another package name (the SDK converts
 between them through their bytes), so both services share one handler.
@@ -24,7 +26,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
 from grpc_reflection.v1alpha import reflection
 
-from function.serving import workers
+from function.serving import answers, workers
 
 SERVICES = tuple(module.DESCRIPTOR.services_by_name["FunctionRunnerService"].full_name for module in (fnv1, fnv1beta1))
 
@@ -33,17 +35,24 @@ GRACE_SECONDS = runtime.SHUTDOWN_GRACE_PERIOD_SECONDS
 
 
 class FunctionRunner:
-    """RunFunction's handler: requests and responses as bytes, each composed by a worker."""
+    """RunFunction's handler: requests and responses as bytes, each composed by a worker unless asked before."""
 
-    def __init__(self, pool: workers.Pool) -> None:
-        """Compose each call in pool's thread or processes (function/serving/workers.py)."""
+    def __init__(self, pool: workers.Pool, given: answers.Answers | None = None) -> None:
+        """Compose each call in pool's thread or processes (function/serving/workers.py), remembering given answers."""
         self.pool = pool
+        self.given = answers.Answers() if given is None else given
 
     async def RunFunction(  # noqa: N802 - the gRPC method name
         self, data: bytes, _: grpc.aio.ServicerContext[bytes, bytes]
     ) -> bytes:
-        """Answer one serialized request with a serialized response."""
-        return await self.pool.run(data)
+        """Answer one serialized request with a serialized response: the one given before to the same question."""
+        asked = self.given.asked(data)
+        before = self.given.answer(asked)
+        if before is not None:
+            return before
+        answer = await self.pool.run(data)
+        self.given.keep(asked, answer)
+        return answer
 
 
 def serve(

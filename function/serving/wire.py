@@ -108,6 +108,32 @@ def _delimited(number: int, payload: bytes) -> bytes:
     return _varint(number << 3 | LENGTH_DELIMITED) + _varint(len(payload)) + payload
 
 
+def delimited(number: int, payload: bytes) -> bytes:
+    """The length-delimited field number (a string, bytes or message) holding payload."""
+    return _delimited(number, payload)
+
+
+def leading(data: bytes, number: int) -> tuple[bytes, bytes] | None:
+    """(payload, rest) if a serialized message starts with the length-delimited field number; None if not."""
+    head = _varint(number << 3 | LENGTH_DELIMITED)
+    if not data.startswith(head):
+        return None
+    size, start = 0, len(head)
+    for shift in range(0, 64, 7):
+        if start >= len(data):
+            return None
+        byte = data[start]
+        start += 1
+        size |= (byte & SEVEN_BITS) << shift
+        if not byte & MORE:
+            break
+    else:  # longer than any varint
+        return None
+    if start + size > len(data):
+        return None
+    return data[start : start + size], data[start + size :]
+
+
 # A varint's byte: seven bits of the number, the eighth set on all but the last.
 SEVEN_BITS, MORE = 0x7F, 0x80
 

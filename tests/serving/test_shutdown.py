@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import math
 import os
 import pathlib
@@ -94,11 +95,17 @@ class Call:
 
 
 class Load:
-    """CLIENTS threads calling RunFunction over one channel, back to back, each until an error or stop."""
+    """CLIENTS threads calling RunFunction over one channel, back to back, each until an error or stop.
+
+    Every call asks something new (req, an annotation of the composite its own), as when Federations
+    change: the server answers a request it was asked before from memory (function/serving/answers.py),
+    without a worker, and these tests are about the calls workers compose.
+    """
 
     def __init__(self, channel: grpc.Channel, req: fnv1.RunFunctionRequest) -> None:
         self.stub = grpcv1.FunctionRunnerServiceStub(channel)
         self.req = req
+        self.asked = itertools.count()
         self.calls: list[Call] = []
         self.stop = threading.Event()
         self.threads = [threading.Thread(target=self._client, daemon=True) for _ in range(CLIENTS)]
@@ -109,11 +116,17 @@ class Load:
         while not self.stop.is_set():
             start = time.monotonic()
             try:
-                rsp = self.stub.RunFunction(self.req, timeout=CALL_SECONDS)
+                rsp = self.stub.RunFunction(self._new(), timeout=CALL_SECONDS)
             except grpc.RpcError as err:
                 self.calls.append(Call(start, time.monotonic(), code=err.code(), details=err.details()))
                 return
             self.calls.append(Call(start, time.monotonic(), rsp=rsp))
+
+    def _new(self) -> fnv1.RunFunctionRequest:
+        req = fnv1.RunFunctionRequest()
+        req.CopyFrom(self.req)
+        req.observed.composite.resource["metadata"]["annotations"] = {"test.example.org/call": str(next(self.asked))}
+        return req
 
     def wait_for(self, answered: int, timeout: float = ANSWER_SECONDS) -> None:
         deadline = time.monotonic() + timeout
