@@ -260,3 +260,20 @@ def test_composed_resources_are_written_as_protobuf_writes_them():
     assert fnv1.RunFunctionResponse.FromString(wire.desired_resources(composed)) == want
     assert wire.desired_resources(composed) == want.SerializeToString(deterministic=True)
     assert wire.desired_resources({}) == b""
+
+
+@pytest.mark.parametrize(
+    ("reason", "data", "expected"),
+    [
+        ("the field first, then others", wire.delimited(1, b"meta") + b"\x12\x00", (b"meta", b"\x12\x00")),
+        ("the field alone, empty", wire.delimited(1, b""), (b"", b"")),
+        ("a length past 127: two bytes of it", wire.delimited(1, b"x" * 300), (b"x" * 300, b"")),
+        ("another field first", b"\x12\x00" + wire.delimited(1, b"meta"), None),
+        ("a length past the end", b"\x0a\x05abc", None),
+        ("a length cut short", b"\x0a\x80", None),
+        ("a length longer than any varint", b"\x0a" + b"\xff" * 11, None),
+        ("nothing", b"", None),
+    ],
+)
+def test_leading_reads_only_a_whole_first_field(reason, data, expected):
+    assert wire.leading(data, 1) == expected, reason
