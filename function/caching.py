@@ -136,6 +136,21 @@ class Built(_Key):
         super().__init__(value, _digest(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)))
 
 
+class Aside(_Key):
+    """A value the cached function reads beside its key, not part of it: every Aside is equal to every other.
+
+    For what a miss can use and a hit does not need: the parsed form of a
+    Content key's document, say. Forgotten like the keys once read, so a
+    cache never holds it.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, value: Any) -> None:
+        """Carry value to the cached function."""
+        super().__init__(value, b"")
+
+
 def clear_caches() -> None:
     """Forget every cached result: the next call works as for a Federation never seen before."""
     for cached in _CACHES:

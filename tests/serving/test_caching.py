@@ -44,6 +44,39 @@ def test_a_key_keeps_only_a_digest_once_the_cached_function_has_read_it(monkeypa
     assert len(seen) == 1
 
 
+def test_a_value_passed_aside_is_read_on_a_miss_and_never_kept(monkeypatch):
+    monkeypatch.setattr(caching, "_CACHES", list(caching._CACHES))
+    seen = []
+
+    @caching.memoize()
+    def size(content: caching.Content, aside: caching.Aside) -> int:
+        seen.append(aside.value)
+        return len(content.value)
+
+    parsed = object()
+    aside = caching.Aside(parsed)
+    assert size(caching.Content("abc"), aside) == 3
+    assert seen == [parsed]
+    assert aside.value is None, "the cache would hold what was passed aside"
+    # Not part of the key: another value aside is a hit, not read.
+    assert size(caching.Content("abc"), caching.Aside(object())) == 3
+    assert seen == [parsed]
+    assert size(caching.Content("abcd"), caching.Aside(parsed)) == 4
+
+
+def test_a_refused_spec_in_another_order_of_its_maps_gets_the_same_words():
+    """Its problems are found from the spec as sent, and worded from the canonical form: one message per content."""
+    pools = [{"name": "p", "replicas": 1, "nodeConfig": {"k": "a'b\"c", "j": "x'y\"z"}}]
+    reordered = [{"nodeConfig": {"j": "x'y\"z", "k": "a'b\"c"}, "replicas": 1, "name": "p"}]
+    with pytest.raises(refusals.SpecError) as first:
+        refusals.parse(spec(BASE, supernodes__pools=pools))
+    caching.clear_caches()
+    with pytest.raises(refusals.SpecError) as second:
+        refusals.parse(spec(BASE, supernodes__pools=reordered))
+    assert len(first.value.errors) == 2
+    assert second.value.errors == first.value.errors
+
+
 def test_a_spec_is_checked_once_however_often_it_is_sent(monkeypatch):
     calls = []
     check = refusals.check
