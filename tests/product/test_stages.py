@@ -163,11 +163,27 @@ def _lane(stage) -> set[str]:
 
 def test_every_real_flower_test_runs_in_exactly_one_stage():
     table = stages.stages()
-    first, second = _lane(table["unit-flower"]), _lane(table["unit-flower-identities"])
-    assert first and second, "a stage that selects nothing"
-    assert not first & second, sorted(first & second)
-    assert first | second == _lane(stages.Stage("all", ["PYTEST_ARGS="]))
-    assert table["unit-flower-identities"].needs == table["unit-flower"].needs
+    lanes = [_lane(table[name]) for name in ("unit-flower", "unit-flower-identities", "unit-flower-late")]
+    assert all(lanes), "a stage that selects nothing"
+    for i, lane in enumerate(lanes):
+        for other in lanes[i + 1 :]:
+            assert not lane & other, sorted(lane & other)
+    assert set().union(*lanes) == _lane(stages.Stage("all", ["PYTEST_ARGS="]))
+    assert table["unit-flower-identities"].needs == table["unit-flower"].needs == table["unit-flower-late"].needs
+
+
+def test_the_late_lane_waits_for_the_oldest_plane_only_when_that_runs():
+    """`make test` starts it once the oldest control plane's e2e has ended; `make unit` has no e2e to wait for."""
+    table = stages.stages()
+    oldest = f"e2e-{stages._kube_minors()[0]}"
+    assert table["unit-flower-late"].after == (oldest,)
+    assert oldest not in stages.wanted(table, ["unit"])
+    for goal, done in (("unit", True), ("test", False)):
+        runner = stages.Runner(stages.wanted(stages.stages(), [goal]))
+        runner.cpu.close()  # its CPU groups: none is used here
+        assert runner._after_done(runner.table["unit-flower-late"]) is done, goal
+    runner.table[oldest].state = "failed"
+    assert runner._after_done(runner.table["unit-flower-late"]), "a failed plane holds the lane back forever"
 
 
 def _members(group: pathlib.Path) -> str:
