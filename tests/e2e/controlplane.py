@@ -823,6 +823,7 @@ class ControlPlane:
         """Start a stopped cluster again, on the same address with the same state; wait until it answers."""
         self._kwokctl("start", "cluster", "--name", cluster.name, "--wait", "3m")
         wait_for(f"{cluster.name} API", lambda: cluster.kubectl("get", "--raw", "/readyz") == "ok", timeout=120)
+        self._restart_if_a_component_died(cluster)
 
     def _cleanup_leftovers(self) -> None:
         """A run that died may have left clusters, processes or the namespace behind."""
@@ -868,6 +869,39 @@ class ControlPlane:
 
     # -- clusters -----------------------------------------------------------------
 
+    def _dead_components(self, name: str) -> list[str]:
+        """The components of a cluster (kwokctl's binary runtime: one pid file each) whose process is gone."""
+        pids = self.workdir / "kwok" / "clusters" / name / "pids"
+        dead = []
+        for pid_file in sorted(pids.glob("*.pid")):
+            pid = pid_file.read_text().strip()
+            if not pid.isdigit() or not pathlib.Path(f"/proc/{pid}").exists():
+                dead.append(pid_file.stem)
+        return dead
+
+    def _restart_if_a_component_died(self, cluster: Cluster) -> None:
+        """Start a cluster again whose component exited while its API server came up, until none has.
+
+        A controller manager waits a few seconds for its API server's /healthz and exits if it
+        is not healthy by then; kwokctl does not restart it. On two loaded cores a spoke's API
+        server once took longer (its RBAC bootstrap roles): that spoke had no controller manager
+        for the rest of the run, its namespaces never finished terminating, and four scenarios
+        failed on it (fresh-clone CI, 1.35). Its API server answering /readyz, a component
+        started now finds it healthy.
+        """
+        for _ in range(3):
+            dead = self._dead_components(cluster.name)
+            if not dead:
+                return
+            print(f"{cluster.name}: {', '.join(dead)} exited while starting; starting the cluster again")  # noqa: T201
+            self._kwokctl("stop", "cluster", "--name", cluster.name, check=False)  # the dead one cannot be stopped
+            self._kwokctl("start", "cluster", "--name", cluster.name, "--wait", "3m")
+            wait_for(f"{cluster.name} API", lambda: cluster.kubectl("get", "--raw", "/readyz") == "ok", timeout=120)
+        dead = self._dead_components(cluster.name)
+        if dead:
+            msg = f"{cluster.name}: {', '.join(dead)} would not stay up"
+            raise RuntimeError(msg)
+
     def _kwokctl(self, *args: str, check: bool = True) -> str:
         env = {
             **os.environ,
@@ -905,6 +939,7 @@ class ControlPlane:
         kubeconfig.write_text(self._kwokctl("get", "kubeconfig", "--name", name))
         cluster = Cluster(name, kubeconfig, self.tools.kubectl)
         wait_for(f"{name} API", lambda: cluster.kubectl("get", "--raw", "/readyz") == "ok", timeout=120)
+        self._restart_if_a_component_died(cluster)
         capacity = node_capacity(self.node_pods)
         nodes = [
             {
