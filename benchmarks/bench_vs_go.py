@@ -374,13 +374,18 @@ def latency(
     for pools in args.pools:
         for temperature in ("warm", "cold"):
             if temperature == "warm":
-                requests = [bench.request(pools)]
+                paths = [write_requests(work / f"{pools}-warm.bin", [bench.request(pools)])] * args.rounds
             else:
-                # A spec per call of every round: none is seen twice by the function.
-                requests = cold_requests(pools, args.calls * args.rounds * 2)
-            path = write_requests(work / f"{pools}-{temperature}.bin", requests)
+                # A file of specs per round, each call's its own: none is seen twice by a server. (One file
+                # for every round sent each round the same specs: from the second on, the function answered
+                # them from memory, function/serving/answers.py.)
+                specs = cold_requests(pools, args.calls * args.rounds)
+                paths = [
+                    write_requests(work / f"{pools}-cold-{r}.bin", specs[r * args.calls : (r + 1) * args.calls])
+                    for r in range(args.rounds)
+                ]
             runs: dict[str, list[Run]] = {server.name: [] for server in servers}
-            for _ in range(args.rounds):
+            for path in paths:
                 for server in servers:
                     runs[server.name].append(load(peer, server, path, args.calls, IN_FLIGHT))
             peer_p50s = [statistics.median(merged(runs[theirs.name]).milliseconds) for theirs in peers]
