@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import itertools
 import math
+import multiprocessing
 import os
 import pathlib
 import shutil
@@ -493,3 +494,31 @@ def test_what_the_first_call_leaves_is_frozen_once(reason, pool, serving_process
     # count may fall; freezing again would add the thousands of objects made since.
     assert second <= first, f"{reason}: frozen again on the second call"
     assert (serving > serving_before) is serving_process_freezes, reason
+
+
+def _deaf_and_waiting(deaf) -> None:
+    # What a discarded pool's worker is when _discard could not see it: deaf to SIGTERM, never done.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    deaf.set()
+    time.sleep(3600)
+
+
+def test_stopping_the_workers_leaves_no_child_behind_even_one_deaf_to_sigterm():
+    """A discarded pool's worker that outlived _discard would hold the server's exit (its pool's thread joins
+    it, and the interpreter that thread): once the current workers are done, whatever child is left is killed."""
+    pool = workers.Processes(2)
+    current = list(pool._executor._processes.values())
+    context = multiprocessing.get_context("spawn")
+    deaf = context.Event()
+    stray = context.Process(target=_deaf_and_waiting, args=(deaf,), daemon=False)
+    stray.start()
+    try:
+        assert deaf.wait(EXIT_SECONDS)  # a liveness bound: a spawned interpreter starting on a loaded machine
+        os.kill(stray.pid, signal.SIGTERM)
+        stray.join(1)
+        assert stray.is_alive(), "the stray took SIGTERM: this tests nothing"
+        pool.shutdown()
+        assert not stray.is_alive()
+        assert not any(p.is_alive() for p in current)
+    finally:
+        stray.kill()  # when the test fails: not left sleeping for an hour
