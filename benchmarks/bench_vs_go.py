@@ -36,6 +36,11 @@ libraries and imports the workers share are counted once), what of it is one wor
 mean PSS of the function's worker processes: what each worker more costs), and the ratio of
 each to each peer's requests/s.
 
+Reading a new spec, in this process, for each pool count: the CPU ms of what any answer to a new
+spec must do before it composes anything (protobuf's decoding of the request, reading the composite
+into plain values, pydantic's check of its spec) against the whole of composing it (fn.run_bytes,
+every cache missed): the part of a cold call no change to the composing can take away.
+
 --smoke runs 1 pool, 20 calls, one round, and 40 calls of throughput: it proves the script runs
 (the equality check still fails it). Its figures mean nothing.
 """
@@ -53,11 +58,13 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from crossplane.function import logging
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf import json_format
@@ -67,6 +74,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import bench  # the Federation all compose: pools using most features
 
+from function.api.spec import FederationSpec
 from function.serving import fn, wire
 from support import served
 
@@ -430,6 +438,45 @@ def throughput(peer: pathlib.Path, floor: Peer, work: pathlib.Path, args: argpar
         )
 
 
+READING_CALLS = 300
+
+
+def reading(args: argparse.Namespace) -> None:
+    """Print what reading a new spec costs in this process, beside composing it whole (the module's doc)."""
+    calls = 20 if args.smoke else READING_CALLS
+    # As served without --debug: a call's debug line is dropped, not written.
+    logging.configure(logging.Level.INFO)
+    print(f"reading a new spec, in this process: CPU ms per call, the median of {args.rounds} rounds of {calls}")
+    print(f"{'pools':>6} {'decode':>8} {'to dicts':>9} {'check':>8} {'reading':>8} {'composing whole':>16}")
+    for pools in args.pools:
+        specs = cold_requests(pools, calls * args.rounds * 2)
+        rounds: dict[str, list[float]] = {"decode": [], "to dicts": [], "check": [], "whole": []}
+        for r in range(args.rounds):
+            mine = specs[r * 2 * calls : (r * 2 + 1) * calls]
+            data = [req.SerializeToString() for req in mine]
+            rounds["decode"].append(cpu_ms(fnv1.RunFunctionRequest.FromString, data))
+            parsed = [fnv1.RunFunctionRequest.FromString(d) for d in data]
+            rounds["to dicts"].append(cpu_ms(lambda req: wire.to_dict(req.observed.composite.resource), parsed))
+            composites = [wire.to_dict(req.observed.composite.resource) for req in parsed]
+            rounds["check"].append(cpu_ms(lambda xr: FederationSpec.model_validate(xr["spec"]), composites))
+            others = [req.SerializeToString() for req in specs[(r * 2 + 1) * calls : (r * 2 + 2) * calls]]
+            rounds["whole"].append(cpu_ms(fn.run_bytes, others))
+        median = {name: statistics.median(values) for name, values in rounds.items()}
+        read = median["decode"] + median["to dicts"] + median["check"]
+        print(
+            f"{pools:>6} {median['decode']:>8.3f} {median['to dicts']:>9.3f} {median['check']:>8.3f} "
+            f"{read:>8.3f} {median['whole']:>16.3f}"
+        )
+
+
+def cpu_ms(call: Any, items: list[Any]) -> float:
+    """CPU ms of this process per call of call on each of items."""
+    start = time.process_time()
+    for item in items:
+        call(item)
+    return (time.process_time() - start) * 1000 / len(items)
+
+
 def main() -> int:
     """Check the peers answer as the function does, then print both tables."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -461,6 +508,7 @@ def main() -> int:
             )
             latency(args.peer, ours, peers, work, args)
         throughput(args.peer, floor, work, args)
+    reading(args)
     return 0
 
 

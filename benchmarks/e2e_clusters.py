@@ -501,6 +501,27 @@ def api_requests(text: str, top: int = 6) -> list[str]:
     return out
 
 
+def generations(objects: list[dict[str, Any]]) -> list[str]:
+    """How often each kind of Object's spec changed: its metadata.generation, p50 and most, by what it carries.
+
+    Crossplane applies every composed Object again on each reconcile of its composite; an apply that
+    changes nothing leaves the generation at 1. A kind whose generation grows is one whose desired
+    manifest moved during the run: each move is a write to the hub, a write to its spoke and a status
+    write back, and wakes the composite again.
+    """
+    by_kind: dict[str, list[int]] = {}
+    for obj in objects:
+        spec = obj.get("spec") or {}
+        carried = ((spec.get("forProvider") or {}).get("manifest") or {}).get("kind", "?")
+        observed = " (observed)" if spec.get("managementPolicies") == ["Observe"] else ""
+        by_kind.setdefault(f"{carried}{observed}", []).append(int(obj["metadata"].get("generation", 0)))
+    out = []
+    for kind, found in sorted(by_kind.items()):
+        found.sort()
+        out.append(f"Objects of {kind}: {len(found)}, generation p50 {found[len(found) // 2]}, most {found[-1]}")
+    return out
+
+
 # The API server's verbs that write (a status subresource's writes among them).
 WRITE_VERBS = ("POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION")
 
@@ -745,8 +766,11 @@ def run(plane: ControlPlane, count: int, replicas: int, timeout: float, *, keys:
         # At 1,000 clusters a busy hub may take longer than the harness waits to list 9,000 Objects,
         # or answer the list itself with a timeout (the API server's, an error status).
         print(f"call sizes not measured: {err}: {getattr(err, 'stderr', '') or ''}"[:1000])
+    objects = plane.hub.get("objects.kubernetes.crossplane.io")
+    for line in generations(objects):
+        print(line, flush=True)
     scale = Scale(count, progress.want, auth, progress.ready_after, progress.keys_after, sum(used.values()),
-                  hub_writes(hub) - writes_before, len(plane.hub.get("objects.kubernetes.crossplane.io")))  # fmt: skip
+                  hub_writes(hub) - writes_before, len(objects))  # fmt: skip
     print(scale.line(), flush=True)
     return 0 if progress.done else 1
 

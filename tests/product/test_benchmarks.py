@@ -84,6 +84,8 @@ CASES = [
             r"^ +function --workers 2 +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+$",
             r"^ +typed Go +[\d.]+ +[\d.]+ +[\d.]+ +- +1\.00 +[\d.]+$",
             r"^ +near-floor Go +[\d.]+ +[\d.]+ +[\d.]+ +- +[\d.]+ +1\.00$",
+            # Decoding, reading into dicts, checking, their sum and composing whole: CPU ms in the script.
+            r"^ +1 +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+$",
         ),
     ),
     Case(
@@ -264,3 +266,19 @@ def test_the_scale_benchmarks_last_line_states_the_goals_figures():
     assert off.line() == (
         "scale: clusters=100 supernodes=1000 auth=off ready_s=none control_plane_cpu_s=300 hub_writes_per_object=none"
     )
+
+
+def test_the_scale_benchmark_reports_each_kinds_generations_composed_apart_from_observed():
+    def obj(kind: str, generation: int, *, observed: bool = False) -> dict:
+        spec = {"forProvider": {"manifest": {"kind": kind}}}
+        if observed:
+            spec["managementPolicies"] = ["Observe"]
+        return {"metadata": {"generation": generation}, "spec": spec}
+
+    found = [obj("StatefulSet", 1), obj("StatefulSet", 4), obj("StatefulSet", 2), obj("ConfigMap", 1, observed=True),
+             obj("ConfigMap", 3)]  # fmt: skip
+    assert _e2e_clusters().generations(found) == [
+        "Objects of ConfigMap: 1, generation p50 3, most 3",
+        "Objects of ConfigMap (observed): 1, generation p50 1, most 1",
+        "Objects of StatefulSet: 3, generation p50 2, most 4",
+    ]
