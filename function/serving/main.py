@@ -106,6 +106,8 @@ def _serve(*, debug: bool, address: str, tls_certs_dir: str | None, insecure: bo
         # (or its grace period is over); the workers have nothing left to do.
         if pool is not None:  # None if it could not start
             pool.shutdown()
+            # In a finally: what is being raised, if anything, is the exit it stands for (sys.exit(1) above).
+            workers_pool.leave_no_thread_behind(0 if sys.exc_info()[0] is None else 1)
 
 
 @click.group(invoke_without_command=True)

@@ -22,6 +22,7 @@ import multiprocessing.connection
 import multiprocessing.process
 import os
 import signal
+import sys
 import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
@@ -248,6 +249,35 @@ class Processes:
         for child in multiprocessing.active_children():
             child.kill()
             child.join(ORPHAN_CHECK_SECONDS)
+
+
+# How long the server, done serving, waits for the threads Python's pools leave before it exits without them.
+STOP_SECONDS = 10
+
+
+def leave_no_thread_behind(code: int, seconds: float = STOP_SECONDS) -> None:
+    """Wait for this process's other non-daemon threads a while; exit with code without them if any is still there.
+
+    Once the server has answered its calls and stopped its workers, nothing is left to do, yet the
+    interpreter's exit joins every non-daemon thread, among them each process pool's manager thread.
+    One of a pool broken by a killed worker can wait forever (on a queue's feeder writing to workers
+    that are gone): a server stopped after a worker died once did not exit in 300 s (Python 3.13,
+    CI, under load), until the kubelet's SIGKILL. Waiting is bounded here instead, and the error says which
+    threads were left.
+    """
+    deadline = time.monotonic() + seconds
+    for thread in _others():
+        thread.join(max(0.0, deadline - time.monotonic()))
+    left = sorted(thread.name for thread in _others() if thread.is_alive())
+    if left:
+        logging.get_logger().error("threads did not stop; exiting without them", threads=left)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _others() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon]
 
 
 def _how(exitcode: int | None) -> str:

@@ -525,3 +525,37 @@ def test_stopping_the_workers_leaves_no_child_behind_even_one_deaf_to_sigterm():
         assert not any(p.is_alive() for p in current)
     finally:
         stray.kill()  # when the test fails: not left sleeping for an hour
+
+
+# A process that calls leave_no_thread_behind with a non-daemon thread that never ends (held), or one that ends.
+_LEFT_BEHIND = """
+import sys, threading
+from crossplane.function import logging
+from function.serving import workers
+logging.configure(logging.Level.INFO)
+held = sys.argv[1] == "held"
+never = threading.Event()
+threading.Thread(target=never.wait if held else (lambda: None), name="stuck-manager", daemon=False).start()
+workers.leave_no_thread_behind(int(sys.argv[2]), seconds=0.5)
+print("returned", flush=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("held", "code", "reason"),
+    [
+        ("held", "0", "a thread that never ends: the process exits with the code given, naming it"),
+        ("held", "1", "the same after a failure: the failure's code, not 0"),
+        ("ends", "0", "threads that end: it returns, and the interpreter exits as usual"),
+    ],
+)
+def test_a_thread_that_never_ends_does_not_hold_the_servers_exit(held, code, reason):
+    proc = subprocess.run(
+        [sys.executable, "-c", _LEFT_BEHIND, held, code],
+        cwd=ROOT, capture_output=True, text=True, timeout=EXIT_SECONDS, check=False,
+    )  # fmt: skip
+    assert proc.returncode == int(code), (reason, proc.stdout, proc.stderr)
+    left = "threads did not stop; exiting without them" in proc.stdout + proc.stderr
+    assert left == (held == "held"), reason
+    assert ("stuck-manager" in proc.stdout + proc.stderr) == (held == "held"), reason
+    assert ("returned" in proc.stdout) == (held == "ends"), reason
