@@ -69,8 +69,8 @@ def test_the_scale_benchmark_at_its_smallest_size_gets_to_the_end_and_prints_the
     for site, pvs in volumes.items():
         plane.sites[site].apply(*pvs)
     try:
-        # Ten minutes: a key waits for the provider's poll of its collection (a minute here) and for its
-        # FederationCluster's next call (its TTL at most).
+        # Ten minutes: a key waits for the provider's poll of its collection (a minute here), then its
+        # FederationCluster and its group are woken by watch (or the group's one-minute TTL).
         code = bench.run(plane, bench.SMOKE_CLUSTERS, bench.SMOKE_REPLICAS, 600, keys=True, idle_seconds=0)
         out = capsys.readouterr().out
         assert code == 0, out
