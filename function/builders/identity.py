@@ -439,13 +439,28 @@ def claim_name(workload: str, ordinal: int) -> str:
     return f"{IDENTITY_VOLUME}-{workload}-{ordinal}"
 
 
-def publisher_role(federation: str, namespace: str, labels: dict[str, str], *, claims: list[str]) -> dict[str, Any]:
+def publisher_name(federation: str, namespace: str, cluster: str) -> str:
+    """The name of the Role that lets pools publish keys in a cluster's namespace, and of its binding.
+
+    One per Federation (namespace: its own) and cluster (its ProviderConfig's name): each lists
+    its own pools' claims, and two ProviderConfigs may name one cluster (a cluster reached two ways,
+    a test fleet). With one name for both, each FederationCluster's Object would apply its own list
+    over the other's at every poll: the other's pods could not read their claims until the next,
+    and every change of the live Role woke both FederationClusters again (at 100 clusters over three
+    spokes, about 200 reconciles a minute with nothing else changing).
+    """
+    digest = hashlib.sha256(f"{namespace}/{federation}/{cluster}".encode()).hexdigest()[:10]
+    return f"{federation[:40]}-{PUBLISHER}-{digest}"
+
+
+def publisher_role(name: str, namespace: str, labels: dict[str, str], *, claims: list[str]) -> dict[str, Any]:
     """What the pool's ServiceAccount may do in its namespace: create ConfigMaps (and read its pods' claims).
 
     Create only: it cannot read, change or delete what others published. What
     it may create is narrowed further by publication_policy (RBAC cannot
     restrict a create by name). claims: the identity claims of the pools'
     pods there, the only ones it may read (an empty list would mean all).
+    name: publisher_name.
     """
     rules: list[dict[str, Any]] = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
     if claims:
@@ -457,7 +472,7 @@ def publisher_role(federation: str, namespace: str, labels: dict[str, str], *, c
                 "resourceNames": sorted(claims),
             }
         )
-    return role(f"{federation}-{PUBLISHER}", namespace, labels, rules)
+    return role(name, namespace, labels, rules)
 
 
 # The pod a projected ServiceAccount token is bound to, as the API server tells admission.
@@ -549,9 +564,9 @@ def publication_policy_binding(name: str, labels: dict[str, str]) -> dict[str, A
     }
 
 
-def publisher_binding(federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
-    """The Role above, granted to the Federation's ServiceAccount in namespace."""
-    return binding(f"{federation}-{PUBLISHER}", pods.service_account(federation), namespace, labels)
+def publisher_binding(name: str, federation: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    """The Role above (name: publisher_name), granted to the Federation's ServiceAccount in namespace."""
+    return binding(name, pods.service_account(federation), namespace, labels)
 
 
 def binding(role: str, account: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:

@@ -270,9 +270,10 @@ def key_publishers(fed: Federation, pools: list[PlacedPool]) -> dict[str, Compos
             if statefulset and (p.provider_config.name, p.namespace) == (ref.name, namespace)
             for ordinal in range(p.spec.replicas or 0)  # required in StatefulSet mode (api/rules.py)
         ]
-        role = identity.publisher_role(fed.name, namespace, labels, claims=claims)
+        publisher = identity.publisher_name(fed.name, fed.namespace, ref.name)
+        role = identity.publisher_role(publisher, namespace, labels, claims=claims)
         out[key_role_resource(ref.name, namespace)] = Composed(role, ref)
-        binding = identity.publisher_binding(fed.name, namespace, labels)
+        binding = identity.publisher_binding(publisher, fed.name, namespace, labels)
         out[key_binding_resource(ref.name, namespace)] = Composed(binding, ref)
         name = identity.publication_policy_name(fed.name, fed.namespace, ref.name, namespace)
         policy = identity.publication_policy(name, fed.name, namespace, labels, claims=statefulset)

@@ -12,6 +12,7 @@ from function.composition.resource_names import (
     key_binding_resource,
     key_collection_resource,
     key_role_resource,
+    legacy_key_publisher_resources,
     namespace_resource,
     networkpolicy_resource,
     retired_keys_resource,
@@ -91,6 +92,7 @@ def cluster_resources(pool: str, cluster: str, namespace: str, observed: Mapping
         api_endpoints_resource(cluster),
         key_role_resource(cluster, namespace),
         key_binding_resource(cluster, namespace),
+        *legacy_key_publisher_resources(cluster, namespace),
         retired_keys_resource(cluster, namespace),
         *sorted({identity_program_resource(cluster, namespace), *programs}),
     ]

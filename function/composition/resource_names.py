@@ -50,13 +50,24 @@ def retired_keys_resource(cluster: str, namespace: str) -> str:
 
 
 def key_role_resource(cluster: str, namespace: str) -> str:
-    """Composition resource name of the Role that lets pods publish keys in one cluster and namespace."""
-    return f"supernode-keys-role-{cluster}-{namespace}"
+    """Composition resource name of the Role that lets pods publish keys in one cluster and namespace.
+
+    Not the earlier releases' (legacy_key_role_resource): their Role had one name in every cluster,
+    this one's is the cluster's own (identity.publisher_name). provider-kubernetes leaves the old
+    object in place when an Object's manifest is renamed; under a new resource name Crossplane
+    deletes the old Object, and the provider the old Role with it.
+    """
+    return f"supernode-keys-publisher-role-{cluster}-{namespace}"
 
 
 def key_binding_resource(cluster: str, namespace: str) -> str:
-    """Composition resource name of that Role's binding."""
-    return f"supernode-keys-binding-{cluster}-{namespace}"
+    """Composition resource name of that Role's binding (renamed with it)."""
+    return f"supernode-keys-publisher-binding-{cluster}-{namespace}"
+
+
+def legacy_key_publisher_resources(cluster: str, namespace: str) -> list[str]:
+    """The earlier releases' resource names of that Role and its binding: a held pool keeps them as they are."""
+    return [f"supernode-keys-role-{cluster}-{namespace}", f"supernode-keys-binding-{cluster}-{namespace}"]
 
 
 def key_policy_resource(cluster: str, namespace: str) -> str:

@@ -84,6 +84,26 @@ def test_a_clusters_collection_observes_its_own_pools_keys_alone():
         ]
 
 
+def test_two_provider_configs_naming_one_cluster_each_get_a_publisher_role_of_their_own():
+    # A test fleet, or a cluster reached two ways: with one Role name, each FederationCluster's Object would
+    # apply its own claims over the other's, so the other's pods could not read theirs until the next poll.
+    _, built = federation()
+    roles, bindings = {}, {}
+    for name, composite in federation_clusters(built).items():
+        part = part_of(name, composite)
+        cluster = part.part.cluster.name
+        resources = compose.plan(part).resources
+        roles[cluster] = resources[resource_names.key_role_resource(cluster, POOLS)].manifest
+        bindings[cluster] = resources[resource_names.key_binding_resource(cluster, POOLS)].manifest
+        assert not set(resource_names.legacy_key_publisher_resources(cluster, POOLS)) & set(resources), name
+    assert sorted(roles) == ["eu", "us"]
+    assert roles["eu"]["metadata"]["name"] != roles["us"]["metadata"]["name"]
+    for cluster, role in roles.items():
+        assert bindings[cluster]["roleRef"]["name"] == bindings[cluster]["metadata"]["name"] == role["metadata"]["name"]
+        (claims,) = [r["resourceNames"] for r in role["rules"] if "resourceNames" in r]
+        assert claims and all(f"-gpu-{cluster}-" in c for c in claims), (cluster, claims)
+
+
 def test_without_node_authentication_a_cluster_reports_nothing():
     plain = spec(selected(spec(BASE, supernodes__pools__0__name="gpu")), tls={"secretName": "superlink-tls"})
     _, built = planned(Case("plain", plain, CLUSTERS))
