@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import sys
 from typing import Any
 
 import pytest
@@ -33,6 +34,8 @@ def _benchmark() -> Any:
     spec = importlib.util.spec_from_file_location("e2e_clusters", ROOT / "benchmarks" / "e2e_clusters.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    # Registered as it runs, so that its dataclasses find their module.
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 
