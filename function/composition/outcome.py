@@ -49,6 +49,13 @@ from function.topology import clusters
 FEDERATION_TTL = dt.timedelta(minutes=1)
 GROUP_TTL = dt.timedelta(minutes=1)
 FEDERATION_CLUSTER_TTL = dt.timedelta(minutes=5)
+# But no watch tells a FederationCluster of its SuperNodes' keys: provider-kubernetes makes an Object of
+# each one at its poll of their collection, and the FederationCluster reads them as required resources.
+# While keys it expects are not there it looks each minute, so a key waits a poll and a minute at most,
+# not five (measured at 100 clusters: the last keys were listed five minutes after every SuperNode was
+# Ready). A key that never comes (a pod that cannot publish) keeps its cluster looking each minute, as a
+# group does: bounded, and only for the clusters still waiting.
+KEYS_AWAITED_TTL = dt.timedelta(minutes=1)
 # A FederationRun composes nothing, so no watch wakes it: it reads its entry of the runner's report
 # again this often while Flower works on it, and rarely once Flower is done with it.
 RUN_TTL = dt.timedelta(seconds=15)
@@ -177,8 +184,15 @@ def _federation(
         list(report.conditions),
         list(report.warnings),
         [*_requirements(fed, built), *_run_requirements(fed, given_runs)],
-        FEDERATION_TTL if fed.part is None else FEDERATION_CLUSTER_TTL,
+        _ttl(fed, report),
     )
+
+
+def _ttl(fed: Federation, report: status.Report) -> dt.timedelta:
+    """How soon Crossplane composes it again with no event: a FederationCluster sooner while keys are awaited."""
+    if fed.part is None:
+        return FEDERATION_TTL
+    return KEYS_AWAITED_TTL if report.keys_awaited else FEDERATION_CLUSTER_TTL
 
 
 def _group(xr: dict[str, Any], observed: dict[str, dict[str, Any]]) -> Outcome:

@@ -39,6 +39,8 @@ class Report:
     # The clusters provider-kubernetes cannot reach, and whether the SuperLink's is one of them.
     unreached: list[reachability.Unreached] = dataclasses.field(default_factory=list)
     hub_unreached: bool = False
+    # A FederationCluster's: SuperNodes of its pools whose keys its collections have not observed yet.
+    keys_awaited: int = 0
 
 
 def _why(what: str, o: readiness.Observed) -> str:
@@ -108,7 +110,8 @@ def report(fed: Federation, built: compose.Plan, observed: dict[str, Any], gener
         conditions = [_supernodes_condition(fed, pools, counts), _reachable_condition(unreached)]
         part = _part_status(entries, generation, built.keys)
         part.unreachableClusters = [u.entry() for u in unreached] or None
-        return Report(part, ready, conditions, _warnings(fed, built, manifests, pools), unreached)
+        awaited = _keys_awaited(fed, entries, built.keys)
+        return Report(part, ready, conditions, _warnings(fed, built, manifests, pools), unreached, keys_awaited=awaited)
     # Its own Objects' clusters, and those its FederationClusters report through their groups.
     unreached = reachability.unreached(observed, _clusters(built))
     unreached += [u for name in sorted(built.parts) for u in reachability.reported(observed.get(name))]
@@ -218,6 +221,13 @@ def _warnings(
             "wait for is known again"
         )
     return warnings
+
+
+def _keys_awaited(fed: Federation, pools: list[PoolStatus], keys: list[published_keys.PublishedKey] | None) -> int:
+    """How many of the pools' SuperNodes (as their workloads count them) have no key observed yet."""
+    if keys is None:
+        return 0
+    return max(0, sum(p.desired for p in _identity_pools(fed, pools)) - len(keys))
 
 
 def _identity_pools(fed: Federation, pools: list[PoolStatus]) -> list[PoolStatus]:

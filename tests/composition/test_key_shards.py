@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from function.builders import identity, published_keys
-from function.composition import compose, groups, resource_names, status
+from function.composition import compose, groups, outcome, resource_names, status
 from function.federation import read
 from support.children import CLUSTERS, SECURE, TLS_SECRET, Case, federation_clusters, planned, selected
-from support.helpers import BASE, spec, xr
+from support.helpers import ANY_NAMESPACE_POLICY, BASE, spec, xr
 from support.published_keys import AUTH, FED, KEY, NAMESPACE, OTHER_KEY, member
 
 POOLS = "flower-sites"
@@ -110,6 +110,33 @@ def test_without_node_authentication_a_cluster_reports_nothing():
     for name, composite in federation_clusters(built).items():
         part = part_of(name, composite)
         assert "publishedKeys" not in status.report(part, compose.plan(part), {}, 1).status.wire()
+
+
+@pytest.mark.parametrize(
+    ("cluster", "keys", "ttl", "reason"),
+    [
+        ("cluster-config-eu", [], outcome.KEYS_AWAITED_TTL, "its one SuperNode's key not seen yet"),
+        ("cluster-config-eu", [KEY], outcome.FEDERATION_CLUSTER_TTL, "every key there: watches tell it the rest"),
+        ("cluster-config-us", [OTHER_KEY], outcome.KEYS_AWAITED_TTL, "one of its two SuperNodes' keys missing"),
+    ],
+)
+def test_a_cluster_awaiting_keys_is_composed_again_each_minute(cluster, keys, ttl, reason):
+    # No watch tells a FederationCluster of a key's Object: it reads them as required resources.
+    _, built = federation()
+    composite = federation_clusters(built)[cluster]
+    members = [m for key in keys for m in members_of(part_of(cluster, composite), key)]
+    decided = outcome.decide({"metadata": {"name": cluster}, **composite}, {},
+                             {published_keys.REQUIREMENT: members}, ANY_NAMESPACE_POLICY)  # fmt: skip
+    assert decided.refusal is None, decided.refusal
+    assert decided.ttl == ttl, reason
+
+
+def test_without_node_authentication_a_cluster_awaits_no_keys():
+    plain = spec(selected(spec(BASE, supernodes__pools__0__name="gpu")), tls={"secretName": "superlink-tls"})
+    _, built = planned(Case("plain", plain, CLUSTERS))
+    for name, composite in federation_clusters(built).items():
+        decided = outcome.decide({"metadata": {"name": name}, **composite}, {}, {}, ANY_NAMESPACE_POLICY)
+        assert decided.ttl == outcome.FEDERATION_CLUSTER_TTL, name
 
 
 def test_a_group_lists_its_clusters_reports_in_its_shard_beside_the_superlink():
