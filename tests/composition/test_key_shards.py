@@ -121,7 +121,7 @@ def test_without_node_authentication_a_cluster_reports_nothing():
     ],
 )
 def test_a_cluster_awaiting_keys_is_composed_again_each_minute(cluster, keys, ttl, reason):
-    # No watch tells a FederationCluster of a key's Object: it reads them as required resources.
+    # Crossplane's circuit breaker may drop the event of a key's Object: the TTL is what is left.
     _, built = federation()
     composite = federation_clusters(built)[cluster]
     members = [m for key in keys for m in members_of(part_of(cluster, composite), key)]
