@@ -714,16 +714,22 @@ def spokes_alone(plane: ControlPlane, count: int, replicas: int, timeout: float)
     return 0 if ready >= want else 1
 
 
-def outcome(progress: Progress, served: str, port: int, idle_seconds: float) -> None:
-    """Print when every SuperNode was Ready (and the reconciles in the idle time after), or how far it got."""
+def outcome(progress: Progress, served: str, port: int, idle_seconds: float, hub: Cluster) -> None:
+    """Print when every SuperNode was Ready (with the reconciles and hub writes in the idle time after), or not.
+
+    The idle time's writes are what the federation costs the hub while nothing changes.
+    """
     if progress.ready_after is None:
         seen = progress.message or json.dumps(progress.status)[:300]
         print(f"not Ready after {time.monotonic() - progress.start:.0f} s: {seen}")
         return
     print(f"every SuperNode Ready after {progress.ready_after:.0f} s")
     if idle_seconds:
+        writes = hub_writes(hub.kubectl("get", "--raw", "/metrics", timeout=120))
         time.sleep(idle_seconds)
         print(idle(reconcile_counts(served), reconcile_counts(metrics(port)), idle_seconds), flush=True)
+        writes = hub_writes(hub.kubectl("get", "--raw", "/metrics", timeout=120)) - writes
+        print(f"hub writes in {idle_seconds:.0f} s after Ready, nothing changing: {writes}", flush=True)
 
 
 def run(plane: ControlPlane, count: int, replicas: int, timeout: float, *, keys: bool = False,
@@ -755,7 +761,7 @@ def run(plane: ControlPlane, count: int, replicas: int, timeout: float, *, keys:
     if keys:
         after = f", all listed after {progress.keys_after:.0f} s" if progress.keys_after is not None else ""
         print(f"keys: {len(progress.published)} published, {listed_keys(plane.hub)} listed beside the SuperLink{after}")
-    outcome(progress, served, port, idle_seconds)
+    outcome(progress, served, port, idle_seconds, plane.hub)
     print(f"function calls {calls - calls_before}, p50 <= {p50} s, p99 <= {p99} s (Crossplane's histogram)")
     hub = plane.hub.kubectl("get", "--raw", "/metrics", timeout=120)
     for line in [*reconciles(served), *circuits(served), *api_requests(hub)]:
