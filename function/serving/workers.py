@@ -170,6 +170,12 @@ class Processes:
         if loop is None:
             return  # no call yet, so none to lose: the first finds the pool broken itself
         dead = next(process for process in processes if process.sentinel == ready)
+        # Python's pool, finding a worker dead, sends the others SIGTERM, which they ignore, and waits for
+        # them; from Python 3.12 it holds the pool's lock while it waits, and every submit takes that lock.
+        # A worker blocked writing an answer no one reads never exits, so the next call's submit, on the
+        # server's event loop, waited forever, and the loop never ran _found_dead, which kills them: the
+        # server answered nothing more and did not exit (Python 3.13, CI, under load). They are killed here.
+        _kill_workers(executor)
         dead.join(ORPHAN_CHECK_SECONDS)  # its pipe closes before the process can be reaped
         # The pool's own thread may reap it in the same instant: this join then
         # finds no child, and the code the other thread read lands a moment later.
@@ -298,9 +304,14 @@ def _discard(executor: ProcessPoolExecutor) -> None:
     # answer no one reads, and waits forever, and so would the server's exit.
     # Python 3.11 has no public way to kill a pool's workers; its _processes
     # holds them.
+    _kill_workers(executor)
+    executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _kill_workers(executor: ProcessPoolExecutor) -> None:
+    # Any thread may: the pool's manager thread may be waiting for them with the pool's lock held.
     for process in list((executor._processes or {}).values()):
         process.kill()
-    executor.shutdown(wait=False, cancel_futures=True)
 
 
 Pool = Thread | Processes

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 import grpc
@@ -388,6 +389,45 @@ def test_calls_waiting_in_a_pool_the_watcher_saw_die_get_fatal_results():
     assert reasons == {(f"cannot compose Federation: a worker process died: {why}",)}, reasons
     assert pool._executor is not executor
     assert fatal(fnv1.RunFunctionResponse.FromString(again)) == []
+
+
+def test_a_call_submitted_while_the_broken_pool_waits_for_its_workers_is_answered():
+    """From Python 3.12 a pool that found a worker dead holds its lock while it waits for the others to exit, and
+    each submit takes that lock; a worker busy with a call ignores the SIGTERM the pool sends it. A call submitted
+    then, on the server's loop before the watcher's report ran there, waited forever and the loop with it: the
+    server answered nothing more and did not exit (Python 3.13, CI, under load). The watcher kills the workers."""
+    pool = workers.Processes(2)
+    executor = pool._executor
+    data = request().SerializeToString()
+    killed = threading.Event()
+
+    async def call_after_a_death() -> bytes:
+        await pool.run(data)  # the pool knows the loop its watcher reports to
+        busy = executor.submit(time.sleep, 3 * CALL_SECONDS)  # deaf to SIGTERM for longer than the test
+        idle = executor.submit(os.getpid).result(timeout=CALL_SECONDS)
+        os.kill(idle, signal.SIGKILL)
+        killed.set()
+        # The loop held, as a busy server's is: the pool finds the death and waits for the busy worker first.
+        time.sleep(2)  # noqa: ASYNC251 - blocking the loop is the point
+        assert not busy.done() or isinstance(busy.exception(), BrokenProcessPool)
+        return await pool.run(data)
+
+    with ThreadPoolExecutor(1) as runner:
+        answered = runner.submit(asyncio.run, call_after_a_death())
+        try:
+            answer = answered.result(timeout=60)
+        except TimeoutError:
+            for process in list((executor._processes or {}).values()):
+                process.kill()  # let the runner's thread go
+            msg = "the call after a worker died was never answered"
+            raise AssertionError(msg) from None
+        finally:
+            pool.shutdown()
+    assert killed.is_set()
+    # Failed with the dead pool, or answered by the new one: either way, answered.
+    said = fatal(fnv1.RunFunctionResponse.FromString(answer))
+    assert said == [] or (len(said) == 1 and said[0].startswith("cannot compose Federation: a worker process died: "))
+    assert pool._executor is not executor
 
 
 @contextlib.contextmanager
