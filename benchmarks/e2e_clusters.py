@@ -15,6 +15,9 @@ and prints:
   observed, requirements answered), run through the function in this process;
 - the CPU seconds the control plane's processes took (API servers, etcd,
   Crossplane, provider-kubernetes, cert-manager, the function);
+- once everything is Ready, each composite kind's reconciles and the hub's
+  writes in the next minute, when nothing changes: what a settled federation
+  costs the hub;
 - with --keys, how many SuperNode keys reached the shards beside the SuperLink,
   and when all had. KWOK's pods run nothing, so the run publishes each
   SuperNode's key as its identity container would (a ConfigMap in its spoke,
