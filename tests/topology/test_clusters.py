@@ -18,7 +18,7 @@ from function.api import names
 from function.api.refusals import SpecError
 from function.api.spec import MAX_CLUSTERS, ProviderConfigRef
 from function.builders import identity, published_keys
-from function.composition import compose, groups, placing
+from function.composition import compose, groups, placing, resource_names
 from function.federation import read, value
 from function.serving import fn, render, wire
 from function.topology import clusters
@@ -423,6 +423,20 @@ def test_a_held_cluster_keeps_what_it_has():
     selected = conditions(bad)["ClustersSelected"]
     assert selected.reason == "ClusterSettingsInvalid"
     assert "cluster eu of pool gpu is held: annotation flower.flwr.ai/replicas '0'" in selected.message
+
+
+def test_a_held_cluster_keeps_the_key_publishers_role_of_an_earlier_release():
+    # Earlier releases composed the Role under other resource names (resource_names.legacy_key_publisher_resources):
+    # a cluster held over an upgrade keeps them as they were, not deleted until it is composed again.
+    good = run(SELECTED, {KEY: [config("eu")]}, SERVICE)
+    observed = {n: wire.to_dict(r.resource) for n, r in good.desired.resources.items()}
+    observed["superlink-service"].update(SERVICE["superlink-service"])
+    legacy = resource_names.legacy_key_publisher_resources("eu", "team-a")
+    for name in legacy:
+        observed[name] = observed["pool-gpu-eu"]  # any Object: it is returned as observed
+    bad = run(SELECTED, {KEY: [config("eu", **{clusters.REPLICAS_ANNOTATION: "0"})]}, observed)
+    for name in legacy:
+        assert wire.to_dict(bad.desired.resources[name].resource)["spec"] == observed[name]["spec"], name
 
 
 def test_a_held_cluster_keeps_its_federation_cluster_as_it_was():
