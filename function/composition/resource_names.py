@@ -52,7 +52,7 @@ def retired_keys_resource(cluster: str, namespace: str) -> str:
 def key_role_resource(cluster: str, namespace: str) -> str:
     """Composition resource name of the Role that lets pods publish keys in one cluster and namespace.
 
-    Not the earlier releases' (legacy_key_role_resource): their Role had one name in every cluster,
+    Not the earlier releases' (legacy_key_publisher_resources): their Role had one name in every cluster,
     this one's is the cluster's own (identity.publisher_name). provider-kubernetes leaves the old
     object in place when an Object's manifest is renamed; under a new resource name Crossplane
     deletes the old Object, and the provider the old Role with it.

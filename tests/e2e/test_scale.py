@@ -10,15 +10,13 @@ their own. One plane is enough (the oldest minor's lane has room): the harness i
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from typing import Any
 
 import pytest
 
 from controlplane import ControlPlane, wait_for
-from support.peers import ROOT
+from support import benchmarks
 
 pytestmark = pytest.mark.oldest_minor
 
@@ -28,16 +26,6 @@ GOALS_LINE = re.compile(
     r"control_plane_cpu_s=\d+ hub_writes_per_object=\d+\.\d$",
     re.MULTILINE,
 )
-
-
-def _benchmark() -> Any:
-    spec = importlib.util.spec_from_file_location("e2e_clusters", ROOT / "benchmarks" / "e2e_clusters.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # Registered as it runs, so that its dataclasses find their module.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _volumes_for_identity_claims(bench: Any) -> dict[str, list[dict[str, Any]]]:
@@ -66,7 +54,7 @@ def _volumes_for_identity_claims(bench: Any) -> dict[str, list[dict[str, Any]]]:
 def test_the_scale_benchmark_at_its_smallest_size_gets_to_the_end_and_prints_the_goals_line(
     plane: ControlPlane, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    bench = _benchmark()
+    bench = benchmarks.load("e2e_clusters")
     volumes = _volumes_for_identity_claims(bench)
     assert sum(map(len, volumes.values())) == bench.SMOKE_CLUSTERS * bench.SMOKE_REPLICAS, volumes
     for site, pvs in volumes.items():

@@ -9,7 +9,6 @@ process, this interpreter, from the repository's root.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import re
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import pytest
 
 from function.api import names
 from function.builders import identity, published_keys
+from support import benchmarks
 from support.peers import ROOT
 
 # A liveness bound: the smoke sizes take seconds of CPU, but the unit stage runs at the lowest
@@ -161,13 +161,7 @@ def test_benchmark_runs_at_its_smoke_size(case, request):
 
 def _e2e_clusters():
     """benchmarks/e2e_clusters.py as a module: its parsers of Crossplane's metrics are pure functions."""
-    spec = importlib.util.spec_from_file_location("e2e_clusters", ROOT / "benchmarks" / "e2e_clusters.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # Registered as it runs, so that its dataclasses find their module.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return benchmarks.load("e2e_clusters")
 
 
 def test_the_scale_benchmark_reads_each_kinds_circuit_breaker():
