@@ -42,7 +42,9 @@ from support.real_flower import (
     grpc_probe,
     images,
     online_supernodes,
+    pods_after_run,
     render,
+    run_failed,
     run_once_more_after_pull_race,
     tls_secret,
     venv_python,
@@ -136,13 +138,12 @@ def test_a_federated_run_completes(release: Release, reason: str, tmp_path: path
             local = runner.port_forward(NAMESPACE, superlink.name, CONTROL_PORT)
             cli = LocalCli.at(release, tmp, f"127.0.0.1:{local}", tmp / "ca.crt")
             cli.wait_online(len(supernodes), runner)
-            return cli("run", ".", "k8s", "--stream", timeout=RUN_TIMEOUT), runner.logs(lines=200)
+            return cli("run", ".", "k8s", "--stream", timeout=RUN_TIMEOUT), pods_after_run(runner)
 
     proc, logs = run_once_more_after_pull_race(attempt)
-    out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     # Two rounds of +1 on each SuperNode, averaged: 2.0 everywhere, from both SuperNodes' work.
-    assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, f"{reason}\n{out}\n{logs}"
-    assert "Received 2 results and 0 failures" in proc.stdout, out
+    assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, run_failed(reason, proc, logs)
+    assert "Received 2 results and 0 failures" in proc.stdout, run_failed(reason, proc, logs)
 
 
 @pytest.mark.parametrize("release", ["1.41.0"], indirect=True)
@@ -192,9 +193,10 @@ def test_a_pool_before_1_40_joins_through_the_grpc_fleet_adapter(release: Releas
         online, last = online_supernodes(runner, deadline, len(supernodes))
         assert online == len(supernodes) == 2, f"{last}\n{runner.logs()}"
         proc = flwr_run(runner, release)
-        out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-        assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, f"{out}\n{runner.logs()}"
-        assert "Received 2 results and 0 failures" in proc.stdout, out
+        logs = pods_after_run(runner)
+        reason = "a 1.41 pool and a 1.25 pool"
+        assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, run_failed(reason, proc, logs)
+        assert "Received 2 results and 0 failures" in proc.stdout, run_failed(reason, proc, logs)
 
 
 # What test_a_supernode_that_can_never_connect_is_restarted shortens --max-wait-time to.

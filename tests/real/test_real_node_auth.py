@@ -44,7 +44,9 @@ from support.real_flower import (
     cli_exec,
     flwr_run,
     images,
+    pods_after_run,
     render,
+    run_failed,
     run_once_more_after_pull_race,
     tls_secret,
 )
@@ -308,12 +310,11 @@ def test_a_federated_run_completes_with_authentication(release: Release, reason:
             runner.start([*rendered, *extra])
             carry(runner, name, supernode_pods(runner))
             wait_for(runner, "2 SuperNodes online", lambda ls: len(online(ls)) == 2, ONLINE_TIMEOUT, [])
-            return flwr_run(runner, release), runner.logs(lines=200)
+            return flwr_run(runner, release), pods_after_run(runner)
 
     proc, logs = run_once_more_after_pull_race(attempt)
-    out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, f"{reason}\n{out}\n{logs}"
-    assert "Received 2 results and 0 failures" in proc.stdout, out
+    assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, run_failed(reason, proc, logs)
+    assert "Received 2 results and 0 failures" in proc.stdout, run_failed(reason, proc, logs)
 
 
 @pytest.mark.parametrize("release", ["1.42.0"], indirect=True)

@@ -408,6 +408,22 @@ def run_once_more_after_pull_race(attempt: RunAttempt) -> tuple[subprocess.Compl
     return proc, logs
 
 
+def pods_after_run(runner: PodRunner) -> str:
+    """What a run's attempt returns as its pods' logs: first a line naming the containers that had exited by
+    its end (nothing restarts them while `flwr run` streams), then their logs."""
+    return f"exited: {runner.exited() or 'none'}\n{runner.logs(lines=200)}"
+
+
+def run_failed(reason: str, proc: subprocess.CompletedProcess[str], logs: str) -> str:
+    """Why a run printed no result, its first line whole: CI's summary shows only a message's beginning, and a
+    run that fails once in many needs its cause there. The CLI's exit code (-9: killed at RUN_TIMEOUT), the
+    containers that had exited (pods_after_run), the CLI's last words; then everything."""
+    said = [line.strip() for line in f"{proc.stdout}\n{proc.stderr}".splitlines() if line.strip()][-3:]
+    exited = logs.partition("\n")[0]
+    return (f"{reason}: exit {proc.returncode}; {exited}; flwr said: {' | '.join(said)}\n"
+            f"{proc.stdout}\n{proc.stderr}\n{logs}")  # fmt: skip
+
+
 def flwr_run(runner: PodRunner, release: Release, run_config: str = "") -> subprocess.CompletedProcess[str]:
     """`flwr run` of the app in the CLI's container (add_app), streaming until the run ends; run_config
     overrides the app's (`--run-config`, "array-size=1000000")."""
