@@ -66,6 +66,11 @@ NODE_CAPACITY = {"cpu": "64", "memory": "512Gi", "pods": "250", "nvidia.com/gpu"
 SITES = ("site-a", "site-b", "site-c")
 # Machine-wide, like the ports kwokctl picks from: every checkout's control planes take turns creating clusters.
 CLUSTER_LOCK = pathlib.Path(tempfile.gettempdir()) / "flower-e2e-kwokctl.lock"
+# A controller manager gives up some 10 s after it starts if its API server's /healthz is not ok by then
+# (_restart_if_a_component_died). A look at once after /readyz found one still waiting, alive, which exited
+# 14 s after its start (fresh-clone CI, 1.35: two spokes without controllers, four scenarios failed): its
+# components are looked at once they have been up this long.
+COMPONENT_GIVES_UP_SECONDS = 30
 
 
 class WaitTimeoutError(AssertionError):
@@ -821,9 +826,10 @@ class ControlPlane:
 
     def start_cluster(self, cluster: Cluster) -> None:
         """Start a stopped cluster again, on the same address with the same state; wait until it answers."""
+        started = time.time()
         self._kwokctl("start", "cluster", "--name", cluster.name, "--wait", "3m")
         wait_for(f"{cluster.name} API", lambda: cluster.kubectl("get", "--raw", "/readyz") == "ok", timeout=120)
-        self._restart_if_a_component_died(cluster)
+        self._restart_if_a_component_died(cluster, started)
 
     def _cleanup_leftovers(self) -> None:
         """A run that died may have left clusters, processes or the namespace behind."""
@@ -869,17 +875,27 @@ class ControlPlane:
 
     # -- clusters -----------------------------------------------------------------
 
-    def _dead_components(self, name: str) -> list[str]:
-        """The components of a cluster (kwokctl's binary runtime: one pid file each) whose process is gone."""
+    def _dead_components(self, name: str, started: float) -> list[str]:
+        """The components of a cluster (kwokctl's binary runtime: one pid file each) whose process is gone.
+
+        Looked at once they have been up COMPONENT_GIVES_UP_SECONDS (from started, or their pid files if
+        written later): before that a controller manager still waiting for its API server's /healthz is
+        alive, and may exit the moment after. A zombie (exited, not yet reaped) is gone too.
+        """
         pids = self.workdir / "kwok" / "clusters" / name / "pids"
+        files = sorted(pids.glob("*.pid"))
+        youngest = max((f.stat().st_mtime for f in files), default=started)
+        time.sleep(max(0.0, max(started, youngest) + COMPONENT_GIVES_UP_SECONDS - time.time()))
         dead = []
-        for pid_file in sorted(pids.glob("*.pid")):
+        for pid_file in files:
             pid = pid_file.read_text().strip()
-            if not pid.isdigit() or not pathlib.Path(f"/proc/{pid}").exists():
+            stat = pathlib.Path(f"/proc/{pid}/stat")
+            # The state follows the command's closing parenthesis: Z for a zombie.
+            if not pid.isdigit() or not stat.exists() or stat.read_text().rpartition(")")[2].split()[0] == "Z":
                 dead.append(pid_file.stem)
         return dead
 
-    def _restart_if_a_component_died(self, cluster: Cluster) -> None:
+    def _restart_if_a_component_died(self, cluster: Cluster, started: float) -> None:
         """Start a cluster again whose component exited while its API server came up, until none has.
 
         A controller manager waits a few seconds for its API server's /healthz and exits if it
@@ -890,14 +906,15 @@ class ControlPlane:
         started now finds it healthy.
         """
         for _ in range(3):
-            dead = self._dead_components(cluster.name)
+            dead = self._dead_components(cluster.name, started)
             if not dead:
                 return
             print(f"{cluster.name}: {', '.join(dead)} exited while starting; starting the cluster again")  # noqa: T201
             self._kwokctl("stop", "cluster", "--name", cluster.name, check=False)  # the dead one cannot be stopped
+            started = time.time()
             self._kwokctl("start", "cluster", "--name", cluster.name, "--wait", "3m")
             wait_for(f"{cluster.name} API", lambda: cluster.kubectl("get", "--raw", "/readyz") == "ok", timeout=120)
-        dead = self._dead_components(cluster.name)
+        dead = self._dead_components(cluster.name, started)
         if dead:
             msg = f"{cluster.name}: {', '.join(dead)} would not stay up"
             raise RuntimeError(msg)
@@ -920,6 +937,7 @@ class ControlPlane:
 
     def _cluster(self, name: str, volumes: int = 24, *, unlimited: bool = False) -> Cluster:
         with _creating_clusters():
+            started = time.time()
             self._kwokctl(
                 "create", "cluster", "--name", name, "--runtime", "binary",
                 "--etcd-binary", self.tools.etcd,
@@ -939,7 +957,7 @@ class ControlPlane:
         kubeconfig.write_text(self._kwokctl("get", "kubeconfig", "--name", name))
         cluster = Cluster(name, kubeconfig, self.tools.kubectl)
         wait_for(f"{name} API", lambda: cluster.kubectl("get", "--raw", "/readyz") == "ok", timeout=120)
-        self._restart_if_a_component_died(cluster)
+        self._restart_if_a_component_died(cluster, started)
         capacity = node_capacity(self.node_pods)
         nodes = [
             {
