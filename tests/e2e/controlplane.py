@@ -73,6 +73,12 @@ CLUSTER_LOCK = pathlib.Path(tempfile.gettempdir()) / "flower-e2e-kwokctl.lock"
 COMPONENT_GIVES_UP_SECONDS = 30
 
 
+def _running(pid: str) -> bool:
+    """Whether a process runs: it exists and is no zombie (its state, after the command's closing parenthesis)."""
+    stat = pathlib.Path(f"/proc/{pid}/stat")
+    return pid.isdigit() and stat.exists() and stat.read_text().rpartition(")")[2].split()[0] != "Z"
+
+
 class WaitTimeoutError(AssertionError):
     pass
 
@@ -882,18 +888,10 @@ class ControlPlane:
         written later): before that a controller manager still waiting for its API server's /healthz is
         alive, and may exit the moment after. A zombie (exited, not yet reaped) is gone too.
         """
-        pids = self.workdir / "kwok" / "clusters" / name / "pids"
-        files = sorted(pids.glob("*.pid"))
-        youngest = max((f.stat().st_mtime for f in files), default=started)
-        time.sleep(max(0.0, max(started, youngest) + COMPONENT_GIVES_UP_SECONDS - time.time()))
-        dead = []
-        for pid_file in files:
-            pid = pid_file.read_text().strip()
-            stat = pathlib.Path(f"/proc/{pid}/stat")
-            # The state follows the command's closing parenthesis: Z for a zombie.
-            if not pid.isdigit() or not stat.exists() or stat.read_text().rpartition(")")[2].split()[0] == "Z":
-                dead.append(pid_file.stem)
-        return dead
+        files = sorted((self.workdir / "kwok" / "clusters" / name / "pids").glob("*.pid"))
+        up_since = max([started, *(f.stat().st_mtime for f in files)])
+        time.sleep(max(0.0, up_since + COMPONENT_GIVES_UP_SECONDS - time.time()))
+        return [f.stem for f in files if not _running(f.read_text().strip())]
 
     def _restart_if_a_component_died(self, cluster: Cluster, started: float) -> None:
         """Start a cluster again whose component exited while its API server came up, until none has.

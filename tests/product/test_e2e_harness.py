@@ -12,6 +12,7 @@ import ssl
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
 
 import pytest
@@ -230,6 +231,31 @@ def test_kwokctl_passes_the_go_settings_to_the_clusters_components(monkeypatch, 
     plane_in(tmp_path)._kwokctl("get", "clusters")
     (args, env), *_ = [call for call in seen if "clusters" in call[0]]
     assert env["GOGC"] == "400", args
+
+
+def test_a_component_that_exits_while_waiting_for_its_api_server_is_found_dead(monkeypatch, tmp_path):
+    """A controller manager gives up on an unhealthy API server seconds after it starts, alive until then: the look
+    for dead components waits until they have been up that long. An exited, unreaped process (a zombie) and a pid
+    file naming no process are dead too; a running one is not."""
+    monkeypatch.setattr(controlplane, "COMPONENT_GIVES_UP_SECONDS", 2)
+    pids = tmp_path / "kwok" / "clusters" / "spoke" / "pids"
+    pids.mkdir(parents=True)
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    giving_up = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])  # reaped when it exits
+    zombie = subprocess.Popen([sys.executable, "-c", ""])  # never waited for until the end: a zombie
+    try:
+        for name, proc in [("running", running), ("giving-up", giving_up), ("zombie", zombie)]:
+            (pids / f"{name}.pid").write_text(str(proc.pid))
+        (pids / "gone.pid").write_text("999999999")
+        threading.Thread(target=giving_up.wait, daemon=True).start()
+        started = time.time()
+        dead = plane_in(tmp_path)._dead_components("spoke", started)
+        assert time.time() - started >= 2, "looked before the components had been up long enough"
+        assert dead == ["giving-up", "gone", "zombie"]
+    finally:
+        running.kill()
+        for proc in (running, giving_up, zombie):
+            proc.wait()
 
 
 def _collected(minor: str) -> set[str]:
