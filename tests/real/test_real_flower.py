@@ -146,6 +146,17 @@ def test_a_federated_run_completes(release: Release, reason: str, tmp_path: path
     assert "Received 2 results and 0 failures" in proc.stdout, run_failed(reason, proc, logs)
 
 
+def test_a_failed_runs_first_line_says_why():
+    """CI's summary shows a message's first line alone: a run that printed no result names there its exit code,
+    the containers that had exited, and the CLI's last words; everything else follows."""
+    proc = subprocess.CompletedProcess(["flwr"], -9, "Starting run\nRound 1\n\n", "waiting for results\n")
+    logs = "exited: ['default/fed-supernode-0/supernode: exit 1']\nthe pods' logs"
+    first, _, rest = run_failed("over HTTP", proc, logs).partition("\n")
+    assert first == ("over HTTP: exit -9; exited: ['default/fed-supernode-0/supernode: exit 1']; "
+                     "flwr said: Starting run | Round 1 | waiting for results")  # fmt: skip
+    assert "the pods' logs" in rest
+
+
 @pytest.mark.parametrize("release", ["1.41.0"], indirect=True)
 def test_a_pool_before_1_40_joins_through_the_grpc_fleet_adapter(release: Release, tmp_path: pathlib.Path):
     """The move across 1.40 (examples/claims/flower-upgrade.yaml): a 1.41 SuperLink, a 1.41 pool and a 1.25 pool,
