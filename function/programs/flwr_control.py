@@ -101,9 +101,14 @@ class Cli:
             ran = run_subprocess(["flwr", *args], self.app, env, CLI_TIMEOUT)
         else:
             ran = run_forked(self.entry, ["flwr", *args], self.app, env, CLI_TIMEOUT)
-        if ran is None:
-            return {"success": False, "error-message": f"flwr did not answer within {CLI_TIMEOUT:.0f} s"}
         code, stdout, stderr = ran
+        if code is None:
+            said = last_words(stdout, stderr)
+            return {
+                "success": False,
+                "error-message": f"flwr did not answer within {CLI_TIMEOUT:.0f} s"
+                + (f"; its last words: {said}" if said else ""),
+            }
         return parse(stdout, f"{stderr.strip()} (exit {code})")
 
     def target_of(self, app: pathlib.Path | None) -> list[str]:
@@ -164,8 +169,10 @@ def load_entry_point(name: str) -> Callable[[], Any] | Literal[False]:
 
 def run_forked(
     entry: Callable[[], Any], argv: list[str], cwd: pathlib.Path, env: dict[str, str], timeout: float
-) -> tuple[int, str, str] | None:
-    """Run a loaded console script as its command would run: (exit code, stdout, stderr), None past timeout.
+) -> tuple[int | None, str, str]:
+    """Run a loaded console script as its command would run: (exit code, stdout, stderr), the code None past timeout.
+
+    Past the timeout the child is killed, and the output is what it had printed by then.
 
     The child is forked from this process, which imported the script once, so
     a call costs what the command does, not its imports; and being a process
@@ -173,7 +180,8 @@ def run_forked(
     can be killed at the timeout. This process holds no thread and no gRPC
     channel (the children make their own), so the fork is safe. Its output
     goes to unnamed files in cwd (the containers' root filesystems are
-    read-only and have no /tmp), which a pipe could not hold unread.
+    read-only and have no /tmp), which a pipe could not hold unread; line by
+    line, so a command killed at the timeout leaves its last words there.
     """
     sys.stdout.flush()
     sys.stderr.flush()
@@ -185,8 +193,8 @@ def run_forked(
                 os.dup2(out.fileno(), 1)
                 os.dup2(err.fileno(), 2)
                 # The streams too, should this process have replaced them with objects of its own.
-                sys.stdout = open(1, "w", closefd=False)
-                sys.stderr = open(2, "w", closefd=False)
+                sys.stdout = open(1, "w", buffering=1, closefd=False)
+                sys.stderr = open(2, "w", buffering=1, closefd=False)
                 os.chdir(cwd)
                 os.environ.clear()
                 os.environ.update(env)
@@ -199,19 +207,20 @@ def run_forked(
                 sys.stderr.flush()
                 os._exit(code)
         deadline = time.monotonic() + timeout
+        exit_code: int | None = None
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
+                exit_code = os.waitstatus_to_exitcode(status)
                 break
             if time.monotonic() > deadline:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
-                return None
+                break
             time.sleep(FORK_POLL)
         out.seek(0)
         err.seek(0)
-        code = os.waitstatus_to_exitcode(status)
-        return code, out.read().decode(errors="replace"), err.read().decode(errors="replace")
+        return exit_code, out.read().decode(errors="replace"), err.read().decode(errors="replace")
 
 
 def _exit_code(entry: Callable[[], Any]) -> int:
@@ -230,13 +239,26 @@ def _exit_code(entry: Callable[[], Any]) -> int:
 
 def run_subprocess(
     argv: list[str], cwd: pathlib.Path, env: dict[str, str], timeout: float
-) -> tuple[int, str, str] | None:
-    """The command as a process of its own: (exit code, stdout, stderr), None past timeout."""
+) -> tuple[int | None, str, str]:
+    """The command as a process of its own: (exit code, stdout, stderr), the code None past the timeout."""
     try:
         proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return None
+    except subprocess.TimeoutExpired as expired:
+        return None, _text(expired.stdout), _text(expired.stderr)
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def _text(output: bytes | str | None) -> str:
+    """What a killed process had printed (TimeoutExpired holds bytes, whatever text= asked)."""
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    return output or ""
+
+
+def last_words(stdout: str, stderr: str, lines: int = 3) -> str:
+    """A command's last non-empty lines of output, on one line: what it was doing when it ended or was killed."""
+    said = [line.strip() for line in f"{stdout}\n{stderr}".splitlines() if line.strip()]
+    return " | ".join(said[-lines:])
 
 
 def parse(stdout: str, fallback: str) -> dict[str, Any]:

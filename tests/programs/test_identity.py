@@ -494,10 +494,26 @@ def test_a_loaded_cli_runs_as_its_command_would(tmp_path, entry, code, stdout, s
     assert os.getcwd() != str(tmp_path), reason
 
 
-def test_a_cli_call_past_its_timeout_is_killed(tmp_path):
+def _says_then_hangs() -> None:
+    # No flush: a line reaches the file as it is written, as Flower's CLI prints a run's logs.
+    sys.stdout.write("INFO :      [ROUND 2]\n")
+    sys.stderr.write("waiting for results\n")
+    time.sleep(60)
+
+
+def test_a_cli_call_past_its_timeout_is_killed_and_leaves_its_last_words(tmp_path):
     started = time.monotonic()
-    assert flwr_control.run_forked(lambda: time.sleep(60), ["flwr"], tmp_path, dict(os.environ), 0.5) is None
+    code, stdout, stderr = flwr_control.run_forked(_says_then_hangs, ["flwr"], tmp_path, dict(os.environ), 0.5)
     assert time.monotonic() - started < 10, "killed at the timeout, not waited for"
+    assert code is None, "past the timeout, no exit code"
+    assert (stdout, stderr) == ("INFO :      [ROUND 2]\n", "waiting for results\n"), "what it printed survives"
+    assert flwr_control.last_words(stdout, stderr) == "INFO :      [ROUND 2] | waiting for results"
+
+
+def test_a_subprocess_past_its_timeout_is_killed_and_leaves_its_last_words(tmp_path):
+    argv = [sys.executable, "-u", "-c", "import time; print('started', flush=True); time.sleep(60)"]
+    code, stdout, stderr = flwr_control.run_subprocess(argv, tmp_path, dict(os.environ), 2)
+    assert (code, stdout.strip(), stderr) == (None, "started", "")
 
 
 @pytest.mark.parametrize(

@@ -376,6 +376,10 @@ class FakeCli:
             {"success": False, "error-message": "flwr did not answer within 60 s"},
             None, "", "the CLI timed out: tried again next turn",
         ),
+        (
+            {"success": False, "error-message": "flwr did not answer within 60 s; its last words: Loading project"},
+            None, "", "the CLI timed out after printing something: still tried again next turn",
+        ),
     ],
 )  # fmt: skip
 def test_a_submission_remembers_a_run_id_or_a_refusal(tmp_path, answer, run_id, refused, reason):

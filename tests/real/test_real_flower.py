@@ -21,6 +21,7 @@ import ssl
 import subprocess
 import time
 import urllib.request
+from types import SimpleNamespace
 
 import pytest
 
@@ -41,6 +42,7 @@ from support.real_flower import (
     flwr_run,
     grpc_probe,
     images,
+    log_marks,
     online_supernodes,
     pods_after_run,
     render,
@@ -138,7 +140,8 @@ def test_a_federated_run_completes(release: Release, reason: str, tmp_path: path
             local = runner.port_forward(NAMESPACE, superlink.name, CONTROL_PORT)
             cli = LocalCli.at(release, tmp, f"127.0.0.1:{local}", tmp / "ca.crt")
             cli.wait_online(len(supernodes), runner)
-            return cli("run", ".", "k8s", "--stream", timeout=RUN_TIMEOUT), pods_after_run(runner)
+            marks = log_marks(runner)
+            return cli("run", ".", "k8s", "--stream", timeout=RUN_TIMEOUT), pods_after_run(runner, marks)
 
     proc, logs = run_once_more_after_pull_race(attempt)
     # Two rounds of +1 on each SuperNode, averaged: 2.0 everywhere, from both SuperNodes' work.
@@ -146,15 +149,46 @@ def test_a_federated_run_completes(release: Release, reason: str, tmp_path: path
     assert "Received 2 results and 0 failures" in proc.stdout, run_failed(reason, proc, logs)
 
 
-def test_a_failed_runs_first_line_says_why():
+class _LoggedRunner:
+    """What pods_after_run reads of a PodRunner: its pods' containers' logs, what exited, the logs' tails."""
+
+    def __init__(self, tmp: pathlib.Path, names: list[str]) -> None:
+        container = [SimpleNamespace(log=tmp / f"{name}.log") for name in names]
+        self.pods = [
+            SimpleNamespace(name=name, containers={"main": c}) for name, c in zip(names, container, strict=True)
+        ]
+
+    def write(self, pod: int, text: str) -> None:
+        with self.pods[pod].containers["main"].log.open("a") as log:
+            log.write(text)
+
+    def exited(self) -> list[str]:
+        return ["default/fed-supernode-0/supernode: exit 1"]
+
+    def logs(self, lines: int) -> str:
+        return f"the pods' logs ({lines} lines each)"
+
+
+def test_a_failed_runs_first_line_says_why(tmp_path: pathlib.Path):
     """CI's summary shows a message's first line alone: a run that printed no result names there its exit code,
-    the containers that had exited, and the CLI's last words; everything else follows."""
-    proc = subprocess.CompletedProcess(["flwr"], -9, "Starting run\nRound 1\n\n", "waiting for results\n")
-    logs = "exited: ['default/fed-supernode-0/supernode: exit 1']\nthe pods' logs"
+    the containers that had exited, the trouble its pods logged during the run (not before it), and the CLI's
+    last words, colours taken out; everything else follows."""
+    runner = _LoggedRunner(tmp_path, ["fed-superlink-0", "fed-supernode-0"])
+    runner.write(0, "\x1b[91mERROR \x1b[0m: Exit Code: 305, before the run\n")
+    marks = log_marks(runner)
+    runner.write(0, "INFO : all well\n")
+    runner.write(1, "\x1b[91mERROR \x1b[0m: Failed to receive message 26cc: pull timed out\n")
+    logs = pods_after_run(runner, marks)
+    proc = subprocess.CompletedProcess(
+        ["flwr"], -9, "Starting run\n\x1b[92mINFO \x1b[0m: Round 1\n\n", "killed after 480 s\n"
+    )
     first, _, rest = run_failed("over HTTP", proc, logs).partition("\n")
-    assert first == ("over HTTP: exit -9; exited: ['default/fed-supernode-0/supernode: exit 1']; "
-                     "flwr said: Starting run | Round 1 | waiting for results")  # fmt: skip
-    assert "the pods' logs" in rest
+    assert first == (
+        "over HTTP: exit -9; exited: ['default/fed-supernode-0/supernode: exit 1']; "
+        "logged: fed-supernode-0/main: ERROR : Failed to receive message 26cc: pull timed out; "
+        "flwr said: Starting run | INFO : Round 1 | killed after 480 s"
+    )
+    assert "the pods' logs (200 lines each)" in rest
 
 
 @pytest.mark.parametrize("release", ["1.41.0"], indirect=True)
@@ -203,8 +237,9 @@ def test_a_pool_before_1_40_joins_through_the_grpc_fleet_adapter(release: Releas
         deadline = time.monotonic() + Release(old, old_python.parent).online_timeout
         online, last = online_supernodes(runner, deadline, len(supernodes))
         assert online == len(supernodes) == 2, f"{last}\n{runner.logs()}"
+        marks = log_marks(runner)
         proc = flwr_run(runner, release)
-        logs = pods_after_run(runner)
+        logs = pods_after_run(runner, marks)
         reason = "a 1.41 pool and a 1.25 pool"
         assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, run_failed(reason, proc, logs)
         assert "Received 2 results and 0 failures" in proc.stdout, run_failed(reason, proc, logs)

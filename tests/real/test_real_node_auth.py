@@ -44,6 +44,7 @@ from support.real_flower import (
     cli_exec,
     flwr_run,
     images,
+    log_marks,
     pods_after_run,
     render,
     run_failed,
@@ -310,7 +311,8 @@ def test_a_federated_run_completes_with_authentication(release: Release, reason:
             runner.start([*rendered, *extra])
             carry(runner, name, supernode_pods(runner))
             wait_for(runner, "2 SuperNodes online", lambda ls: len(online(ls)) == 2, ONLINE_TIMEOUT, [])
-            return flwr_run(runner, release), pods_after_run(runner)
+            marks = log_marks(runner)
+            return flwr_run(runner, release), pods_after_run(runner, marks)
 
     proc, logs = run_once_more_after_pull_race(attempt)
     assert "SMOKE-RESULT rounds=2 model=[2.0, 2.0, 2.0]" in proc.stdout, run_failed(reason, proc, logs)

@@ -47,6 +47,8 @@ def serve(
             ran = run_subprocess(argv, cwd, env, timeout)
         else:
             ran = run_forked(entry, argv, cwd, env, timeout)
-        code, stdout, stderr = ran if ran is not None else (None, "", f"killed after {timeout:.0f} s")
+        code, stdout, stderr = ran
+        if code is None:  # killed at the timeout: what it had printed, and that it was killed
+            stderr = f"{stderr}\nkilled after {timeout:.0f} s"
         sys.stdout.write(json.dumps({"code": code, "stdout": stdout, "stderr": stderr}) + "\n")
         sys.stdout.flush()

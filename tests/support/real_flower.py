@@ -20,6 +20,7 @@ import inspect
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -408,19 +409,55 @@ def run_once_more_after_pull_race(attempt: RunAttempt) -> tuple[subprocess.Compl
     return proc, logs
 
 
-def pods_after_run(runner: PodRunner) -> str:
+LogMarks = dict[pathlib.Path, int]
+# The colours Flower's log lines carry, out of a one-line summary.
+ANSI_COLOR = re.compile(r"\x1b\[[0-9;]*m")
+# What a line of a container's log looks like when something went wrong: Flower's ERROR level, a Python
+# traceback, nginx's error log.
+TROUBLE = ("ERROR", "Traceback", "[error]", "[crit]", "[alert]", "[emerg]")
+# How many such lines, and how much of each, a failed run's first line carries.
+TROUBLE_LINES, TROUBLE_CHARS = 3, 160
+
+
+def log_marks(runner: PodRunner) -> LogMarks:
+    """Where each container's log ends now: pods_after_run names the trouble logged after it."""
+    logs = [c.log for p in runner.pods for c in p.containers.values()]
+    return {log: log.stat().st_size if log.exists() else 0 for log in logs}
+
+
+def trouble_since(runner: PodRunner, marks: LogMarks) -> list[str]:
+    """`<pod>/<container>: <line>` for each line of trouble (TROUBLE) logged after marks, in pod order."""
+    found = []
+    for pod in runner.pods:
+        for name, container in pod.containers.items():
+            if not container.log.exists():
+                continue
+            with container.log.open("rb") as log:
+                log.seek(marks.get(container.log, 0))
+                text = log.read().decode(errors="replace")
+            lines = [ANSI_COLOR.sub("", line).strip() for line in text.splitlines()]
+            found += [f"{pod.name}/{name}: {line}" for line in lines if any(t in line for t in TROUBLE)]
+    return found
+
+
+def pods_after_run(runner: PodRunner, marks: LogMarks) -> str:
     """What a run's attempt returns as its pods' logs: first a line naming the containers that had exited by
-    its end (nothing restarts them while `flwr run` streams), then their logs."""
-    return f"exited: {runner.exited() or 'none'}\n{runner.logs(lines=200)}"
+    its end (nothing restarts them while `flwr run` streams) and the trouble they logged during the run (marks:
+    log_marks before it), then their logs."""
+    trouble = trouble_since(runner, marks)
+    shown = "; ".join(line[:TROUBLE_CHARS] for line in trouble[:TROUBLE_LINES])
+    more = f" (and {len(trouble) - TROUBLE_LINES} more)" if len(trouble) > TROUBLE_LINES else ""
+    return f"exited: {runner.exited() or 'none'}; logged: {shown or 'no errors'}{more}\n{runner.logs(lines=200)}"
 
 
 def run_failed(reason: str, proc: subprocess.CompletedProcess[str], logs: str) -> str:
     """Why a run printed no result, its first line whole: CI's summary shows only a message's beginning, and a
     run that fails once in many needs its cause there. The CLI's exit code (-9: killed at RUN_TIMEOUT), the
-    containers that had exited (pods_after_run), the CLI's last words; then everything."""
-    said = [line.strip() for line in f"{proc.stdout}\n{proc.stderr}".splitlines() if line.strip()][-3:]
+    containers that had exited and the trouble the pods logged (pods_after_run), the CLI's last words (what a
+    killed CLI had streamed by then too); then everything."""
+    said = ANSI_COLOR.sub("", flwr_control.last_words(proc.stdout, proc.stderr))
     exited = logs.partition("\n")[0]
-    return (f"{reason}: exit {proc.returncode}; {exited}; flwr said: {' | '.join(said)}\n"
+    return (f"{reason}: exit {proc.returncode}; {exited}; flwr said: {said}\n"
             f"{proc.stdout}\n{proc.stderr}\n{logs}")  # fmt: skip
 
 
