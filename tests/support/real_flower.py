@@ -413,8 +413,8 @@ LogMarks = dict[pathlib.Path, int]
 # The colours Flower's log lines carry, out of a one-line summary.
 ANSI_COLOR = re.compile(r"\x1b\[[0-9;]*m")
 # What a line of a container's log looks like when something went wrong: Flower's ERROR level, a Python
-# traceback, nginx's error log.
-TROUBLE = ("ERROR", "Traceback", "[error]", "[crit]", "[alert]", "[emerg]")
+# traceback, nginx's error log, and Flower's retries (a healthy run retries nothing once it has started).
+TROUBLE = ("ERROR", "Traceback", "[error]", "[crit]", "[alert]", "[emerg]", "Connection attempt failed", "Giving up")
 # How many such lines, and how much of each, a failed run's first line carries.
 TROUBLE_LINES, TROUBLE_CHARS = 3, 160
 
