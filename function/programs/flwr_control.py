@@ -206,21 +206,24 @@ def run_forked(
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(code)
-        deadline = time.monotonic() + timeout
-        exit_code: int | None = None
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                exit_code = os.waitstatus_to_exitcode(status)
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                break
-            time.sleep(FORK_POLL)
+        exit_code = _waited(pid, timeout)
         out.seek(0)
         err.seek(0)
         return exit_code, out.read().decode(errors="replace"), err.read().decode(errors="replace")
+
+
+def _waited(pid: int, timeout: float) -> int | None:
+    """The child's exit code once it ends, or None once it was killed at the timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(FORK_POLL)
 
 
 def _exit_code(entry: Callable[[], Any]) -> int:

@@ -365,18 +365,22 @@ def test_calls_waiting_in_a_pool_the_watcher_saw_die_get_fatal_results():
     still waiting in its queue, and those get fatal results too. They were re-raised as the caller's own
     cancellation, so the server sent them no answer: under load, 11 of 16 calls waited for their 300 s deadline.
     The watcher's report is made here as the watcher makes it (a callback on the server's loop), with real
-    workers, which replacing the pool kills, and calls queued behind the busy ones."""
+    workers, which replacing the pool kills, and calls queued behind the busy ones. A call the workers finished
+    before the report (a fast machine finishes the first two in the 50 ms the test waits) is answered as usual."""
     pool = workers.Processes(2)
     executor = pool._executor
     data = request(pools=POOLS).SerializeToString()
     why = "worker 1 was killed by signal 9"
+    waiting: list[object] = []  # the calls still waiting in the pool's queue when the report ran
+
+    def report() -> None:
+        waiting.extend(f for f in executor._pending_work_items.values() if not f.future.running())
+        pool._found_dead(executor, why)
 
     async def calls() -> list[bytes | BaseException]:
         held = [asyncio.ensure_future(pool.run(data)) for _ in range(CLIENTS)]
         await asyncio.sleep(0.05)  # submitted: two composing, one more in the pool's call queue, the rest waiting
-        waiting = [f for f in executor._pending_work_items.values() if not f.future.running()]
-        assert waiting, "no call waiting in the pool: this tests nothing"
-        asyncio.get_running_loop().call_soon(pool._found_dead, executor, why)
+        asyncio.get_running_loop().call_soon(report)
         return await asyncio.gather(*(asyncio.wait_for(c, CALL_SECONDS) for c in held), return_exceptions=True)
 
     try:
@@ -384,9 +388,12 @@ def test_calls_waiting_in_a_pool_the_watcher_saw_die_get_fatal_results():
         again = asyncio.run(pool.run(data))
     finally:
         pool.shutdown()
+    assert waiting, "no call waiting in the pool when the report ran: this tests nothing"
     assert all(isinstance(a, bytes) for a in answers), [a for a in answers if not isinstance(a, bytes)]
-    reasons = {tuple(fatal(fnv1.RunFunctionResponse.FromString(a))) for a in answers if isinstance(a, bytes)}
-    assert reasons == {(f"cannot compose Federation: a worker process died: {why}",)}, reasons
+    reasons = [tuple(fatal(fnv1.RunFunctionResponse.FromString(a))) for a in answers if isinstance(a, bytes)]
+    died = (f"cannot compose Federation: a worker process died: {why}",)
+    assert set(reasons) <= {died, ()}, reasons
+    assert reasons.count(died) >= len(waiting), f"{len(waiting)} calls waited in the pool; fatal: {reasons}"
     assert pool._executor is not executor
     assert fatal(fnv1.RunFunctionResponse.FromString(again)) == []
 
