@@ -34,7 +34,7 @@ from function.programs.flwr_control import (
     BUNDLE_KEY,
     MAX_FAB_BYTES,
     KubeApi,
-    last_words,
+    killed,
     load_entry_point,
     one_line,
     patch_configmap,
@@ -85,10 +85,7 @@ def build(app: pathlib.Path, work: pathlib.Path) -> tuple[bytes | None, str]:
         ran = run_forked(entry, argv, into, env, BUILD_TIMEOUT)
     code, stdout, stderr = ran
     if code is None:
-        said = last_words(stdout, stderr)
-        return None, one_line(
-            f"flwr build did not finish within {BUILD_TIMEOUT:.0f} s{f'; its last words: {said}' if said else ''}"
-        )
+        return None, one_line(killed(f"flwr build did not finish within {BUILD_TIMEOUT:.0f} s", ran))
     if code != 0:
         return None, one_line(f"flwr build failed: {flower_words(stdout, stderr) or f'exit {code}'}")
     made = sorted(into.glob("*.fab"))

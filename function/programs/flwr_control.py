@@ -103,12 +103,7 @@ class Cli:
             ran = run_forked(self.entry, ["flwr", *args], self.app, env, CLI_TIMEOUT)
         code, stdout, stderr = ran
         if code is None:
-            said = last_words(stdout, stderr)
-            return {
-                "success": False,
-                "error-message": f"flwr did not answer within {CLI_TIMEOUT:.0f} s"
-                + (f"; its last words: {said}" if said else ""),
-            }
+            return {"success": False, "error-message": killed(f"flwr did not answer within {CLI_TIMEOUT:.0f} s", ran)}
         return parse(stdout, f"{stderr.strip()} (exit {code})")
 
     def target_of(self, app: pathlib.Path | None) -> list[str]:
@@ -262,6 +257,12 @@ def last_words(stdout: str, stderr: str, lines: int = 3) -> str:
     """A command's last non-empty lines of output, on one line: what it was doing when it ended or was killed."""
     said = [line.strip() for line in f"{stdout}\n{stderr}".splitlines() if line.strip()]
     return " | ".join(said[-lines:])
+
+
+def killed(why: str, ran: tuple[int | None, str, str]) -> str:
+    """Why a command was killed at its timeout, and its last words (run_forked's or run_subprocess's answer)."""
+    said = last_words(ran[1], ran[2])
+    return f"{why}; its last words: {said}" if said else why
 
 
 def parse(stdout: str, fallback: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import ssl
 import subprocess
 import sys
 import threading
+import time
 import tomllib
 import zipfile
 from collections.abc import Iterator
@@ -328,3 +329,20 @@ def test_a_relative_app_is_the_one_where_the_container_starts(tmp_path, monkeypa
     assert bundle_program.bundle(api, args) == 0
     error = f"{tmp_path / 'nowhere'} is not a directory in the image (the app's directory, --app)"
     assert api.calls == [("PATCH", PATH, {"data": {"error": error}}, "application/merge-patch+json")]
+
+
+def _prints_then_hangs() -> None:
+    sys.stdout.write("Loading project configuration...\n")  # line-buffered: it reaches the file at once
+    time.sleep(60)
+
+
+def test_a_build_past_its_timeout_says_so_with_its_last_words(tmp_path, monkeypatch):
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "pyproject.toml").write_text("[project]\nname = 'app'\n")
+    monkeypatch.setattr(bundle_program, "BUILD_TIMEOUT", 0.5)
+    monkeypatch.setattr(bundle_program, "load_entry_point", lambda _name: _prints_then_hangs)
+    assert bundle_program.build(app, tmp_path / "work") == (
+        None,
+        "flwr build did not finish within 0 s; its last words: Loading project configuration...",
+    )

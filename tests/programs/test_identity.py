@@ -526,3 +526,14 @@ def test_a_subprocess_past_its_timeout_is_killed_and_leaves_its_last_words(tmp_p
 def test_the_cli_is_loaded_when_this_python_has_it(name, loads, reason):
     entry = flwr_control.load_entry_point(name)
     assert callable(entry) is loads, reason
+
+
+def test_a_cli_call_past_its_timeout_says_so_with_its_last_words(tmp_path, monkeypatch):
+    monkeypatch.setattr(flwr_control, "CLI_TIMEOUT", 0.5)
+    cli = flwr_control.Cli(tmp_path, "config-toml", "127.0.0.1:9093", None)
+    cli.entry = _says_then_hangs
+    answer = cli.call("supernode", "ls")
+    assert answer == {
+        "success": False,
+        "error-message": "flwr did not answer within 0 s; its last words: INFO :      [ROUND 2] | waiting for results",
+    }
