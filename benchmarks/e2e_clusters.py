@@ -82,7 +82,7 @@ from controlplane import (  # noqa: E402
 )
 from function.api import names  # noqa: E402
 from function.builders import identity, published_keys  # noqa: E402
-from function.programs import identity_program  # noqa: E402
+from function.programs import key_publications as publications  # noqa: E402
 from function.serving import fn, render, wire  # noqa: E402
 from function.topology import clusters  # noqa: E402
 
@@ -175,9 +175,9 @@ def key_publications(claims: list[dict[str, Any]], published: set[str]) -> list[
         if meta["uid"] in published or not meta["name"].startswith(prefix):
             continue
         pool = meta["name"].removeprefix(prefix).rsplit("-", 1)[0]
-        owner = identity_program.Owner("PersistentVolumeClaim", meta["name"], meta["uid"])
+        owner = publications.Owner("PersistentVolumeClaim", meta["name"], meta["uid"])
         labels = identity.publication_labels(NAME, pool)
-        out.append(identity_program.key_configmap(owner, meta["namespace"], labels, made_up_key(meta["uid"])))
+        out.append(publications.key_configmap(owner, meta["namespace"], labels, made_up_key(meta["uid"])))
     return out
 
 

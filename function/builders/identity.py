@@ -55,7 +55,14 @@ from function.api.spec import (
 from function.builders import pods, tls
 from function.federation.value import Federation
 from function.programs import __main__ as programs_main
-from function.programs import bundle_program, flwr_control, identity_program, run_program
+from function.programs import (
+    bundle_program,
+    flwr_control,
+    gather_program,
+    identity_program,
+    key_publications,
+    run_program,
+)
 
 KEY_DIR = posixpath.dirname(AUTH_KEY_PATH)
 WORK_VOLUME = "supernode-registrar-work"
@@ -80,7 +87,9 @@ PROGRAM = {
     "function/programs/__init__.py": inspect.getsource(programs),
     "function/programs/bundle_program.py": inspect.getsource(bundle_program),
     "function/programs/flwr_control.py": inspect.getsource(flwr_control),
+    "function/programs/gather_program.py": inspect.getsource(gather_program),
     "function/programs/identity_program.py": inspect.getsource(identity_program),
+    "function/programs/key_publications.py": inspect.getsource(key_publications),
     "function/programs/run_program.py": inspect.getsource(run_program),
 }
 PROGRAM_VOLUME = "identity-program"
@@ -527,13 +536,17 @@ def publication_policy(
 def _publication_rules(federation: str, *, claims: bool) -> list[dict[str, str]]:
     """The policy's checks: a publication's name, its Federation, and that its one owner is the requesting pod."""
     owner = "object.metadata.ownerReferences[0]"
+    owned = "has(object.metadata.ownerReferences) && size(object.metadata.ownerReferences) == 1"
     own_pod = f"({owner}.kind == 'Pod' && {owner}.name == variables.pod && {owner}.uid == variables.podUID)"
     own_claim = f"({owner}.kind == 'PersistentVolumeClaim' && {owner}.name == '{IDENTITY_VOLUME}-' + variables.pod)"
     label = names.INSTANCE_LABEL
     return [
         {
-            "expression": f"object.metadata.name.startsWith('{identity_program.CONFIGMAP_PREFIX}')",
-            "message": "a SuperNode pool's ServiceAccount may create only key publications (flwr-key-...)",
+            # flwr-key-<its owner's uid>-: no name of the function's own objects (the gathered keys, a shard
+            # of the key list, the retired-keys report), whatever the Federation is called.
+            "expression": f"{owned} && object.metadata.name.startsWith('{key_publications.CONFIGMAP_PREFIX}'"
+            f" + {owner}.uid + '-')",
+            "message": "a SuperNode pool's ServiceAccount may create only key publications (flwr-key-<owner uid>-...)",
             "reason": "Forbidden",
         },
         {
@@ -543,9 +556,7 @@ def _publication_rules(federation: str, *, claims: bool) -> list[dict[str, str]]
             "reason": "Forbidden",
         },
         {
-            "expression": "variables.pod != '' && has(object.metadata.ownerReferences)"
-            " && size(object.metadata.ownerReferences) == 1"
-            f" && ({own_pod}{f' || {own_claim}' if claims else ''})",
+            "expression": f"variables.pod != '' && {owned} && ({own_pod}{f' || {own_claim}' if claims else ''})",
             "message": "a key publication is owned by the pod whose token creates it"
             + (" or by that pod's identity claim" if claims else ""),
             # 403, as RBAC refuses: a refusal of who asks, not of what was written (422).

@@ -50,6 +50,8 @@ HELPER_REQUESTS = {
     "superexec-auth": {"cpu": "10m", "memory": "32Mi"},
     # Asleep but for a file read every interval; it loads the key maker only on the rare retirement.
     "supernode-rekey": {"cpu": "5m", "memory": "32Mi"},
+    # A watch and a list of the namespace's keys (gather_program bounds it well under this).
+    "supernode-keys-gatherer": {"cpu": "10m", "memory": "64Mi"},
 }
 PROGRAM_REQUESTS = {"cpu": "10m", "memory": "128Mi"}
 

@@ -41,7 +41,7 @@ from typing import Any
 
 from function.api import names
 from function.builders import identity
-from function.programs import identity_program
+from function.programs import key_publications
 
 COLLECTION_API = "kubernetes.crossplane.io/v1alpha1"
 NAMESPACED_COLLECTION_API = "kubernetes.m.crossplane.io/v1alpha1"
@@ -53,10 +53,8 @@ CARRIED_LABEL = "flower.flwr.ai/federation-keys"
 REQUIREMENT = "supernode-keys"
 AUTHORIZED_KEYS = identity.AUTHORIZED_KEYS_FILE
 # Where the published keys are gathered, beside the SuperLink.
-OWNERS = ("Pod", "PersistentVolumeClaim")
-# What identity_program.ensure_key makes: a P-384 key in OpenSSH's one-line form.
-_KEY = r"ecdsa-sha2-nistp384 [A-Za-z0-9+/]+={0,2}"
-PUBLIC_KEY = re.compile(f"^{_KEY}$")
+OWNERS = key_publications.OWNERS
+_KEY = key_publications.KEY_PATTERN
 
 
 def _digest(*parts: str) -> str:
@@ -162,53 +160,29 @@ def published(
     namespace or Federation, one no pod or claim owns, or no P-384 key.
     A holder (a pod, or a StatefulSet pod's claim) counts once: of the keys it
     published, the newest (a rekeyed pod's new key, not the one it replaced),
-    so one holder is one SuperNode however many keys it publishes.
+    so one holder is one SuperNode however many keys it publishes
+    (key_publications.counted).
     carried: the members' label value (carried_label), the Federation's own by default.
     """
     carried = carried or carried_label(federation, namespace)
-    newest: dict[str, tuple[tuple[str, str], PublishedKey]] = {}
+    found = []
     for member in members:
         labels = (member.get("metadata") or {}).get("labels") or {}
         place = places.get(str(labels.get(MEMBER_LABEL, "")))
         manifest = ((member.get("status") or {}).get("atProvider") or {}).get("manifest")
         if place is None or labels.get(CARRIED_LABEL) != carried:
             continue
-        checked = _checked(federation, place, manifest)
-        if checked is None:
-            continue
-        created, key = checked
-        rank = (created, key.public_key)  # creation times to the second: the key breaks a tie the same way each time
-        if key.holder not in newest or rank > newest[key.holder][0]:
-            newest[key.holder] = (rank, key)
-    out: dict[str, PublishedKey] = {}
-    for key in sorted(k for _, k in newest.values()):
-        out.setdefault(key.public_key, key)
-    return sorted(out.values())
+        publication = key_publications.checked(expected(federation, place), manifest)
+        if publication is not None:
+            # Holders of many clusters in one list: each named with its cluster.
+            found.append(dataclasses.replace(publication, holder=f"{place.cluster}/{publication.holder}"))
+    return [PublishedKey(key, holder) for key, holder in key_publications.counted(found)]
 
 
-def _checked(federation: str, place: Place, manifest: Any) -> tuple[str, PublishedKey] | None:
-    """When a live ConfigMap was created and the key it publishes, if it is what a pool's pod publishes in place."""
-    if not isinstance(manifest, dict) or manifest.get("apiVersion") != "v1" or manifest.get("kind") != "ConfigMap":
-        return None
-    meta = manifest.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    owners = meta.get("ownerReferences") or []
-    text = (manifest.get("data") or {}).get(identity_program.PUBLIC_KEY_FIELD)
-    checks = [
-        meta.get("namespace") == place.namespace and labels.get(names.INSTANCE_LABEL) == federation,
-        not place.pools or labels.get(names.POOL_LABEL) in place.pools,
-        # One owner, a pod or a claim, whose deletion deletes the publication.
-        len(owners) == 1 and isinstance(owners[0], dict) and owners[0].get("kind") in OWNERS,
-        isinstance(text, str) and PUBLIC_KEY.match(text) is not None,
-    ]
-    if not all(checks):
-        return None
-    owner = owners[0]
-    # Named as the program names it: the owner's uid and the key.
-    if meta.get("name") != identity_program.configmap_name(str(owner.get("uid")), str(text)):
-        return None
-    holder = f"{place.cluster}/{place.namespace}/{owner['kind']}/{owner.get('name')}"
-    return str(meta.get("creationTimestamp") or ""), PublishedKey(str(text), holder)
+def expected(federation: str, place: Place) -> key_publications.Expected:
+    """What a publication of the Federation's pools in place carries: the namespace, its labels, a pool of place's."""
+    labels = {names.INSTANCE_LABEL: federation, identity.KEY_LABEL: "true"}
+    return key_publications.Expected(place.namespace, labels, names.POOL_LABEL, place.pools)
 
 
 def authorized_keys_name(federation: str) -> str:

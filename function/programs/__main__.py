@@ -2,7 +2,7 @@
 
 The archive's own __main__.py: `publish`, `rekey` and `registrar` are
 identity_program's modes, `runner` is run_program's, `bundle` is
-bundle_program's. Only the program a mode needs is imported.
+bundle_program's, `gather` is gather_program's. Only the program a mode needs is imported.
 """
 
 from __future__ import annotations
@@ -20,6 +20,10 @@ def main(argv: list[str]) -> int:
         from function.programs import bundle_program  # noqa: PLC0415 - only the program the mode runs
 
         return bundle_program.main(argv)
+    if argv[:1] == ["gather"]:
+        from function.programs import gather_program  # noqa: PLC0415 - only the program the mode runs
+
+        return gather_program.main(argv)
     from function.programs import identity_program  # noqa: PLC0415 - only the program the mode runs
 
     return identity_program.main(argv)

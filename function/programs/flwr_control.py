@@ -27,7 +27,7 @@ import time
 import traceback
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 # The name of the SuperLink connection the CLI is given.
@@ -318,6 +318,26 @@ class KubeApi:
             return err.code, said if isinstance(said, dict) else {}
         except (OSError, ValueError) as err:
             return 0, {"message": f"no answer from the Kubernetes API: {err}"}
+
+    def watch(self, path: str, seconds: int) -> Iterator[dict[str, Any]]:
+        """The events of a watch (path: a list's, with its query), one at a time, until the server ends it.
+
+        seconds: how long the server keeps it open (timeoutSeconds); a silent
+        connection is dropped a minute after. An error (no answer, a refusal, a
+        broken line) ends it with OSError or ValueError: the caller lists again.
+        """
+        token = (self.credentials / "token").read_text().strip()
+        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        url = f"{self.base}{path}&watch=1&allowWatchBookmarks=true&timeoutSeconds={seconds}"
+        request = urllib.request.Request(url, headers=headers)  # noqa: S310 - https only
+        with urllib.request.urlopen(request, context=self.context, timeout=seconds + 60) as answer:  # noqa: S310
+            for line in answer:
+                if line.strip():
+                    event = json.loads(line)
+                    if not isinstance(event, dict):
+                        said = f"not an event: {line[:REASON_LENGTH]!r}"
+                        raise ValueError(said)
+                    yield event
 
 
 def patch_configmap(

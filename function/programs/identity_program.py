@@ -60,9 +60,9 @@ import os
 import pathlib
 import sys
 import time
-from typing import Any
 
 from function.programs.flwr_control import Cli, KubeApi, answered, patch_configmap, sleep_until_changed, version
+from function.programs.key_publications import Owner, key_configmap
 
 KEY = "supernode.key"
 PUBLIC_KEY = "supernode.pub"
@@ -71,8 +71,6 @@ IN_USE = "already in use"
 GONE = ("unregistered", "deleted")
 # Written once Kubernetes holds the published public key (its content: the key).
 PUBLISHED = "published"
-PUBLIC_KEY_FIELD = "public-key"
-CONFIGMAP_PREFIX = "flwr-key-"
 # The registrar's memory of what it registered, beside the SuperLink's state.
 REGISTRATIONS = "registrations.json"
 # How long the registrar remembers a retired key out of the list: longer than any outage of the carriage.
@@ -117,41 +115,6 @@ def ensure_key(directory: pathlib.Path) -> pathlib.Path:
     if not public.exists() or public.read_bytes() != text:
         public.write_bytes(text)
     return public
-
-
-@dataclasses.dataclass(frozen=True)
-class Owner:
-    """What holds the key: the pod, or the StatefulSet claim the key lives on."""
-
-    kind: str
-    name: str
-    uid: str
-
-    def reference(self) -> dict[str, str]:
-        """The published ConfigMap's ownerReference: Kubernetes deletes it with its owner."""
-        return {"apiVersion": "v1", "kind": self.kind, "name": self.name, "uid": self.uid}
-
-
-def key_configmap(owner: Owner, namespace: str, labels: dict[str, str], public_key: str) -> dict[str, Any]:
-    """The ConfigMap that publishes public_key for owner: immutable, named after the owner's uid and the key."""
-    data = {PUBLIC_KEY_FIELD: public_key}
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": configmap_name(owner.uid, public_key),
-            "namespace": namespace,
-            "labels": labels,
-            "ownerReferences": [owner.reference()],
-        },
-        "immutable": True,
-        "data": data,
-    }
-
-
-def configmap_name(owner_uid: str, public_key: str) -> str:
-    """flwr-key-<owner uid>-<digest of the key>: a key made anew is published anew beside the old one."""
-    return f"{CONFIGMAP_PREFIX}{owner_uid}-{hashlib.sha256(public_key.encode()).hexdigest()[:8]}"
 
 
 def find_owner(api: KubeApi, namespace: str, claim: str | None) -> tuple[Owner | None, str]:

@@ -136,7 +136,13 @@ def test_the_api_server_narrows_the_pools_create_to_each_pods_own_publication():
         }
     ]
     rules = " ".join(v["expression"] for v in spec["validations"])
-    for needed in ("startsWith('flwr-key-')", "== 'fed'", "variables.pod", "variables.podUID", "'supernode-identity-'"):
+    for needed in (
+        "startsWith('flwr-key-' + object.metadata.ownerReferences[0].uid + '-')",
+        "== 'fed'",
+        "variables.pod",
+        "variables.podUID",
+        "'supernode-identity-'",
+    ):
         assert needed in rules, needed
     # A DaemonSet's pods own their keys themselves: no claim may own one.
     ds = manifests(AUTH_DS)[resource_names.key_policy_resource("default", NAMESPACE)]

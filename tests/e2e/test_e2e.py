@@ -51,10 +51,10 @@ from function.api import exposure, names, policy
 from function.api.refusals import parse
 from function.api.run_spec import ONE_SOURCE
 from function.api.spec import ProviderConfigRef
-from function.builders import bundler, identity, netpol, published_keys, superlink
+from function.builders import bundler, identity, key_gatherer, netpol, published_keys, superlink
 from function.federation import read
 from function.federation import runs as read_runs
-from function.programs import flwr_control, identity_program, run_program
+from function.programs import flwr_control, gather_program, identity_program, key_publications, run_program
 from function.releases.flower import CONTROL_PORT
 from function.serving import cpus
 from support import real_flower, served
@@ -1340,7 +1340,7 @@ def test_supernode_keys_reach_the_superlink_through_kubernetes(plane, tmp_path):
         assert proc.returncode == 1, (seat, proc.stdout, proc.stderr)
         assert "403" in proc.stdout, (seat, proc.stdout)
         key = (tmp_path / seat / "keys" / identity_program.PUBLIC_KEY).read_text().strip()
-        leaked = hub.get("configmap", identity_program.configmap_name(pod["metadata"]["uid"], key), where)
+        leaked = hub.get("configmap", key_publications.configmap_name(pod["metadata"]["uid"], key), where)
         assert leaked is None, seat
     # Create is all the pool's account may do with ConfigMaps: it reads no one's.
     can = hub.kubectl(
@@ -1360,9 +1360,9 @@ def test_supernode_keys_reach_the_superlink_through_kubernetes(plane, tmp_path):
     proc = publish_key(hub, token, namespace, pod, claim_name, tmp_path / "pool")
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     public_key = (tmp_path / "pool" / "keys" / identity_program.PUBLIC_KEY).read_text().strip()
-    configmap = identity_program.configmap_name(pvc["metadata"]["uid"], public_key)
+    configmap = key_publications.configmap_name(pvc["metadata"]["uid"], public_key)
     published = hub.get("configmap", configmap, namespace)
-    assert published["data"][identity_program.PUBLIC_KEY_FIELD] == public_key
+    assert published["data"][key_publications.PUBLIC_KEY_FIELD] == public_key
     assert published["metadata"]["ownerReferences"][0]["kind"] == "PersistentVolumeClaim"
     assert published["immutable"] is True
     # Published again (a restarted pod): already there, which is success.
@@ -1414,8 +1414,8 @@ def check_publications_narrowed_to_the_pods_own(
     key = "ecdsa-sha2-nistp384 AAAAE2VjZHNhLXNoYTItbmlzdHAzODQAAAAIbmlzdHAzODQAAABhBP0="
 
     def publication(claim: str, **label: str) -> dict[str, Any]:
-        owner = identity_program.Owner("PersistentVolumeClaim", claim, claims[claim])
-        return identity_program.key_configmap(owner, namespace, {**labels, **label}, key)
+        owner = key_publications.Owner("PersistentVolumeClaim", claim, claims[claim])
+        return key_publications.key_configmap(owner, namespace, {**labels, **label}, key)
 
     def listing(configmap: str) -> dict[str, Any]:
         return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": configmap, "namespace": namespace},
@@ -1427,6 +1427,7 @@ def check_publications_narrowed_to_the_pods_own(
     planted = {
         "the retired-keys report its pool's pods read": listing(identity.retired_keys_name(name)),
         "a shard of the SuperLink's key list, not made yet": listing(identity.shard_name(name, "07")),
+        "the gathered keys, not made yet": listing(key_gatherer.name(name, namespace, "default", namespace)),
         "a key published for another pod's claim": publication(other),
         "a key published for another Federation": publication(own, **{names.INSTANCE_LABEL: "another"}),
     }
@@ -1439,6 +1440,103 @@ def check_publications_narrowed_to_the_pods_own(
     # The test can fail: the pod's own publication passes the same door.
     status, answer = create(publication(own))
     assert status == 201, (status, answer)
+
+
+def test_a_pool_namespaces_keys_are_gathered_by_its_gatherer_alone(plane, tmp_path):
+    """The keys gatherer, through the real API server, with the objects its builder makes.
+
+    Its Deployment is admitted in the pool's namespace (restricted Pod Security),
+    and the real program, with a token of its own ServiceAccount bound to its pod
+    (the e2e's pods do not run: the test plays the pod), lists the pool's
+    publication within seconds of the pool's token making it, and drops it when
+    it is deleted. A ConfigMap of a publication's form that no pod owns is not
+    listed. From the attacker's seat: the pool's token can neither write the list
+    nor make one of its name; the gatherer's can change no other ConfigMap,
+    create none, delete its own list or read a Secret.
+    """
+    hub = plane.hub
+    path = next(p for p in CLAIMS if p.stem == "persistence-auth")
+    claim = claim_of(path)
+    name, namespace = claim["metadata"]["name"], claim["metadata"]["namespace"]
+    pool_pod = wait_for("the pool's pod 1", lambda: hub.get("pod", f"{names.pool(name, 'default')}-1", namespace))
+    claim_name = f"{identity.IDENTITY_VOLUME}-{pool_pod['metadata']['name']}"
+    made = key_gatherer.manifests(name, namespace, "default", namespace, "flwr/supernode:1.25.0", ("default",),
+                                  parse(claim["spec"]))  # fmt: skip
+    gatherer = made[0]["metadata"]["name"]
+    hub.apply(*made)
+    selector = ",".join(f"{k}={v}" for k, v in made[-1]["spec"]["selector"]["matchLabels"].items())
+    pod = wait_for("the gatherer's pod, admitted", lambda: next(iter(hub.get("pods", namespace=namespace,
+                                                                              selector=selector)), None))  # fmt: skip
+    host, port, credentials = api_credentials(hub, pod_token(hub, gatherer, namespace, pod["metadata"]["name"]),
+                                              tmp_path / "gatherer")  # fmt: skip
+    args = [a for a in made[-1]["spec"]["template"]["spec"]["containers"][0]["args"] if "credentials" not in a]
+    env = {**os.environ, "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
+    program = ROOT / "function" / "programs" / "gather_program.py"
+    log = (tmp_path / "gatherer.log").open("w")
+    running = subprocess.Popen([sys.executable, str(program), *args, f"--kube-credentials={credentials}"],
+                               env=env, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        check_gathered(hub, name, namespace, gatherer, pool_pod=pool_pod, claim_name=claim_name, work=tmp_path,
+                       gatherer_credentials=credentials)  # fmt: skip
+    finally:
+        running.kill()
+        running.wait()
+        print((tmp_path / "gatherer.log").read_text())  # noqa: T201 - shown when the test fails
+        for doc in made:
+            hub.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"], "-n", namespace, "--wait=false",
+                        check=False)  # fmt: skip
+
+
+def check_gathered(  # noqa: PLR0913 - the scenario's seats, each its own value
+    hub: Cluster, name: str, namespace: str, gatherer: str, *, pool_pod: dict[str, Any], claim_name: str,
+    work: pathlib.Path, gatherer_credentials: pathlib.Path,
+) -> None:  # fmt: skip
+    """The list, as the pool publishes and withdraws; then what each seat may not do."""
+
+    def listed() -> str:
+        live = hub.get("configmap", gatherer, namespace) or {}
+        return (live.get("data") or {}).get(gather_program.GATHERED_FIELD, "")
+
+    # A publication's form, made by someone else and owned by no pod: Kubernetes never vouched for it.
+    stray_key = "ecdsa-sha2-nistp384 AAAAE2VjZHNhLXNoYTItbmlzdHAzODQAAAAIbmlzdHAzODQAAABhBQ1="
+    stray = key_publications.key_configmap(key_publications.Owner("Pod", "nobody", "0000"), namespace,
+                                           identity.publication_labels(name, "default"), stray_key)  # fmt: skip
+    del stray["metadata"]["ownerReferences"]
+    hub.apply(stray)
+    pool_token = pod_token(hub, f"{name}-flower", namespace, pool_pod["metadata"]["name"])
+    proc = publish_key(hub, pool_token, namespace, pool_pod, claim_name, work / "pool")
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    public_key = (work / "pool" / "keys" / identity_program.PUBLIC_KEY).read_text().strip()
+    line = f"{public_key} {namespace}/PersistentVolumeClaim/{claim_name}"
+    wait_for("the pool's key in the gathered list", lambda: line in listed().splitlines(), timeout=60)
+    assert stray_key not in listed()
+
+    host, port, pool_credentials = api_credentials(hub, pool_token, work / "pool-seat")
+    pool_api = flwr_control.KubeApi(host, port, pool_credentials)
+    gatherer_api = flwr_control.KubeApi(host, port, gatherer_credentials)
+    forged = {"data": {gather_program.GATHERED_FIELD: f"{stray_key} {namespace}/Pod/nobody\n"}}
+    configmaps = f"/api/v1/namespaces/{namespace}/configmaps"
+    made_first = identity.configmap(gatherer, namespace, {}, data=forged["data"])
+    attempts = {
+        "the pool writes the list": (pool_api, "PATCH", f"{configmaps}/{gatherer}", forged),
+        "the pool makes a list of its name": (pool_api, "POST", f"{configmaps}?dryRun=All", made_first),
+        "the gatherer writes the SuperLink's key list": (
+            gatherer_api, "PATCH", f"{configmaps}/{published_keys.authorized_keys_name(name)}", forged),
+        "the gatherer makes a ConfigMap": (gatherer_api, "POST", f"{configmaps}?dryRun=All", made_first),
+        "the gatherer deletes its list": (gatherer_api, "DELETE", f"{configmaps}/{gatherer}?dryRun=All", None),
+        "the gatherer reads a Secret": (gatherer_api, "GET", f"/api/v1/namespaces/{namespace}/secrets", None),
+    }  # fmt: skip
+    for what, (api, method, where, body) in attempts.items():
+        kind = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        status, answer = api.call(method, where, body, kind)
+        assert status == 403, (what, status, answer)
+    assert line in listed().splitlines(), "nothing the seats tried changed the list"
+
+    # Withdrawn: the publication deleted (as Kubernetes does with its claim), the line goes.
+    claim_uid = hub.get("persistentvolumeclaim", claim_name, namespace)["metadata"]["uid"]
+    hub.kubectl("delete", "configmap", key_publications.configmap_name(claim_uid, public_key), "-n", namespace)
+    wait_for("the key gone from the gathered list", lambda: public_key not in listed(), timeout=60)
+    hub.kubectl("delete", "configmap", stray["metadata"]["name"], "-n", namespace)
 
 
 @NEWEST_MINOR
@@ -1510,8 +1608,8 @@ def test_retired_keys_go_back_to_their_pods_which_replace_them(plane, tmp_path):
     new_key = (seat / "keys" / identity_program.PUBLIC_KEY).read_text().strip()
     assert new_key != old_key, rekeyed.stdout
     pvc = hub.get("persistentvolumeclaim", claim_name, namespace)
-    publication = hub.get("configmap", identity_program.configmap_name(pvc["metadata"]["uid"], new_key), namespace)
-    assert publication["data"][identity_program.PUBLIC_KEY_FIELD] == new_key
+    publication = hub.get("configmap", key_publications.configmap_name(pvc["metadata"]["uid"], new_key), namespace)
+    assert publication["data"][key_publications.PUBLIC_KEY_FIELD] == new_key
 
     # Nothing retired any more: the copy goes.
     done, said = identity_program.report(api("registrar", registrar), namespace, report_name, "")
@@ -1855,7 +1953,7 @@ def test_a_spoke_key_reaches_the_superlink_through_its_clusters_group(plane, tmp
     assert published, (tries[-1].stdout, tries[-1].stderr)
     public_key = (tmp_path / "keys" / identity_program.PUBLIC_KEY).read_text().strip()
     holder = f"site-b/{pools}/PersistentVolumeClaim/{claim_name}"
-    assert site.get("configmap", identity_program.configmap_name(pvc["metadata"]["uid"], public_key), pools)
+    assert site.get("configmap", key_publications.configmap_name(pvc["metadata"]["uid"], public_key), pools)
 
     shard = published_keys.shard_id(read.group_resource(read.cluster_resource(ProviderConfigRef(name="site-b"),
                                                                               namespaced=False)))  # fmt: skip
@@ -1881,7 +1979,7 @@ def test_a_spoke_key_reaches_the_superlink_through_its_clusters_group(plane, tmp
 
     # Withdrawn with its publication (as when Kubernetes deletes it with the claim).
     site.kubectl(
-        "delete", "configmap", identity_program.configmap_name(pvc["metadata"]["uid"], public_key), "-n", pools
+        "delete", "configmap", key_publications.configmap_name(pvc["metadata"]["uid"], public_key), "-n", pools
     )
     wait_for("the key gone from the shard", lambda: public_key not in listed_in_shard(),
              timeout=READY_TIMEOUT, interval=3)  # fmt: skip

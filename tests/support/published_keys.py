@@ -9,7 +9,7 @@ from typing import Any
 
 from function.builders import identity, published_keys
 from function.composition import objects
-from function.programs import identity_program
+from function.programs import key_publications
 from support.helpers import BASE, spec
 
 TLS = spec(BASE, tls={"secretName": "superlink-tls"})
@@ -36,8 +36,8 @@ def member(  # noqa: PLR0913 - a keyword per field a case changes
     **changes: Any,
 ) -> dict[str, Any]:
     """A member Object of a key collection, observing the ConfigMap a SuperNode pod of pool published."""
-    configmap = identity_program.key_configmap(
-        identity_program.Owner(owner_kind, holder, uid),
+    configmap = key_publications.key_configmap(
+        key_publications.Owner(owner_kind, holder, uid),
         namespace,
         identity.publication_labels(FED, pool),
         key,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from function.builders import identity, published_keys
-from function.programs import flwr_control, identity_program
+from function.programs import flwr_control, key_publications
 from support.podrunner import CrashLoopBackOff, PodRunner
 from support.real_flower import CLI_CONTAINER, CLI_POLL_SECONDS, NAMESPACE, cli_exec, grpc_probe
 
@@ -204,12 +204,12 @@ def checked(runner: PodRunner, name: str, pods: list[str]) -> list[published_key
     for pod in pods:
         target = runner.pod(NAMESPACE, pod)
         if identity.IDENTITY_VOLUME in target.claims:
-            owner = identity_program.Owner("PersistentVolumeClaim", target.claims[identity.IDENTITY_VOLUME],
+            owner = key_publications.Owner("PersistentVolumeClaim", target.claims[identity.IDENTITY_VOLUME],
                                            f"uid-{target.claims[identity.IDENTITY_VOLUME]}")  # fmt: skip
         else:
-            owner = identity_program.Owner("Pod", pod, target.uid)
+            owner = key_publications.Owner("Pod", pod, target.uid)
         labels = identity.publication_labels(name, "default")
-        configmap = identity_program.key_configmap(owner, NAMESPACE, labels, public_key(runner, pod))
+        configmap = key_publications.key_configmap(owner, NAMESPACE, labels, public_key(runner, pod))
         members.append({
             "metadata": {"labels": {published_keys.MEMBER_LABEL: collection,
                                     published_keys.CARRIED_LABEL: published_keys.carried_label(name, NAMESPACE)}},
