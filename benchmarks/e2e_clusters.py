@@ -81,7 +81,8 @@ from controlplane import (  # noqa: E402
     running,
 )
 from function.api import names  # noqa: E402
-from function.builders import identity, published_keys  # noqa: E402
+from function.builders import identity, key_gatherer, published_keys  # noqa: E402
+from function.programs import gather_program  # noqa: E402
 from function.programs import key_publications as publications  # noqa: E402
 from function.serving import fn, render, wire  # noqa: E402
 from function.topology import clusters  # noqa: E402
@@ -192,6 +193,46 @@ def publish_keys(spokes: list[Cluster], published: set[str]) -> int:
         published |= {c["metadata"]["ownerReferences"][0]["uid"] for c in todo}
         made += len(todo)
     return made
+
+
+def gathered_list(place: published_keys.Place, publications_there: list[dict[str, Any]]) -> dict[str, Any]:
+    """The list place's keys gatherer writes, having seen publications_there, with the gatherer's own code."""
+    expected = publications.Expected(
+        place.namespace, {names.INSTANCE_LABEL: NAME, identity.KEY_LABEL: "true"}, names.POOL_LABEL, place.pools
+    )
+    seen = gather_program.Publications(expected)
+    seen.replace(publications_there)
+    return {"metadata": {"namespace": place.namespace}, "data": {gather_program.GATHERED_FIELD: seen.text()[0]}}
+
+
+def gather_keys(spokes: list[Cluster], written: dict[tuple[str, str], str]) -> int:
+    """Write each keys gatherer's list in the spokes, as its pod would (KWOK runs no process); how many changed.
+
+    Each gatherer's Deployment says which list it writes and which pools it lists (its arguments);
+    the publications are those in the spoke, listed once per spoke. written: what was last written, by
+    (spoke, list): an unchanged list is not written again, as the gatherer does not.
+    """
+    changed = 0
+    selector = f"app.kubernetes.io/name={key_gatherer.NAME}"
+    for spoke in spokes:
+        gatherers = spoke.get("deployments", namespace=NAMESPACE, selector=selector) or []
+        if not gatherers:
+            continue
+        there = spoke.get("configmaps", namespace=NAMESPACE, selector=f"{identity.KEY_LABEL}=true") or []
+        for deployment in gatherers:
+            args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+            configmap = next(a.removeprefix("--configmap=") for a in args if a.startswith("--configmap="))
+            pools = tuple(a.removeprefix("--pool=") for a in args if a.startswith("--pool="))
+            text = gathered_list(published_keys.Place("", NAMESPACE, pools), there)["data"]
+            key = (spoke.name, configmap)
+            if written.get(key) == text[gather_program.GATHERED_FIELD]:
+                continue
+            done = spoke.kubectl("patch", "configmap", configmap, "-n", NAMESPACE, "--type=merge",
+                                 "-p", json.dumps({"data": text}), check=False)  # fmt: skip
+            if "patched" in done:
+                written[key] = text[gather_program.GATHERED_FIELD]
+                changed += 1
+    return changed
 
 
 def listed_keys(hub: Cluster) -> int:
@@ -586,6 +627,8 @@ class Progress:
     message: str = ""
     status: dict[str, Any] = dataclasses.field(default_factory=dict)
     published: set[str] = dataclasses.field(default_factory=set)
+    # What each keys gatherer's list last said, by (spoke, list): the benchmark writes them, as their pods would.
+    gathered: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     listed: int = 0
 
     @property
@@ -605,6 +648,7 @@ def wait(plane: ControlPlane, progress: Progress, timeout: float) -> None:
         if progress.keys and now - looked >= KEYS_EVERY:
             looked = now
             publish_keys(spokes, progress.published)
+            gather_keys(spokes, progress.gathered)
             progress.listed = listed_keys(plane.hub)
             if progress.keys_after is None and progress.listed >= progress.want:
                 progress.keys_after = time.monotonic() - progress.start

@@ -166,7 +166,13 @@ func compose(rsp *fnv1.RunFunctionResponse, spec federationSpec, instance, names
 			TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
 			ObjectMeta: metav1.ObjectMeta{Name: instance + "-supernode", Namespace: namespace, Labels: labels(instance, "supernode", "network-policy")},
 			Spec: networkingv1.NetworkPolicySpec{
-				PodSelector: metav1.LabelSelector{MatchLabels: supernodeSelector},
+				// The pool namespace's pods: its SuperNodes and, with node authentication, the keys gatherer.
+				PodSelector: metav1.LabelSelector{
+					MatchLabels: map[string]string{"app.kubernetes.io/instance": instance},
+					MatchExpressions: []metav1.LabelSelectorRequirement{{
+						Key: "app.kubernetes.io/name", Operator: metav1.LabelSelectorOpIn, Values: []string{"keys-gatherer", "supernode"},
+					}},
+				},
 				Egress: []networkingv1.NetworkPolicyEgressRule{
 					{Ports: []networkingv1.NetworkPolicyPort{port(corev1.ProtocolUDP, 53), tcp(53)}},
 					{

@@ -29,7 +29,10 @@ from function.builders import identity, pods
 from function.programs import gather_program
 
 CONTAINER = "supernode-keys-gatherer"
-COMPONENT = "keys-gatherer"
+# Its pods' app.kubernetes.io/name: not a SuperNode's (nothing that selects SuperNodes selects it), but the
+# SuperNodes' NetworkPolicy names it too (function/builders/netpol.py): no ingress, egress to its API server.
+NAME = "keys-gatherer"
+COMPONENT = "supernode-keys"
 GATHERER_LABEL = "flower.flwr.ai/keys-gatherer"
 
 
@@ -44,7 +47,7 @@ def name(federation: str, namespace: str, cluster: str, pool_namespace: str) -> 
 
 def labels(federation: str) -> dict[str, str]:
     """The gatherer's objects' labels."""
-    return names.labels(federation, "supernode", COMPONENT)
+    return names.labels(federation, NAME, COMPONENT)
 
 
 def gathered(gatherer: str, pool_namespace: str, federation: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import ipaddress
 from typing import Any
 
 from function.api import names
+from function.builders import key_gatherer
 from function.federation.value import Federation
 from function.releases.flower import CONTROL_PORT
 
@@ -34,6 +35,16 @@ NAMESPACE_LABEL = "kubernetes.io/metadata.name"
 def supernode_selector(federation: str) -> dict[str, Any]:
     """The SuperNode pods of every pool of a Federation."""
     return {"matchLabels": {"app.kubernetes.io/instance": federation, "app.kubernetes.io/name": "supernode"}}
+
+
+def pool_pods_selector(federation: str) -> dict[str, Any]:
+    """The pods of a Federation in a pool namespace: its SuperNodes, and the gatherer of their keys."""
+    return {
+        "matchLabels": {"app.kubernetes.io/instance": federation},
+        "matchExpressions": [
+            {"key": "app.kubernetes.io/name", "operator": "In", "values": sorted(["supernode", key_gatherer.NAME])}
+        ],
+    }
 
 
 def superlink_selector(federation: str) -> dict[str, Any]:
@@ -136,7 +147,7 @@ def supernode_policy(
             "namespace": namespace,
             "labels": names.labels(federation, "supernode", "network-policy"),
         },
-        "spec": {"podSelector": supernode_selector(federation), "policyTypes": ["Ingress", "Egress"], "egress": egress},
+        "spec": {"podSelector": pool_pods_selector(federation), "policyTypes": ["Ingress", "Egress"], "egress": egress},
     }
 
 

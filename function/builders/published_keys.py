@@ -41,7 +41,7 @@ from typing import Any
 
 from function.api import names
 from function.builders import identity
-from function.programs import key_publications
+from function.programs import gather_program, key_publications
 
 COLLECTION_API = "kubernetes.crossplane.io/v1alpha1"
 NAMESPACED_COLLECTION_API = "kubernetes.m.crossplane.io/v1alpha1"
@@ -183,6 +183,36 @@ def expected(federation: str, place: Place) -> key_publications.Expected:
     """What a publication of the Federation's pools in place carries: the namespace, its labels, a pool of place's."""
     labels = {names.INSTANCE_LABEL: federation, identity.KEY_LABEL: "true"}
     return key_publications.Expected(place.namespace, labels, names.POOL_LABEL, place.pools)
+
+
+# A line of a gatherer's list: `<key> <namespace>/<owner kind>/<owner name>` (gather_program).
+GATHERED_LINE = re.compile(f"(?P<key>{_KEY}) (?P<holder>{key_publications.HOLDER_PATTERN})")
+
+
+def gathered(place: Place, live: Any) -> list[PublishedKey]:
+    """The keys place's gatherer listed, as its Object observed the list: each line checked, of the place alone.
+
+    Only the gatherer writes the list (function/builders/key_gatherer.py);
+    each line is checked again so that nothing else there becomes a key, and
+    named with its cluster.
+    """
+    if not isinstance(live, dict) or (live.get("metadata") or {}).get("namespace") != place.namespace:
+        return []
+    text = (live.get("data") or {}).get(gather_program.GATHERED_FIELD)
+    out = []
+    for line in text.splitlines() if isinstance(text, str) else []:
+        match = GATHERED_LINE.fullmatch(line)
+        if match is not None and match["holder"].split("/", 1)[0] == place.namespace:
+            out.append(PublishedKey(match["key"], f"{place.cluster}/{match['holder']}"))
+    return out
+
+
+def one_per_key(keys: Iterable[PublishedKey]) -> list[PublishedKey]:
+    """Sorted, each key once (its first holder): a key two places list is one SuperNode's."""
+    out: dict[str, PublishedKey] = {}
+    for key in sorted(keys):
+        out.setdefault(key.public_key, key)
+    return sorted(out.values())
 
 
 def authorized_keys_name(federation: str) -> str:

@@ -12,6 +12,7 @@ from function.builders import (
     fleet_proxy,
     gpu,
     identity,
+    key_gatherer,
     netpol,
     pods,
     published_keys,
@@ -37,7 +38,8 @@ from function.composition.resource_names import (
     ca_resource,
     identity_program_resource,
     key_binding_resource,
-    key_collection_resource,
+    key_gathered_resource,
+    key_gatherer_resources,
     key_policy_binding_resource,
     key_policy_resource,
     key_role_resource,
@@ -64,13 +66,13 @@ class Plan:
     external: placement.External
     # Whether the CA was read from the SuperLink's TLS Secret.
     ca_known: bool
-    # Crossplane resources returned as they are, not in an Object: the key collections.
+    # Crossplane resources returned as they are, not in an Object: the FederationClusters.
     direct: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     # With TLS, the CA certificate the pools that copy it trust, once known.
     ca: str | None = None
     # Of direct, the FederationClusters: ready when they say so.
     parts: frozenset[str] = frozenset()
-    # A FederationCluster's: the keys its pools published, as its own collections observed them.
+    # A FederationCluster's: the keys its pools published, as its own gatherers listed them.
     keys: list[published_keys.PublishedKey] | None = None
 
     @property
@@ -99,7 +101,6 @@ def plan(
     observed: dict[str, Any] | None = None,
     remembered: Any = None,
     tls_secret: Any = None,
-    key_members: list[dict[str, Any]] | None = None,
     wanted_runs: dict[str, Composed] | None = None,
 ) -> Plan:
     """The composed resources of a Federation, keyed by composition resource name.
@@ -107,13 +108,13 @@ def plan(
     Everything follows from the spec, except what remote pools need first: the
     address they dial (from the observed Service) and, with TLS, the CA they
     trust (from the SuperLink's Secret, a required resource). A pool that
-    lacks either is held back. key_members: the Objects the key collections
-    made (a required resource), whose keys the SuperLink is told. wanted_runs:
+    lacks either is held back. The keys the SuperLink is told are those the
+    pools' gatherers listed, as observed (authorized_keys). wanted_runs:
     what its runs need beside the SuperLink (function/composition/runs.py).
     """
     observed = observed or {}
     if fed.part is not None:
-        return _plan_cluster(fed, observed, key_members or [])
+        return _plan_cluster(fed, observed)
     external = placement.external(fed.spec, live(observed, SERVICE), remembered)
     ca = tls.ca_from_secret(tls_secret) if fed.spec.tls is not None else None
     pools = [place_pool(fed, pool, external, ca_known=ca is not None) for pool in fed.spec.supernodes.pools]
@@ -123,13 +124,14 @@ def plan(
     resources = {
         **superlink_resources(fed, external),
         **pool_resources(fed, composed, external, ca, observed),
-        **authorized_keys(fed, pools, key_members or []),
+        **key_gatherers(fed, composed, here),
+        **authorized_keys(fed, here, observed),
         **registrations(fed),
         **(wanted_runs or {}),
     }
     needs_ca = any(p.copies_ca for p in pools)
     parts = children.composites(fed, external.address, ca, observed, needs_ca=needs_ca)
-    direct = {**key_collections(fed, composed, here), **parts}
+    direct = dict(parts)
     kept = {
         **kept_objects(here, observed),
         **children.kept(fed, observed, parts),
@@ -138,7 +140,7 @@ def plan(
     return Plan(resources, kept, pools, external, ca is not None, direct, ca, frozenset(parts))
 
 
-def _plan_cluster(fed: Federation, observed: dict[str, Any], key_members: list[dict[str, Any]]) -> Plan:
+def _plan_cluster(fed: Federation, observed: dict[str, Any]) -> Plan:
     """A FederationCluster's part: its pools and what they need in its cluster, with the address and CA given.
 
     And the keys its pools published, which it reports for its group to list beside the SuperLink.
@@ -150,17 +152,9 @@ def _plan_cluster(fed: Federation, observed: dict[str, Any], key_members: list[d
     ca = fed.part.ca if fed.spec.tls is not None else None
     pools = [place_pool(fed, pool, external, ca_known=ca is not None) for pool in fed.spec.supernodes.pools]
     composed = [p for p in pools if p.hold is None]
-    resources = pool_resources(fed, composed, external, ca, observed)
-    keys = _published(fed, pools, key_members) if fed.registers_keys else None
-    return Plan(
-        resources,
-        kept_objects(pools, observed),
-        pools,
-        external,
-        ca is not None,
-        key_collections(fed, composed, pools),
-        keys=keys,
-    )
+    resources = {**pool_resources(fed, composed, external, ca, observed), **key_gatherers(fed, composed, pools)}
+    keys = _published(fed, pools, observed) if fed.registers_keys else None
+    return Plan(resources, kept_objects(pools, observed), pools, external, ca is not None, keys=keys)
 
 
 def pool_resources(
@@ -249,9 +243,7 @@ def key_places(fed: Federation, pools: list[PlacedPool]) -> dict[str, tuple[Prov
     out: dict[str, tuple[ProviderConfigRef, str]] = {}
     for p in pools:
         if generates_identity(fed.spec, p.spec):
-            out.setdefault(
-                key_collection_resource(p.provider_config.name, p.namespace), (p.provider_config, p.namespace)
-            )
+            out.setdefault(key_gathered_resource(p.provider_config.name, p.namespace), (p.provider_config, p.namespace))
     return out
 
 
@@ -294,62 +286,59 @@ def api_endpoints(fed: Federation, pools: list[PlacedPool]) -> dict[str, Compose
     return out
 
 
-def key_collections(fed: Federation, pools: list[PlacedPool], every: list[PlacedPool]) -> dict[str, dict[str, Any]]:
-    """Where pools publish keys, the provider-kubernetes collection that observes them.
+def key_gatherers(fed: Federation, pools: list[PlacedPool], every: list[PlacedPool]) -> dict[str, Composed]:
+    """Where pools publish keys, the gatherer that lists them in one ConfigMap (function/builders/key_gatherer.py).
 
-    every: all pools, held back or not: a collection observes the keys of each one at its place.
+    every: all pools, held back or not: a gatherer lists the keys of each one
+    at its place. It runs the first (by name) composed pool's SuperNode image
+    there. Its list is made once and then written only by the gatherer.
     """
-    labels = names.labels(fed.name, "flower", "supernode-keys")
-    out = {}
-    for name, (ref, namespace) in key_places(fed, pools).items():
-        config = {"kind": ref.kind, "name": ref.name} if fed.namespaced else {"name": ref.name}
+    out: dict[str, Composed] = {}
+    for ref, namespace in key_places(fed, pools).values():
         place = _place(ref, namespace, every)
-        out[name] = published_keys.collection(
-            fed.name, fed.namespace, place, config, labels, namespaced=fed.namespaced, carried=carried_label(fed)
-        )
+        image = fed.images.supernode(min(p.name for p in pools if _at(p, ref, namespace)))
+        made = key_gatherer.manifests(fed.name, fed.namespace, ref.name, namespace, image, place.pools, fed.spec)
+        for resource, manifest in zip(key_gatherer_resources(ref.name, namespace), made, strict=True):
+            out[resource] = Composed(manifest, ref, create_only=manifest["kind"] == "ConfigMap")
     return out
+
+
+def _at(pool: PlacedPool, ref: ProviderConfigRef, namespace: str) -> bool:
+    """Whether pool runs in ref's cluster and namespace."""
+    return (pool.provider_config.name, pool.namespace) == (ref.name, namespace)
 
 
 def _place(ref: ProviderConfigRef, namespace: str, pools: list[PlacedPool]) -> published_keys.Place:
     """A cluster and namespace where keys are published, with the pools placed there (held back or not)."""
-    there = sorted({p.name for p in pools if (p.provider_config.name, p.namespace) == (ref.name, namespace)})
+    there = sorted({p.name for p in pools if _at(p, ref, namespace)})
     return published_keys.Place(ref.name, namespace, tuple(there))
 
 
-def carried_label(fed: Federation) -> str:
-    """The label value of the collections' member Objects: a FederationCluster's own, else the Federation's."""
-    cluster = None if fed.part is None else f"{fed.part.cluster.kind}/{fed.part.cluster.name}"
-    return published_keys.carried_label(fed.name, fed.namespace, cluster)
-
-
 def _published(
-    fed: Federation, pools: list[PlacedPool], members: list[dict[str, Any]]
+    fed: Federation, pools: list[PlacedPool], observed: Mapping[str, Any]
 ) -> list[published_keys.PublishedKey]:
-    """The keys pools published, as their collections' member Objects observed them, each checked.
+    """The keys pools published, as their gatherers listed them, each checked.
 
     pools: every pool, held back or not: a held pool's pods keep running, and
-    their keys stay.
+    their keys stay (its cluster's gatherer and list are kept as observed).
     """
-    places = {
-        published_keys.collection_name(fed.name, fed.namespace, ref.name, namespace): _place(ref, namespace, pools)
-        for ref, namespace in key_places(fed, pools).values()
-    }
-    return published_keys.published(fed.name, fed.namespace, places, members, carried_label(fed))
+    found = []
+    for name, (ref, namespace) in key_places(fed, pools).items():
+        found += published_keys.gathered(_place(ref, namespace, pools), live(observed, name))
+    return published_keys.one_per_key(found)
 
 
-def authorized_keys(fed: Federation, pools: list[PlacedPool], members: list[dict[str, Any]]) -> dict[str, Composed]:
+def authorized_keys(fed: Federation, pools: list[PlacedPool], observed: Mapping[str, Any]) -> dict[str, Composed]:
     """With identities made in pods, the ConfigMap beside the SuperLink of the keys their pods published.
 
-    pools: every pool, held back or not: a held pool's pods keep running, and
-    their keys stay. Remote clusters' keys come in their groups' shards, which
-    it names when it has selector pools; it reads only Objects of its own label,
-    so it lists a remote key only while the Object is labelled as a release
-    before the shards labelled it: an upgrade moves each key from this list to
-    its shard within a reconcile or two, well inside the registrar's grace period.
+    pools: every pool it composes itself, held back or not: a held pool's pods
+    keep running, and their keys stay. Remote clusters' keys come in their
+    groups' shards, which it names when it has selector pools: their gatherers
+    are their FederationClusters', whose lists it never reads.
     """
     if not fed.registers_keys:
         return {}
-    keys = _published(fed, pools, members)
+    keys = _published(fed, pools, observed)
     labels = names.labels(fed.name, "superlink", "supernode-keys")
     shards = [published_keys.shard_id(g) for g in children.groups(fed)] if fed.keys_sharded else None
     manifest = published_keys.authorized_keys(fed.name, fed.namespace, labels, keys, shards)
@@ -483,7 +472,7 @@ def network_policies(
             None if remote else fed.namespace,
             external.address if remote else None,
             kube_api=netpol.kube_api_egress(endpoints)
-            if key_collection_resource(cluster, namespace) in publishing
+            if key_gathered_resource(cluster, namespace) in publishing
             else None,
         )
         out[networkpolicy_resource(cluster, namespace)] = Composed(policy, ref)

@@ -24,7 +24,7 @@ from crossplane.function.resource import Condition
 from function.api import policy, refusals
 from function.api.refusals import SpecError
 from function.api.run_spec import MAX_FAB_BYTES
-from function.builders import bundler, published_keys, tls
+from function.builders import bundler, tls
 from function.builders.runner import bundle as runner_bundle
 from function.composition import admission, compose, groups, objects, runs, status
 from function.federation import read
@@ -162,7 +162,6 @@ def _federation(
     secrets = required.get(tls.REQUIREMENT) or []
     given_runs = runs.read(fed, required, observed)
     built = compose.plan(fed, observed, remembered, secrets[0] if secrets else None,
-                         required.get(published_keys.REQUIREMENT),
                          runs.resources(fed, given_runs, required, platform))  # fmt: skip
     # The platform's policy, from the Composition's step: what the Federation may have composed.
     admission.check(fed, platform, built)
@@ -210,7 +209,7 @@ def _group(xr: dict[str, Any], observed: dict[str, dict[str, Any]]) -> Outcome:
 
 
 def _requirements(fed: Federation, built: compose.Plan) -> list[Requirement]:
-    """What the next call needs: the selectors' ProviderConfigs, the CA to copy, the published keys."""
+    """What the next call needs: the selectors' ProviderConfigs and the CA to copy."""
     out: list[Requirement] = []
     if fed.part is None:
         # A FederationCluster is given what these would tell it. Asked for on every call:
@@ -222,18 +221,6 @@ def _requirements(fed: Federation, built: compose.Plan) -> list[Requirement]:
             # Copying the CA to other namespaces and clusters needs the SuperLink's Secret.
             out.append(Requirement(tls.REQUIREMENT, "v1", "Secret", match_name=tls.secret_name(fed.name, fed.spec),
                                    namespace=fed.namespace))  # fmt: skip
-    if fed.registers_keys:
-        # The keys the pools' pods published, as the collections' Objects observed them: a
-        # FederationCluster's own collections' alone, and the Federation's those of its own pools.
-        out.append(
-            Requirement(
-                published_keys.REQUIREMENT,
-                objects.NAMESPACED_OBJECT_API if fed.namespaced else objects.OBJECT_API,
-                "Object",
-                match_labels={published_keys.CARRIED_LABEL: compose.carried_label(fed)},
-                namespace=fed.namespace if fed.namespaced else None,
-            )
-        )
     return out
 
 

@@ -35,8 +35,26 @@ def identity_program_resource(cluster: str, namespace: str) -> str:
 
 
 def key_collection_resource(cluster: str, namespace: str) -> str:
-    """Composition resource name of the collection of keys published in one cluster and namespace."""
+    """Composition resource name of the earlier releases' collection of the keys published in one cluster and namespace.
+
+    Their collections made one Object per key; the keys gatherer (key_gatherer_resources) replaced them.
+    A held pool's cluster keeps what it has, under this name too.
+    """
     return f"supernode-keys-{cluster}-{namespace}"
+
+
+# The keys gatherer's objects in one cluster and namespace (function/builders/key_gatherer.py manifests), in its order.
+KEY_GATHERER_PARTS = ("list", "account", "role", "binding", "workload")
+
+
+def key_gatherer_resources(cluster: str, namespace: str) -> list[str]:
+    """Composition resource names of the keys gatherer's objects in one cluster and namespace, its list first."""
+    return [f"supernode-keys-gatherer-{part}-{cluster}-{namespace}" for part in KEY_GATHERER_PARTS]
+
+
+def key_gathered_resource(cluster: str, namespace: str) -> str:
+    """Composition resource name of the list the gatherer writes, whose observed keys the function reads."""
+    return key_gatherer_resources(cluster, namespace)[0]
 
 
 def api_endpoints_resource(cluster: str) -> str:

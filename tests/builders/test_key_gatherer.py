@@ -6,7 +6,7 @@ import pytest
 
 from function.api.spec import FederationSpec
 from function.builders import identity, key_gatherer, pods
-from function.programs import key_publications
+from function.programs import gather_program, key_publications
 from support.helpers import BASE, spec
 
 AUTH = FederationSpec.model_validate(
@@ -70,3 +70,11 @@ def test_the_gatherers_pod_runs_the_program_hardened_and_alone_holds_its_token()
 def test_each_place_has_a_gatherer_of_its_own(other: tuple[str, str, str, str], reason: str) -> None:
     assert key_gatherer.name("fed", "team-a", "Cluster/site-a", "flower") != key_gatherer.name(*other), reason
     assert len(key_gatherer.name("f" * 63, *other[1:])) <= 63
+
+
+def test_the_program_reads_the_arguments_the_builder_writes() -> None:
+    (container,) = made(("b", "a"))["Deployment"]["spec"]["template"]["spec"]["containers"]
+    args = gather_program.arguments(container["args"])
+    assert (args.namespace, args.pool, args.pool_label) == ("flower", ["a", "b"], "flower.flwr.ai/pool")
+    assert args.configmap == made()["ConfigMap"]["metadata"]["name"]
+    assert sorted(args.label) == ["app.kubernetes.io/instance=fed", f"{identity.KEY_LABEL}=true"]

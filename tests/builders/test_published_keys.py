@@ -20,81 +20,92 @@ from function.federation.value import Hold
 from function.programs import identity_program
 from function.serving import fn
 from support.helpers import manifests, pod, spec, xr
-from support.published_keys import AUTH, CARRIED, COLLECTION, FED, KEY, NAMESPACE, OTHER_KEY, TLS, member
+from support.published_keys import AUTH, FED, KEY, NAMESPACE, OTHER_KEY, TLS, gathered_list, observed_list, publication
 
 AUTH_DS = spec(AUTH, mode="DaemonSet", supernodes__pools=[{"name": "edge"}])
-PLACES = {COLLECTION: published_keys.Place("default", NAMESPACE)}
+PLACE = published_keys.Place("default", NAMESPACE, ("default",))
 
 
 @pytest.mark.parametrize(
-    ("members", "expected", "reason"),
+    ("publications", "expected", "reason"),
     [
-        ([member()], [KEY], "a key a pool's claim owns, observed by this Federation's collection"),
-        ([member(owner_kind="Pod")], [KEY], "a DaemonSet pod owns its key"),
-        ([member(), member(uid="9a9a")], [KEY], "one line per key"),
-        ([member(data={"public-key": KEY, "node-id": "12"})], [KEY], "a node ID beside the key is not carried"),
+        ([publication()], [KEY], "a key a pool's claim owns, published in the gatherer's namespace"),
+        ([publication(owner_kind="Pod")], [KEY], "a DaemonSet pod owns its key"),
+        ([publication(), publication(uid="9a9a")], [KEY], "one line per key"),
+        ([publication(data={"public-key": KEY, "node-id": "12"})], [KEY], "a node ID beside the key is not carried"),
         (
-            [member(OTHER_KEY, uid="b", holder="supernode-identity-fed-default-1"), member(uid="a")],
+            [publication(OTHER_KEY, uid="b", holder="supernode-identity-fed-default-1"), publication(uid="a")],
             sorted([KEY, OTHER_KEY]),
             "sorted by key",
         ),
         (
-            [member(created="2026-12-01T10:00:00Z"), member(OTHER_KEY, created="2026-12-01T10:05:00Z")],
+            [publication(created="2026-12-01T10:00:00Z"), publication(OTHER_KEY, created="2026-12-01T10:05:00Z")],
             [OTHER_KEY],
             "one holder, one key: the newest (a rekeyed pod's new key), however many it publishes",
         ),
         (
-            [member(OTHER_KEY, created="2026-12-01T10:00:00Z"), member(created="2026-12-01T10:05:00Z")],
+            [publication(OTHER_KEY, created="2026-12-01T10:00:00Z"), publication(created="2026-12-01T10:05:00Z")],
             [KEY],
-            "the newest, whatever order the Objects come in",
+            "the newest, whatever order the publications come in",
         ),
         (
-            [member(), member(OTHER_KEY, owner_kind="Pod")],
+            [publication(), publication(OTHER_KEY, owner_kind="Pod")],
             sorted([KEY, OTHER_KEY]),
             "a claim and a pod of one name are two holders",
         ),
-        ([member(collection="someone-elses-keys")], [], "an Object of another collection"),
-        ([member(carried="other-fed-0123456789")], [], "an Object carried for another Federation"),
-        ([member(namespace="team-b")], [], "a ConfigMap of another namespace than the collection observes"),
-        ([member(metadata__labels={"app.kubernetes.io/instance": "other"})], [], "another Federation's key"),
-        ([member(owner_kind="Secret")], [], "owned by neither a pod nor a claim"),
-        ([member(metadata__ownerReferences=[])], [], "owned by nothing: outlives every SuperNode"),
-        ([member(metadata__name="flwr-key-someone-else")], [], "its name is not its owner's uid"),
-        ([member(kind="Secret")], [], "not a ConfigMap"),
-        ([member("ssh-rsa AAAAB3NzaC1yc2E=")], [], "not the P-384 key the program makes"),
-        ([member(KEY + "\nssh-rsa AAAA")], [], "more than one line"),
-        ([member(data={"public-key": OTHER_KEY})], [], "its name is not of its key"),
-        ([{"apiVersion": objects.OBJECT_API, "kind": "Object", "metadata": {}}], [], "an Object not observed yet"),
+        ([publication(namespace="team-b")], [], "a ConfigMap of another namespace than the gatherer's"),
+        ([publication(metadata__labels={"app.kubernetes.io/instance": "other"})], [], "another Federation's key"),
+        ([publication(pool="other-cluster-pool")], [], "a pool placed elsewhere (two ProviderConfigs, one cluster)"),
+        ([publication(owner_kind="Secret")], [], "owned by neither a pod nor a claim"),
+        ([publication(metadata__ownerReferences=[])], [], "owned by nothing: outlives every SuperNode"),
+        ([publication(metadata__name="flwr-key-someone-else")], [], "its name is not its owner's uid"),
+        ([publication(kind="Secret")], [], "not a ConfigMap"),
+        ([publication("ssh-rsa AAAAB3NzaC1yc2E=")], [], "not the P-384 key the program makes"),
+        ([publication(KEY + "\nssh-rsa AAAA")], [], "more than one line"),
+        ([publication(data={"public-key": OTHER_KEY})], [], "its name is not of its key"),
     ],
 )
-def test_only_keys_a_pools_pods_published_are_carried(members, expected, reason):
-    keys = published_keys.published(FED, NAMESPACE, PLACES, members)
+def test_only_keys_a_pools_pods_published_are_listed(publications, expected, reason):
+    keys = published_keys.gathered(PLACE, gathered_list(*publications))
     assert [k.public_key for k in keys] == expected, reason
 
 
+HOLDER = f"{NAMESPACE}/PersistentVolumeClaim/supernode-identity-fed-default-0"
+
+
+@pytest.mark.parametrize(
+    ("live", "expected", "reason"),
+    [
+        (gathered_list(publication()), [f"default/{HOLDER}"], "each line named with its cluster"),
+        (None, [], "the list not observed yet"),
+        ({"metadata": {"namespace": NAMESPACE}}, [], "made, not written yet"),
+        ({"metadata": {"namespace": "team-b"}, "data": {"keys": f"{KEY} team-b/Pod/p\n"}}, [], "another namespace's"),
+        ({"metadata": {"namespace": NAMESPACE}, "data": {"keys": f"{KEY} team-b/Pod/p\n"}}, [], "a holder elsewhere"),
+        ({"metadata": {"namespace": NAMESPACE}, "data": {"keys": f"{KEY} {HOLDER} 12\n"}}, [], "a field too many"),
+        ({"metadata": {"namespace": NAMESPACE}, "data": {"keys": f"ssh-rsa AAAA {HOLDER}\n"}}, [], "no P-384 key"),
+        ({"metadata": {"namespace": NAMESPACE}, "data": {"keys": f"{KEY} {NAMESPACE}/Secret/s\n"}}, [], "no holder"),
+        ({"metadata": {"namespace": NAMESPACE}, "data": {"keys": ["x"]}}, [], "not text"),
+    ],
+)
+def test_a_gatherers_list_is_read_line_by_line(live, expected, reason):
+    assert [k.holder for k in published_keys.gathered(PLACE, live)] == expected, reason
+
+
 def test_authorized_keys_name_each_key_and_its_holder():
-    configmap = published_keys.authorized_keys(
-        FED, NAMESPACE, {}, published_keys.published(FED, NAMESPACE, PLACES, [member()])
-    )
+    keys = published_keys.gathered(PLACE, gathered_list(publication(data={"public-key": KEY, "node-id": "42"})))
+    configmap = published_keys.authorized_keys(FED, NAMESPACE, {}, keys)
     assert configmap["metadata"]["name"] == "fed-superlink-authorized-keys"
-    holder = f"default/{NAMESPACE}/PersistentVolumeClaim/supernode-identity-fed-default-0"
-    assert configmap["data"] == {"authorized-keys": f"{KEY} {holder} -\n"}
     # A node ID in the publication is not carried: the registrar would not trust it anyway.
-    with_node = published_keys.published(FED, NAMESPACE, PLACES, [member(data={"public-key": KEY, "node-id": "42"})])
-    text = published_keys.authorized_keys(FED, NAMESPACE, {}, with_node)["data"]["authorized-keys"]
-    assert text == f"{KEY} {holder} -\n"
+    holder = f"default/{HOLDER}"
+    assert configmap["data"] == {"authorized-keys": f"{KEY} {holder} -\n"}
     # What the registrar reads from it: each key and its holder.
-    assert identity_program.authorized(text) == {KEY: (holder, None)}
+    assert identity_program.authorized(configmap["data"]["authorized-keys"]) == {KEY: (holder, None)}
 
 
-def test_names_fit_the_member_label_and_stay_apart():
-    long = "f" * 63
-    assert len(published_keys.collection_name(long, NAMESPACE, "c" * 63, "n" * 63)) <= 63
-    assert len(published_keys.carried_label(long, NAMESPACE)) <= 63
-    assert published_keys.carried_label(FED, "team-a") != published_keys.carried_label(FED, "team-b")
-    assert published_keys.collection_name(FED, NAMESPACE, "eu", NAMESPACE) != published_keys.collection_name(
-        FED, NAMESPACE, "us", NAMESPACE
-    )
+def test_a_key_two_places_list_counts_once():
+    here = published_keys.gathered(PLACE, gathered_list(publication()))
+    there = published_keys.gathered(published_keys.Place("eu", NAMESPACE), gathered_list(publication()))
+    assert published_keys.one_per_key([*there, *here]) == here, "the first holder, whatever the order"
 
 
 def test_the_pools_service_account_may_create_configmaps_and_nothing_more():
@@ -191,36 +202,34 @@ def test_the_publication_is_owned_by_what_holds_the_key(s, owner_claim):
     assert {e["name"] for e in first["env"]} == {"POD_NAME", "POD_NAMESPACE", "POD_UID"}
 
 
-def run(s: dict[str, Any], members: list[dict[str, Any]] | None) -> fnv1.RunFunctionResponse:
+def run(s: dict[str, Any], observed: dict[str, dict[str, Any]] | None = None) -> fnv1.RunFunctionResponse:
     req = fnv1.RunFunctionRequest()
     req.observed.composite.resource.update(xr(s))
-    if members is not None:
-        answer = req.required_resources[published_keys.REQUIREMENT]
-        for m in members:
-            answer.items.add().resource.update(copy.deepcopy(m))
+    for name, obj in (observed or {}).items():
+        req.observed.resources[name].resource.update(copy.deepcopy(obj))
     rsp = fn.run(req)
     assert not [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     return rsp
 
 
-def test_the_function_asks_for_the_carried_keys_and_tells_the_superlink():
-    rsp = run(AUTH, [member()])
-    need = rsp.requirements.resources[published_keys.REQUIREMENT]
-    assert (need.api_version, need.kind) == (objects.OBJECT_API, "Object")
-    assert dict(need.match_labels.labels) == {published_keys.CARRIED_LABEL: CARRIED}
+def test_the_function_reads_the_gatherers_list_and_tells_the_superlink():
+    rsp = run(AUTH, observed_list(gathered_list(publication())))
     desired = {k: resource.struct_to_dict(v.resource) for k, v in rsp.desired.resources.items()}
     configmap = desired[resource_names.AUTHORIZED_KEYS]["spec"]["forProvider"]["manifest"]
     assert configmap["data"]["authorized-keys"].startswith(KEY)
-    collection = desired[resource_names.key_collection_resource("default", NAMESPACE)]
-    assert collection["kind"] == "ObservedObjectCollection"
-    assert collection["metadata"]["name"] == COLLECTION
-    assert collection["spec"]["observeObjects"]["namespace"] == NAMESPACE
-    assert rsp.desired.resources[resource_names.key_collection_resource("default", NAMESPACE)].ready == fnv1.READY_TRUE
-    # Without node authentication nothing is asked for.
-    assert published_keys.REQUIREMENT not in run(TLS, None).requirements.resources
+    names = resource_names.key_gatherer_resources("default", NAMESPACE)
+    assert [desired[n]["spec"]["forProvider"]["manifest"]["kind"] for n in names] == [
+        "ConfigMap", "ServiceAccount", "Role", "RoleBinding", "Deployment"
+    ]  # fmt: skip
+    # Made once, then written by the gatherer alone: never updated by the provider.
+    assert desired[names[0]]["spec"]["managementPolicies"] == objects.CREATE_ONLY
+    assert all("managementPolicies" not in desired[n]["spec"] for n in names[1:])
+    # Nothing is asked for: the list is a composed resource, observed.
+    assert not rsp.requirements.resources
+    assert not run(TLS).requirements.resources
 
 
-def test_a_collection_per_cluster_and_namespace_where_pools_publish():
+def test_a_gatherer_per_cluster_and_namespace_where_pools_publish():
     # Flower 1.41: pools in other clusters register through the Fleet proxy.
     two = spec(
         AUTH,
@@ -234,15 +243,18 @@ def test_a_collection_per_cluster_and_namespace_where_pools_publish():
         ],
     )
     built = compose.plan(read.federation(xr(two)))
-    assert sorted(built.direct) == [
-        resource_names.key_collection_resource("default", NAMESPACE),
-        resource_names.key_collection_resource("spoke-eu", NAMESPACE),
-    ]
-    assert built.direct[resource_names.key_collection_resource("spoke-eu", NAMESPACE)]["spec"]["providerConfigRef"] == {
-        "name": "spoke-eu"
+    gatherers = {n for n in built.resources if n.startswith("supernode-keys-gatherer-")}
+    assert gatherers == {
+        *resource_names.key_gatherer_resources("default", NAMESPACE),
+        *resource_names.key_gatherer_resources("spoke-eu", NAMESPACE),
     }
-    # Not an Object: returned as it is.
-    assert resource_names.key_collection_resource("default", NAMESPACE) not in built.resources
+    local = built.resources[resource_names.key_gatherer_resources("default", NAMESPACE)[-1]]
+    args = local.manifest["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [a for a in args if a.startswith("--pool=")] == ["--pool=a", "--pool=b"], "the pools placed there alone"
+    remote = built.resources[resource_names.key_gatherer_resources("spoke-eu", NAMESPACE)[-1]]
+    assert remote.provider_config.name == "spoke-eu"
+    assert remote.manifest["spec"]["template"]["spec"]["containers"][0]["image"] == "flwr/supernode:1.41.0"
+    assert not built.direct, "no collection any more"
 
 
 ENDPOINTS = {
@@ -306,13 +318,6 @@ def test_publishing_pods_reach_their_api_server_once_its_endpoints_are_observed(
     assert netpol.kube_api_egress(ENDPOINTS) not in plan[policy].manifest["spec"]["egress"]
 
 
-def test_a_key_of_a_pool_not_placed_there_is_not_listed():
-    """Two ProviderConfigs naming one cluster: each collection claims only its own pools' keys."""
-    places = {COLLECTION: published_keys.Place("default", NAMESPACE, ("default",))}
-    assert published_keys.published(FED, NAMESPACE, places, [member()]) != []
-    assert published_keys.published(FED, NAMESPACE, places, [member(pool="other-cluster-pool")]) == []
-
-
 def test_a_held_pools_keys_stay_listed():
     """A pool waiting for the SuperLink's external address is not composed, but its pods may run: keys stay."""
     held = spec(
@@ -324,9 +329,9 @@ def test_a_held_pools_keys_stay_listed():
                             "caSecretRef": {"name": "ca"}}],
     )  # fmt: skip
     fed = read.federation(xr(held))
-    name = published_keys.collection_name(FED, NAMESPACE, "spoke-eu", NAMESPACE)
-    built = compose.plan(fed, key_members=[member(collection=name, carried=CARRIED, pool="eu")])
+    live = gathered_list(publication(pool="eu"), pools=("eu",))
+    built = compose.plan(fed, observed_list(live, cluster="spoke-eu"))
     assert built.held == {"eu": Hold.ADDRESS}
-    assert resource_names.key_collection_resource("spoke-eu", NAMESPACE) not in built.direct
+    assert not set(resource_names.key_gatherer_resources("spoke-eu", NAMESPACE)) & set(built.resources)
     listed = built.resources[resource_names.AUTHORIZED_KEYS].manifest["data"]["authorized-keys"]
     assert listed.startswith(f"{KEY} spoke-eu/{NAMESPACE}/"), listed

@@ -1,6 +1,6 @@
 """Remote clusters' keys reach the SuperLink through their FederationCluster and its group, never the Federation.
 
-Each FederationCluster reads its own collections' Objects alone and reports
+Each FederationCluster reads its own gatherers' lists alone and reports
 the keys it checked; its group lists its clusters' reports in a shard beside
 the SuperLink; the Federation's own list names the shards there should be;
 the SuperLink mounts every shard a group may write. The registrar's side (a
@@ -19,7 +19,7 @@ from function.composition import compose, groups, outcome, resource_names, statu
 from function.federation import read
 from support.children import CLUSTERS, SECURE, TLS_SECRET, Case, federation_clusters, planned, selected
 from support.helpers import ANY_NAMESPACE_POLICY, BASE, spec, xr
-from support.published_keys import AUTH, FED, KEY, NAMESPACE, OTHER_KEY, member
+from support.published_keys import AUTH, FED, KEY, NAMESPACE, OTHER_KEY, gathered_list, observed_list, publication
 
 POOLS = "flower-sites"
 
@@ -32,56 +32,48 @@ def part_of(name: str, composite: dict[str, Any]) -> Any:
     return read.cluster({"metadata": {"name": name}, **composite})
 
 
-def members_of(part: Any, key: str, pool: str | None = None) -> list[dict[str, Any]]:
-    """What Crossplane answers a FederationCluster's call: its collection's Object, published in its cluster.
+def observed_of(part: Any, *keys: str, pool: str | None = None) -> dict[str, dict[str, Any]]:
+    """What a FederationCluster's call observes: its gatherer's list, of keys published in its cluster.
 
-    pool: the publishing pod's pool; the cluster's own by default.
+    pool: the publishing pods' pool; the cluster's own by default. Its gatherer lists its cluster's pools alone.
     """
     cluster = part.part.cluster.name
-    collection = published_keys.collection_name(FED, NAMESPACE, cluster, POOLS)
-    pool = pool or f"gpu-{cluster}"
-    return [member(key, collection=collection, carried=compose.carried_label(part), namespace=POOLS, pool=pool)]
+    published = [publication(k, namespace=POOLS, pool=pool or f"gpu-{cluster}", uid=f"u{i}", holder=f"h-{i}")
+                 for i, k in enumerate(keys)]  # fmt: skip
+    return observed_list(gathered_list(*published, namespace=POOLS, pools=(f"gpu-{cluster}",)), cluster=cluster)
 
 
-def reported(name: str, composite: dict[str, Any], key: str, extra: list[dict[str, Any]] | None = None) -> list[str]:
+def reported(name: str, composite: dict[str, Any], observed: dict[str, Any]) -> list[str]:
     """A FederationCluster's call: the keys it reports in its status."""
     part = part_of(name, composite)
-    built = compose.plan(part, {}, key_members=[*members_of(part, key), *(extra or [])])
-    report = status.report(part, built, {}, 1)
+    report = status.report(part, compose.plan(part, observed), {}, 1)
     return report.status.wire().get("publishedKeys")
 
 
-def test_a_cluster_reports_the_keys_of_its_own_collections_alone():
-    fed, built = federation()
+def test_a_cluster_reports_the_keys_its_own_gatherer_listed_alone():
+    _, built = federation()
     parts = federation_clusters(built)
     eu, us = parts["cluster-config-eu"], parts["cluster-config-us"]
-    us_part = part_of("cluster-config-us", us)
-    # The same Object, labelled for another cluster's call or for the Federation's: not this cluster's key.
-    strays = [
-        {**m, "metadata": {"labels": {**m["metadata"]["labels"], published_keys.CARRIED_LABEL: label}}}
-        for m in members_of(us_part, OTHER_KEY)
-        for label in (compose.carried_label(fed), compose.carried_label(part_of("cluster-config-eu", eu)))
+    eu_part, us_part = part_of("cluster-config-eu", eu), part_of("cluster-config-us", us)
+    assert reported("cluster-config-eu", eu, observed_of(eu_part, KEY)) == [
+        f"{KEY} eu/{POOLS}/PersistentVolumeClaim/h-0 -"
     ]
-    # A key of another cluster's pool, published where eu's collection looks (two ProviderConfigs, one cluster).
-    aliased = members_of(part_of("cluster-config-eu", eu), OTHER_KEY, pool="gpu-us")
-    lines = reported("cluster-config-eu", eu, KEY, [*strays, *aliased])
-    assert lines == [f"{KEY} eu/{POOLS}/PersistentVolumeClaim/supernode-identity-fed-default-0 -"]
-    assert reported("cluster-config-us", us, OTHER_KEY)[0].startswith(f"{OTHER_KEY} us/{POOLS}/")
-    # Labels differ by cluster, and from the Federation's: no call reads another's members.
-    labels = {compose.carried_label(part_of(n, p)) for n, p in parts.items()} | {compose.carried_label(fed)}
-    assert len(labels) == len(parts) + 1
+    assert reported("cluster-config-us", us, observed_of(us_part, OTHER_KEY))[0].startswith(f"{OTHER_KEY} us/{POOLS}/")
+    # A key of another cluster's pool, published where eu's gatherer looks (two ProviderConfigs, one cluster).
+    assert reported("cluster-config-eu", eu, observed_of(eu_part, OTHER_KEY, pool="gpu-us")) == []
+    # Another cluster's list, whatever a call observes: not read.
+    assert reported("cluster-config-eu", eu, observed_of(us_part, OTHER_KEY)) == []
 
 
-def test_a_clusters_collection_observes_its_own_pools_keys_alone():
+def test_a_clusters_gatherer_lists_its_own_pools_keys_alone():
     _, built = federation()
     for name, composite in federation_clusters(built).items():
         part = part_of(name, composite)
-        (collection,) = compose.plan(part).direct.values()
-        selector = collection["spec"]["observeObjects"]["selector"]
         cluster = part.part.cluster.name
-        assert selector["matchExpressions"] == [
-            {"key": "flower.flwr.ai/pool", "operator": "In", "values": [f"gpu-{cluster}"]}
-        ]
+        workload = compose.plan(part).resources[resource_names.key_gatherer_resources(cluster, POOLS)[-1]]
+        args = workload.manifest["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert [a for a in args if a.startswith("--pool=")] == [f"--pool=gpu-{cluster}"], name
+        assert workload.provider_config.name == composite["spec"]["providerConfigRef"]["name"], name
 
 
 def test_two_provider_configs_naming_one_cluster_each_get_a_publisher_role_of_their_own():
@@ -124,9 +116,8 @@ def test_a_cluster_awaiting_keys_is_composed_again_each_minute(cluster, keys, tt
     # Crossplane's circuit breaker may drop the event of a key's Object: the TTL is what is left.
     _, built = federation()
     composite = federation_clusters(built)[cluster]
-    members = [m for key in keys for m in members_of(part_of(cluster, composite), key)]
-    decided = outcome.decide({"metadata": {"name": cluster}, **composite}, {},
-                             {published_keys.REQUIREMENT: members}, ANY_NAMESPACE_POLICY)  # fmt: skip
+    observed = observed_of(part_of(cluster, composite), *keys)
+    decided = outcome.decide({"metadata": {"name": cluster}, **composite}, observed, {}, ANY_NAMESPACE_POLICY)
     assert decided.refusal is None, decided.refusal
     assert decided.ttl == ttl, reason
 
@@ -149,7 +140,10 @@ def test_a_group_lists_its_clusters_reports_in_its_shard_beside_the_superlink():
     composites = groups.compose({"metadata": {"name": group_name}, **group}, {}).desired
     clusters = {n: c for n, c in composites.items() if c["kind"] in read.CLUSTER_KINDS}
     keys = iter([KEY, OTHER_KEY])
-    observed = {n: {**c, "status": {"publishedKeys": reported(n, c, next(keys))}} for n, c in clusters.items()}
+    observed = {
+        n: {**c, "status": {"publishedKeys": reported(n, c, observed_of(part_of(n, c), next(keys)))}}
+        for n, c in clusters.items()
+    }
     answer = groups.compose({"metadata": {"name": group_name}, **group}, observed)
     shard = answer.desired[resource_names.AUTHORIZED_KEYS]
     assert answer.ready[resource_names.AUTHORIZED_KEYS]
@@ -219,17 +213,9 @@ def test_a_federation_without_selector_pools_keeps_its_one_list():
     }
 
 
-def test_an_upgrade_keeps_a_remote_key_listed_until_its_object_is_relabelled():
-    """Objects labelled by a release before the shards are still the Federation's to list, until relabelled."""
+def test_the_federation_never_lists_a_remote_clusters_keys():
+    """Its group's shard carries them: a remote cluster's list is its FederationCluster's, even where observed."""
     fed, built = federation()
-    collection = published_keys.collection_name(FED, NAMESPACE, "eu", POOLS)
-    before = member(KEY, collection=collection, carried=compose.carried_label(fed), namespace=POOLS, pool="gpu-eu")
     eu = part_of("cluster-config-eu", federation_clusters(built)["cluster-config-eu"])
-    after = member(KEY, collection=collection, carried=compose.carried_label(eu), namespace=POOLS, pool="gpu-eu")
-
-    def listed(members: list[dict[str, Any]]) -> str:
-        plan = compose.plan(fed, {}, None, TLS_SECRET, members)
-        return plan.resources[resource_names.AUTHORIZED_KEYS].manifest["data"][identity.AUTHORIZED_KEYS_FILE]
-
-    assert listed([before]).startswith(f"{KEY} eu/{POOLS}/")
-    assert listed([after]) == ""
+    plan = compose.plan(fed, observed_of(eu, KEY), None, TLS_SECRET)
+    assert plan.resources[resource_names.AUTHORIZED_KEYS].manifest["data"][identity.AUTHORIZED_KEYS_FILE] == ""

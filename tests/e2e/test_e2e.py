@@ -8,6 +8,7 @@ examples applied by one are what the next changes, faults and finally deletes.
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import math
@@ -21,6 +22,7 @@ import tempfile
 import threading
 import time
 import zipfile
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -1369,7 +1371,13 @@ def test_supernode_keys_reach_the_superlink_through_kubernetes(plane, tmp_path):
     again = publish_key(hub, token, namespace, pod, claim_name, tmp_path / "pool")
     assert again.returncode == 0, (again.stdout, again.stderr)
 
-    # Carried: a member Object of the Federation's collection, then the SuperLink's authorized keys.
+    # Carried: the namespace's keys gatherer lists it, then the SuperLink's authorized keys.
+    with gatherer_running(hub, name, namespace, tmp_path):
+        check_carried(hub, name, namespace, public_key, claim_name, configmap)
+
+
+def check_carried(hub: Cluster, name: str, namespace: str, public_key: str, claim_name: str, configmap: str) -> None:
+    """The published key in the SuperLink's list, and out of it once its publication is deleted."""
     wait_for("the key in the SuperLink's authorized keys",
              lambda: public_key in (authorized_keys(hub, name, namespace) or ""), timeout=240)  # fmt: skip
     line = next(x for x in authorized_keys(hub, name, namespace).splitlines() if public_key in x)
@@ -1427,7 +1435,7 @@ def check_publications_narrowed_to_the_pods_own(
     planted = {
         "the retired-keys report its pool's pods read": listing(identity.retired_keys_name(name)),
         "a shard of the SuperLink's key list, not made yet": listing(identity.shard_name(name, "07")),
-        "the gathered keys, not made yet": listing(key_gatherer.name(name, namespace, "default", namespace)),
+        "the gatherer's list of keys": listing(key_gatherer.name(name, namespace, "default", namespace)),
         "a key published for another pod's claim": publication(other),
         "a key published for another Federation": publication(own, **{names.INSTANCE_LABEL: "another"}),
     }
@@ -1442,49 +1450,61 @@ def check_publications_narrowed_to_the_pods_own(
     assert status == 201, (status, answer)
 
 
-def test_a_pool_namespaces_keys_are_gathered_by_its_gatherer_alone(plane, tmp_path):
-    """The keys gatherer, through the real API server, with the objects its builder makes.
+@contextlib.contextmanager
+def gatherer_running(cluster: Cluster, federation: str, namespace: str, work: pathlib.Path) -> Iterator[
+    tuple[str, pathlib.Path]
+]:  # fmt: skip
+    """The keys gatherer the function composed in cluster's namespace, run as its pod would run it.
 
-    Its Deployment is admitted in the pool's namespace (restricted Pod Security),
-    and the real program, with a token of its own ServiceAccount bound to its pod
-    (the e2e's pods do not run: the test plays the pod), lists the pool's
-    publication within seconds of the pool's token making it, and drops it when
-    it is deleted. A ConfigMap of a publication's form that no pod owns is not
-    listed. From the attacker's seat: the pool's token can neither write the list
-    nor make one of its name; the gatherer's can change no other ConfigMap,
-    create none, delete its own list or read a Secret.
+    The e2e's pods do not run: the test plays the pod, with the real program, its
+    Deployment's arguments and a token of its ServiceAccount bound to its pod.
+    Yields its list's name and the credentials it runs with.
     """
-    hub = plane.hub
-    path = next(p for p in CLAIMS if p.stem == "persistence-auth")
-    claim = claim_of(path)
-    name, namespace = claim["metadata"]["name"], claim["metadata"]["namespace"]
-    pool_pod = wait_for("the pool's pod 1", lambda: hub.get("pod", f"{names.pool(name, 'default')}-1", namespace))
-    claim_name = f"{identity.IDENTITY_VOLUME}-{pool_pod['metadata']['name']}"
-    made = key_gatherer.manifests(name, namespace, "default", namespace, "flwr/supernode:1.25.0", ("default",),
-                                  parse(claim["spec"]))  # fmt: skip
-    gatherer = made[0]["metadata"]["name"]
-    hub.apply(*made)
-    selector = ",".join(f"{k}={v}" for k, v in made[-1]["spec"]["selector"]["matchLabels"].items())
-    pod = wait_for("the gatherer's pod, admitted", lambda: next(iter(hub.get("pods", namespace=namespace,
-                                                                              selector=selector)), None))  # fmt: skip
-    host, port, credentials = api_credentials(hub, pod_token(hub, gatherer, namespace, pod["metadata"]["name"]),
-                                              tmp_path / "gatherer")  # fmt: skip
-    args = [a for a in made[-1]["spec"]["template"]["spec"]["containers"][0]["args"] if "credentials" not in a]
+    selector = f"app.kubernetes.io/name={key_gatherer.NAME},{names.INSTANCE_LABEL}={federation}"
+    deployment = wait_for("the keys gatherer's Deployment", lambda: next(
+        iter(cluster.get("deployments", namespace=namespace, selector=selector) or []), None),
+        timeout=READY_TIMEOUT)  # fmt: skip
+    pods = ",".join(f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items())
+    pod = wait_for("the keys gatherer's pod, admitted", lambda: next(
+        iter(cluster.get("pods", namespace=namespace, selector=pods) or []), None), timeout=READY_TIMEOUT)  # fmt: skip
+    template = deployment["spec"]["template"]["spec"]
+    token = pod_token(cluster, template["serviceAccountName"], namespace, pod["metadata"]["name"])
+    host, port, credentials = api_credentials(cluster, token, work / "gatherer")
+    args = [a for a in template["containers"][0]["args"] if not a.startswith("--kube-credentials=")]
     env = {**os.environ, "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
     program = ROOT / "function" / "programs" / "gather_program.py"
-    log = (tmp_path / "gatherer.log").open("w")
-    running = subprocess.Popen([sys.executable, str(program), *args, f"--kube-credentials={credentials}"],
-                               env=env, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    log = work / "gatherer.log"
+    with log.open("w") as out:
+        running = subprocess.Popen([sys.executable, str(program), *args, f"--kube-credentials={credentials}"],
+                                   env=env, stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
     try:
-        check_gathered(hub, name, namespace, gatherer, pool_pod=pool_pod, claim_name=claim_name, work=tmp_path,
-                       gatherer_credentials=credentials)  # fmt: skip
+        yield deployment["metadata"]["name"], credentials
     finally:
         running.kill()
         running.wait()
-        print((tmp_path / "gatherer.log").read_text())  # noqa: T201 - shown when the test fails
-        for doc in made:
-            hub.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"], "-n", namespace, "--wait=false",
-                        check=False)  # fmt: skip
+        print(log.read_text())  # noqa: T201 - shown when the test fails
+
+
+def test_a_pool_namespaces_keys_are_gathered_by_its_gatherer_alone(plane, tmp_path):
+    """The keys gatherer the function composes, through the real API server.
+
+    Its Deployment is admitted in the pool's namespace (restricted Pod Security),
+    and the real program, with a token of its own ServiceAccount bound to its pod,
+    lists the pool's publication within seconds of the pool's token making it,
+    and drops it when it is deleted. A ConfigMap of a publication's form that no
+    pod owns is not listed. From the attacker's seat: the pool's token can
+    neither write the list nor make one of its name; the gatherer's can change
+    no other ConfigMap, create none, delete its own list or read a Secret.
+    """
+    hub = plane.hub
+    claim = claim_of(next(p for p in CLAIMS if p.stem == "persistence-auth"))
+    name, namespace = claim["metadata"]["name"], claim["metadata"]["namespace"]
+    pool_pod = wait_for("the pool's pod 1", lambda: hub.get("pod", f"{names.pool(name, 'default')}-1", namespace))
+    claim_name = f"{identity.IDENTITY_VOLUME}-{pool_pod['metadata']['name']}"
+    with gatherer_running(hub, name, namespace, tmp_path) as (gatherer, credentials):
+        assert gatherer == key_gatherer.name(name, namespace, "default", namespace)
+        check_gathered(hub, name, namespace, gatherer, pool_pod=pool_pod, claim_name=claim_name, work=tmp_path,
+                       gatherer_credentials=credentials)  # fmt: skip
 
 
 def check_gathered(  # noqa: PLR0913 - the scenario's seats, each its own value
@@ -1914,7 +1934,8 @@ def test_a_spoke_key_reaches_the_superlink_through_its_clusters_group(plane, tmp
     """A remote cluster's key comes to the SuperLink's side in its group's shard, never through the Federation.
 
     The real identity program publishes a key in a site with the token of the pool's ServiceAccount there;
-    provider-kubernetes observes it from that site; the site's FederationCluster alone reads it and reports it;
+    the site's keys gatherer lists it and provider-kubernetes observes the list from that site; the site's
+    FederationCluster alone reads it and reports it;
     its group lists it in its shard beside the SuperLink, which the SuperLink's pod mounts with every other
     shard; the Federation's own list names the shard. Deleting the publication withdraws the key.
     """
@@ -1962,6 +1983,19 @@ def test_a_spoke_key_reaches_the_superlink_through_its_clusters_group(plane, tmp
         live = hub.get("configmap", identity.shard_name(name, shard), namespace) or {}
         return (live.get("data") or {}).get(published_keys.AUTHORIZED_KEYS, "")
 
+    with gatherer_running(site, name, pools, tmp_path):
+        check_sharded(hub, site, name, namespace, pools=pools, public_key=public_key, holder=holder, pvc=pvc,
+                      listed_in_shard=listed_in_shard)  # fmt: skip
+    delete_keys_federation(plane, name, namespace, labels)
+
+
+def check_sharded(  # noqa: PLR0913 - the scenario's places and what it looks for, each its own value
+    hub: Cluster, site: Cluster, name: str, namespace: str, *, pools: str, public_key: str, holder: str,
+    pvc: dict[str, Any], listed_in_shard: Any,
+) -> None:  # fmt: skip
+    """The site's key in its group's shard beside the SuperLink, never in the Federation's own list; then gone."""
+    shard = published_keys.shard_id(read.group_resource(read.cluster_resource(ProviderConfigRef(name="site-b"),
+                                                                              namespaced=False)))  # fmt: skip
     wait_for("the key in its group's shard beside the SuperLink", lambda: public_key in listed_in_shard(),
              timeout=READY_TIMEOUT, interval=3)  # fmt: skip
     assert f"{public_key} {holder} -\n" in listed_in_shard()
@@ -1983,6 +2017,11 @@ def test_a_spoke_key_reaches_the_superlink_through_its_clusters_group(plane, tmp
     )
     wait_for("the key gone from the shard", lambda: public_key not in listed_in_shard(),
              timeout=READY_TIMEOUT, interval=3)  # fmt: skip
+
+
+def delete_keys_federation(plane: ControlPlane, name: str, namespace: str, labels: dict[str, str]) -> None:
+    """The scenario's Federation deleted, with everything it composed, and the site's labels taken off."""
+    hub = plane.hub
     # Gone before the next test, which holds every Federation still there to its generations.
     hub.kubectl("delete", "federation", name, "-n", namespace, "--wait=true", timeout=300)
     kinds = ",".join(

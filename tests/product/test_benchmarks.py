@@ -117,8 +117,8 @@ CASES = [
         ("--smoke", "--spokes-alone", "--dry-run"),
         (
             (
-                r"^spokes alone: would apply 18 objects \(ConfigMap, NetworkPolicy, Role, RoleBinding, Secret, "
-                r"ServiceAccount, StatefulSet, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding\) "
+                r"^spokes alone: would apply 28 objects \(ConfigMap, Deployment, NetworkPolicy, Role, RoleBinding, "
+                r"Secret, ServiceAccount, StatefulSet, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding\) "
                 r"to 2 spokes$"
             ),
         ),
@@ -230,9 +230,7 @@ def test_the_scale_runs_publications_are_what_the_function_accepts_from_a_pod():
     made = module.key_publications([*claims, stranger], {"u1"})
     assert [c["metadata"]["ownerReferences"][0]["uid"] for c in made] == ["u0"], "one per claim not yet published"
     place = published_keys.Place("scale-0007", module.NAMESPACE, ("site-scale-0007",))
-    member = {"metadata": {"labels": {published_keys.MEMBER_LABEL: "c", published_keys.CARRIED_LABEL: "x"}},
-              "status": {"atProvider": {"manifest": made[0]}}}  # fmt: skip
-    (key,) = published_keys.published(module.NAME, module.NAMESPACE, {"c": place}, [member], "x")
+    (key,) = published_keys.gathered(place, module.gathered_list(place, made))
     assert key.holder == f"scale-0007/{module.NAMESPACE}/PersistentVolumeClaim/{claims[0]['metadata']['name']}"
     assert len(key.line) > 250, "a real key's size"
     assert module.made_up_key("u0") == module.made_up_key("u0") != module.made_up_key("u1")

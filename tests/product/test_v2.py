@@ -149,7 +149,7 @@ def test_v2_xrd_rejects_invalid_examples_too(bad, crank_validate):
     assert expected_message(bad) in proc.stdout, proc.stdout
 
 
-def test_namespaced_key_collections_pass_provider_kubernetes_crds(crank_validate, provider_crds, tmp_path):
+def test_namespaced_key_gatherers_pass_provider_kubernetes_crds(crank_validate, provider_crds, tmp_path):
     # The example with node authentication (Flower 1.41, so the partner pool may register remotely).
     claim = yaml.safe_load(EXAMPLE.read_text())
     spec = claim["spec"]
@@ -161,12 +161,15 @@ def test_namespaced_key_collections_pass_provider_kubernetes_crds(crank_validate
     path = tmp_path / "auth.yaml"
     path.write_text(yaml.safe_dump(claim))
     _, objects = rendered(path)
-    collections = {k: o for k, o in objects.items() if o["kind"] == "ObservedObjectCollection"}
-    assert sorted(collections) == ["supernode-keys-partner-cluster-team-a", "supernode-keys-team-a-cluster-team-a"]
-    for collection in collections.values():
-        assert collection["apiVersion"] == "kubernetes.m.crossplane.io/v1alpha1"
-        assert collection["metadata"]["namespace"] == "team-a"
-    partner = collections["supernode-keys-partner-cluster-team-a"]["spec"]["providerConfigRef"]
+    lists = {k: o for k, o in objects.items() if k.startswith("supernode-keys-gatherer-list-")}
+    assert sorted(lists) == [
+        "supernode-keys-gatherer-list-partner-cluster-team-a",
+        "supernode-keys-gatherer-list-team-a-cluster-team-a",
+    ]
+    for made in lists.values():
+        assert made["apiVersion"] == "kubernetes.m.crossplane.io/v1alpha1"
+        assert made["spec"]["managementPolicies"] == ["Observe", "Create", "Delete"]
+    partner = lists["supernode-keys-gatherer-list-partner-cluster-team-a"]["spec"]["providerConfigRef"]
     assert partner == {"kind": "ClusterProviderConfig", "name": "partner-cluster"}
     (tmp_path / "objects.yaml").write_text(yaml.safe_dump_all(list(objects.values())))
     resources = [tmp_path / "objects.yaml", EXAMPLES / "v2" / "providerconfigs.yaml"]

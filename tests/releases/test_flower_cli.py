@@ -16,7 +16,7 @@ import subprocess
 import pytest
 import yaml
 
-from function.builders import fleet_proxy
+from function.builders import fleet_proxy, key_gatherer
 from function.federation import read
 from function.releases import flower
 from function.serving import render
@@ -48,6 +48,8 @@ def containers():
             for c in template["spec"]["containers"]:
                 if c["name"] == fleet_proxy.CONTAINER:
                     continue  # nginx, which reads its own configuration (tests/builders/test_fleet_proxy.py)
+                if c["name"] == key_gatherer.CONTAINER:
+                    continue  # a program of ours, which parses its own (tests/builders/test_key_gatherer.py)
                 release = flower.release_of_image(c["image"]) or superlink
                 yield example.stem, manifest["metadata"]["name"], c, release
 

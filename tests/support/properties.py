@@ -143,8 +143,8 @@ def shuffled(value: Any, rng: random.Random) -> Any:
 
 
 def manifests(objects: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """What each Object applies; a collection (published_keys.collection) and an observe-only Object
-    (netpol.KUBE_API_ENDPOINTS: a name to read, not an object to write) apply nothing."""
+    """What each Object applies; an observe-only Object (netpol.KUBE_API_ENDPOINTS: a name to read, not an
+    object to write) applies nothing."""
     return [
         o["spec"]["forProvider"]["manifest"]
         for o in objects.values()

@@ -1,15 +1,18 @@
-"""Published SuperNode keys as Crossplane observes them: a Federation's names, two keys, a collection's member.
+"""Published SuperNode keys as Crossplane observes them: a Federation's names, two keys, a gatherer's list.
 
 Shared by the tests of the key publication (test_published_keys.py) and of remote clusters' keys (test_key_shards.py).
+The lists are made by the gatherer's own code (gather_program.Publications), from publications made by the
+publisher's (key_publications.key_configmap).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from function.builders import identity, published_keys
-from function.composition import objects
-from function.programs import key_publications
+from function.api import names
+from function.builders import identity
+from function.composition import objects, resource_names
+from function.programs import gather_program, key_publications
 from support.helpers import BASE, spec
 
 TLS = spec(BASE, tls={"secretName": "superlink-tls"})
@@ -18,29 +21,23 @@ AUTH = spec(TLS, nodeAuthentication={"enabled": True})
 FED, NAMESPACE = "fed", "team-a"
 KEY = "ecdsa-sha2-nistp384 AAAAE2VjZHNhLXNoYTItbmlzdHAzODQAAAAIbmlzdHAzODQAAABhBP0="
 OTHER_KEY = "ecdsa-sha2-nistp384 AAAAE2VjZHNhLXNoYTItbmlzdHAzODQAAAAIbmlzdHAzODQAAABhBQ1="
-COLLECTION = published_keys.collection_name(FED, NAMESPACE, "default", NAMESPACE)
-CARRIED = published_keys.carried_label(FED, NAMESPACE)
+CLAIM_HOLDER = "supernode-identity-fed-default-0"
 
 
-def member(  # noqa: PLR0913 - a keyword per field a case changes
+def publication(
     key: str = KEY,
     *,
-    collection: str = COLLECTION,
-    carried: str = CARRIED,
     namespace: str = NAMESPACE,
     owner_kind: str = "PersistentVolumeClaim",
     uid: str = "2f1c",
-    holder: str = "supernode-identity-fed-default-0",
+    holder: str = CLAIM_HOLDER,
     created: str = "2026-12-01T10:00:00Z",
     pool: str = "default",
     **changes: Any,
 ) -> dict[str, Any]:
-    """A member Object of a key collection, observing the ConfigMap a SuperNode pod of pool published."""
+    """The ConfigMap a SuperNode pod of pool publishes its key as, with changes at `__`-joined paths."""
     configmap = key_publications.key_configmap(
-        key_publications.Owner(owner_kind, holder, uid),
-        namespace,
-        identity.publication_labels(FED, pool),
-        key,
+        key_publications.Owner(owner_kind, holder, uid), namespace, identity.publication_labels(FED, pool), key
     )
     configmap["metadata"]["creationTimestamp"] = created
     for path, value in changes.items():
@@ -49,9 +46,28 @@ def member(  # noqa: PLR0913 - a keyword per field a case changes
         for p in parents:
             node = node[p]
         node[last] = value
+    return configmap
+
+
+def gathered_list(
+    *publications: dict[str, Any], namespace: str = NAMESPACE, pools: tuple[str, ...] = ("default",)
+) -> dict[str, Any]:
+    """The list a gatherer in namespace writes, having seen publications: the live ConfigMap its Object observes."""
+    expected = key_publications.Expected(
+        namespace, {names.INSTANCE_LABEL: FED, identity.KEY_LABEL: "true"}, names.POOL_LABEL, pools
+    )
+    seen = gather_program.Publications(expected)
+    seen.replace(list(publications))
+    text, _ = seen.text()
     return {
-        "apiVersion": objects.OBJECT_API,
-        "kind": "Object",
-        "metadata": {"labels": {published_keys.MEMBER_LABEL: collection, published_keys.CARRIED_LABEL: carried}},
-        "status": {"atProvider": {"manifest": configmap}},
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "fed-keys-0123456789ab", "namespace": namespace},
+        "data": {gather_program.GATHERED_FIELD: text},
     }
+
+
+def observed_list(live: dict[str, Any], cluster: str = "default") -> dict[str, dict[str, Any]]:
+    """Observed composed resources: the Object of the gatherer's list in cluster, as provider-kubernetes reports it."""
+    name = resource_names.key_gathered_resource(cluster, live["metadata"]["namespace"])
+    return {name: {"apiVersion": objects.OBJECT_API, "kind": "Object", "status": {"atProvider": {"manifest": live}}}}

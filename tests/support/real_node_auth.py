@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from function.api import names
 from function.builders import identity, published_keys
-from function.programs import flwr_control, key_publications
+from function.programs import flwr_control, gather_program, key_publications
 from support.podrunner import CrashLoopBackOff, PodRunner
 from support.real_flower import CLI_CONTAINER, CLI_POLL_SECONDS, NAMESPACE, cli_exec, grpc_probe
 
@@ -188,8 +189,8 @@ def carry(runner: PodRunner, name: str, pods: list[str]) -> None:
     """Publish the pods' keys as their identity containers would, and list them beside the SuperLink.
 
     The ConfigMaps the program makes (owned by each pod's claim, or by a
-    DaemonSet's pod), observed as provider-kubernetes' collection would,
-    checked and listed by the function's own builders; the kubelet then
+    DaemonSet's pod), listed by the gatherer's code and read by the
+    function's own builders; the kubelet then
     updates the registrar's volume. Only these pods' keys: the others'
     publications are gone (their holders deleted).
     """
@@ -197,10 +198,8 @@ def carry(runner: PodRunner, name: str, pods: list[str]) -> None:
 
 
 def checked(runner: PodRunner, name: str, pods: list[str]) -> list[published_keys.PublishedKey]:
-    """The pods' keys, published and observed as carry says, checked by the function's own builder."""
-    place = published_keys.Place("default", NAMESPACE)
-    collection = published_keys.collection_name(name, NAMESPACE, place.cluster, place.namespace)
-    members = []
+    """The pods' keys, published and gathered as carry says, read by the function's own builder."""
+    publications = []
     for pod in pods:
         target = runner.pod(NAMESPACE, pod)
         if identity.IDENTITY_VOLUME in target.claims:
@@ -209,12 +208,14 @@ def checked(runner: PodRunner, name: str, pods: list[str]) -> list[published_key
         else:
             owner = key_publications.Owner("Pod", pod, target.uid)
         labels = identity.publication_labels(name, "default")
-        configmap = key_publications.key_configmap(owner, NAMESPACE, labels, public_key(runner, pod))
-        members.append({
-            "metadata": {"labels": {published_keys.MEMBER_LABEL: collection,
-                                    published_keys.CARRIED_LABEL: published_keys.carried_label(name, NAMESPACE)}},
-            "status": {"atProvider": {"manifest": configmap}},
-        })  # fmt: skip
-    keys = published_keys.published(name, NAMESPACE, {collection: place}, members)
+        publications.append(key_publications.key_configmap(owner, NAMESPACE, labels, public_key(runner, pod)))
+    # What the namespace's gatherer lists of them, with its own code; then the function's reading of the list.
+    expected = key_publications.Expected(
+        NAMESPACE, {names.INSTANCE_LABEL: name, identity.KEY_LABEL: "true"}, names.POOL_LABEL, ("default",)
+    )
+    seen = gather_program.Publications(expected)
+    seen.replace(publications)
+    listed = {"metadata": {"namespace": NAMESPACE}, "data": {gather_program.GATHERED_FIELD: seen.text()[0]}}
+    keys = published_keys.gathered(published_keys.Place("default", NAMESPACE, ("default",)), listed)
     assert len(keys) == len(pods), keys
     return keys

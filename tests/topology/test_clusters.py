@@ -17,7 +17,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from function.api import names
 from function.api.refusals import SpecError
 from function.api.spec import MAX_CLUSTERS, ProviderConfigRef
-from function.builders import identity, published_keys
+from function.builders import identity
 from function.composition import compose, groups, placing, resource_names
 from function.federation import read, value
 from function.serving import fn, render, wire
@@ -337,9 +337,6 @@ def with_parts(rsp: fnv1.RunFunctionResponse, observed: dict[str, Any]) -> fnv1.
     merged = fnv1.RunFunctionResponse()
     merged.CopyFrom(rsp)
     waiting = list(rsp.desired.resources.items())
-    federation_asked = {k: dict(v.match_labels.labels) for k, v in rsp.requirements.resources.items()}.get(
-        published_keys.REQUIREMENT
-    )
     while waiting:
         name, composed = waiting.pop(0)
         part = wire.to_dict(composed.resource)
@@ -354,10 +351,8 @@ def with_parts(rsp: fnv1.RunFunctionResponse, observed: dict[str, Any]) -> fnv1.
             req.observed.resources[n].resource.update(obj)
         answer = fn.run(req)
         assert not [r.message for r in answer.results if r.severity == fnv1.SEVERITY_FATAL], name
-        # Given what it needs, but the keys its own collections observe (as the Federation's do not).
-        asked = {k: dict(v.match_labels.labels) for k, v in answer.requirements.resources.items()}
-        assert set(asked) <= {published_keys.REQUIREMENT}, asked
-        assert not asked or asked[published_keys.REQUIREMENT] != federation_asked
+        # Given what it needs: its own gatherers' lists are composed resources it observes, nothing it asks for.
+        assert not answer.requirements.resources, name
         for n, r in answer.desired.resources.items():
             merged.desired.resources[n].CopyFrom(r)
         waiting += list(answer.desired.resources.items())
