@@ -26,7 +26,6 @@ from typing import Any
 from function.api import names
 from function.api.spec import FederationSpec
 from function.builders import identity, pods
-from function.programs import gather_program
 
 CONTAINER = "supernode-keys-gatherer"
 # Its pods' app.kubernetes.io/name: not a SuperNode's (nothing that selects SuperNodes selects it), but the
@@ -51,8 +50,12 @@ def labels(federation: str) -> dict[str, str]:
 
 
 def gathered(gatherer: str, pool_namespace: str, federation: str) -> dict[str, Any]:
-    """The ConfigMap the gatherer writes, made empty: the function makes it, only the gatherer writes it."""
-    return identity.configmap(gatherer, pool_namespace, labels(federation), data={gather_program.GATHERED_FIELD: ""})
+    """The ConfigMap the gatherer writes, made without its list: the function makes it, only the gatherer writes it.
+
+    Without gather_program.GATHERED_FIELD until the gatherer's first write: a list not written yet
+    says nothing (published_keys.gathered), where an empty one says there is no key.
+    """
+    return identity.configmap(gatherer, pool_namespace, labels(federation))
 
 
 def account(gatherer: str, pool_namespace: str, federation: str) -> dict[str, Any]:

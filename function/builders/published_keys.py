@@ -189,21 +189,39 @@ def expected(federation: str, place: Place) -> key_publications.Expected:
 GATHERED_LINE = re.compile(f"(?P<key>{_KEY}) (?P<holder>{key_publications.HOLDER_PATTERN})")
 
 
-def gathered(place: Place, live: Any) -> list[PublishedKey]:
+def gathered(place: Place, live: Any) -> list[PublishedKey] | None:
     """The keys place's gatherer listed, as its Object observed the list: each line checked, of the place alone.
 
     Only the gatherer writes the list (function/builders/key_gatherer.py);
     each line is checked again so that nothing else there becomes a key, and
-    named with its cluster.
+    named with its cluster. None while the list is not observed or not written
+    yet: that says nothing of the keys there (listed_before).
     """
     if not isinstance(live, dict) or (live.get("metadata") or {}).get("namespace") != place.namespace:
-        return []
+        return None
     text = (live.get("data") or {}).get(gather_program.GATHERED_FIELD)
+    if not isinstance(text, str):
+        return None
     out = []
-    for line in text.splitlines() if isinstance(text, str) else []:
+    for line in text.splitlines():
         match = GATHERED_LINE.fullmatch(line)
         if match is not None and match["holder"].split("/", 1)[0] == place.namespace:
             out.append(PublishedKey(match["key"], f"{place.cluster}/{match['holder']}"))
+    return out
+
+
+def listed_before(place: Place, lines: Any) -> list[PublishedKey]:
+    """Of the lines listed before (the list beside the SuperLink, a FederationCluster's report), place's.
+
+    What a place whose gatherer's list is not observed yet keeps: a new list Object (an
+    upgrade from the collections, a recreated Object) must not take every key of its place out of
+    the SuperLink's list until the provider's next poll, which may outlast the registrar's grace.
+    """
+    out = []
+    for line in lines if isinstance(lines, list) else []:
+        match = REPORTED.fullmatch(line) if isinstance(line, str) else None
+        if match is not None and match["holder"].startswith(f"{place.cluster}/{place.namespace}/"):
+            out.append(PublishedKey(match["key"], match["holder"]))
     return out
 
 
@@ -251,7 +269,7 @@ def _listing(name: str, namespace: str, labels: dict[str, str], data: dict[str, 
 SHARDS_FIELD = identity.AUTHORIZED_SHARDS_FILE
 # What a FederationCluster reports of a key: a registrar's line, of a holder in its own cluster.
 REPORTED = re.compile(
-    f"(?P<key>{_KEY}) (?P<cluster>[^/\\s]+)/[a-z0-9-]+/(?:{'|'.join(OWNERS)})/[a-z0-9.-]+ (?:[0-9]+|-)"
+    f"(?P<key>{_KEY}) (?P<holder>(?P<cluster>[^/\\s]+)/[a-z0-9-]+/(?:{'|'.join(OWNERS)})/[a-z0-9.-]+) (?:[0-9]+|-)"
 )
 
 

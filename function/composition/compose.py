@@ -102,6 +102,7 @@ def plan(
     remembered: Any = None,
     tls_secret: Any = None,
     wanted_runs: dict[str, Composed] | None = None,
+    reported: Any = None,
 ) -> Plan:
     """The composed resources of a Federation, keyed by composition resource name.
 
@@ -111,10 +112,12 @@ def plan(
     lacks either is held back. The keys the SuperLink is told are those the
     pools' gatherers listed, as observed (authorized_keys). wanted_runs:
     what its runs need beside the SuperLink (function/composition/runs.py).
+    reported: a FederationCluster's status.publishedKeys as it stands, which a
+    list not observed yet keeps (published_keys.listed_before).
     """
     observed = observed or {}
     if fed.part is not None:
-        return _plan_cluster(fed, observed)
+        return _plan_cluster(fed, observed, reported)
     external = placement.external(fed.spec, live(observed, SERVICE), remembered)
     ca = tls.ca_from_secret(tls_secret) if fed.spec.tls is not None else None
     pools = [place_pool(fed, pool, external, ca_known=ca is not None) for pool in fed.spec.supernodes.pools]
@@ -140,7 +143,7 @@ def plan(
     return Plan(resources, kept, pools, external, ca is not None, direct, ca, frozenset(parts))
 
 
-def _plan_cluster(fed: Federation, observed: dict[str, Any]) -> Plan:
+def _plan_cluster(fed: Federation, observed: dict[str, Any], reported: Any) -> Plan:
     """A FederationCluster's part: its pools and what they need in its cluster, with the address and CA given.
 
     And the keys its pools published, which it reports for its group to list beside the SuperLink.
@@ -153,7 +156,7 @@ def _plan_cluster(fed: Federation, observed: dict[str, Any]) -> Plan:
     pools = [place_pool(fed, pool, external, ca_known=ca is not None) for pool in fed.spec.supernodes.pools]
     composed = [p for p in pools if p.hold is None]
     resources = {**pool_resources(fed, composed, external, ca, observed), **key_gatherers(fed, composed, pools)}
-    keys = _published(fed, pools, observed) if fed.registers_keys else None
+    keys = _published(fed, pools, observed, reported) if fed.registers_keys else None
     return Plan(resources, kept_objects(pools, observed), pools, external, ca is not None, keys=keys)
 
 
@@ -315,16 +318,19 @@ def _place(ref: ProviderConfigRef, namespace: str, pools: list[PlacedPool]) -> p
 
 
 def _published(
-    fed: Federation, pools: list[PlacedPool], observed: Mapping[str, Any]
+    fed: Federation, pools: list[PlacedPool], observed: Mapping[str, Any], before: Any
 ) -> list[published_keys.PublishedKey]:
     """The keys pools published, as their gatherers listed them, each checked.
 
     pools: every pool, held back or not: a held pool's pods keep running, and
     their keys stay (its cluster's gatherer and list are kept as observed).
+    before: the lines listed before, which a place whose list is not observed yet keeps.
     """
     found = []
     for name, (ref, namespace) in key_places(fed, pools).items():
-        found += published_keys.gathered(_place(ref, namespace, pools), live(observed, name))
+        place = _place(ref, namespace, pools)
+        listed = published_keys.gathered(place, live(observed, name))
+        found += published_keys.listed_before(place, before) if listed is None else listed
     return published_keys.one_per_key(found)
 
 
@@ -338,7 +344,8 @@ def authorized_keys(fed: Federation, pools: list[PlacedPool], observed: Mapping[
     """
     if not fed.registers_keys:
         return {}
-    keys = _published(fed, pools, observed)
+    before = ((live(observed, AUTHORIZED_KEYS) or {}).get("data") or {}).get(published_keys.AUTHORIZED_KEYS)
+    keys = _published(fed, pools, observed, before.splitlines() if isinstance(before, str) else None)
     labels = names.labels(fed.name, "superlink", "supernode-keys")
     shards = [published_keys.shard_id(g) for g in children.groups(fed)] if fed.keys_sharded else None
     manifest = published_keys.authorized_keys(fed.name, fed.namespace, labels, keys, shards)

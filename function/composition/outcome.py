@@ -162,7 +162,8 @@ def _federation(
     secrets = required.get(tls.REQUIREMENT) or []
     given_runs = runs.read(fed, required, observed)
     built = compose.plan(fed, observed, remembered, secrets[0] if secrets else None,
-                         runs.resources(fed, given_runs, required, platform))  # fmt: skip
+                         runs.resources(fed, given_runs, required, platform),
+                         (xr.get("status") or {}).get("publishedKeys"))  # fmt: skip
     # The platform's policy, from the Composition's step: what the Federation may have composed.
     admission.check(fed, platform, built)
     desired = compose.desired(fed, built)

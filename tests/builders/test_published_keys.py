@@ -77,18 +77,41 @@ HOLDER = f"{NAMESPACE}/PersistentVolumeClaim/supernode-identity-fed-default-0"
     ("live", "expected", "reason"),
     [
         (gathered_list(publication()), [f"default/{HOLDER}"], "each line named with its cluster"),
-        (None, [], "the list not observed yet"),
-        ({"metadata": {"namespace": NAMESPACE}}, [], "made, not written yet"),
-        ({"metadata": {"namespace": "team-b"}, "data": {"keys": f"{KEY} team-b/Pod/p\n"}}, [], "another namespace's"),
+        (None, None, "the list not observed yet: it says nothing"),
+        ({"metadata": {"namespace": NAMESPACE}}, None, "made, not written yet: it says nothing"),
+        ({"metadata": {"namespace": NAMESPACE}, "data": {"keys": ""}}, [], "written: no key there"),
+        ({"metadata": {"namespace": "team-b"}, "data": {"keys": f"{KEY} team-b/Pod/p\n"}}, None, "another's list"),
         ({"metadata": {"namespace": NAMESPACE}, "data": {"keys": f"{KEY} team-b/Pod/p\n"}}, [], "a holder elsewhere"),
         ({"metadata": {"namespace": NAMESPACE}, "data": {"keys": f"{KEY} {HOLDER} 12\n"}}, [], "a field too many"),
         ({"metadata": {"namespace": NAMESPACE}, "data": {"keys": f"ssh-rsa AAAA {HOLDER}\n"}}, [], "no P-384 key"),
         ({"metadata": {"namespace": NAMESPACE}, "data": {"keys": f"{KEY} {NAMESPACE}/Secret/s\n"}}, [], "no holder"),
-        ({"metadata": {"namespace": NAMESPACE}, "data": {"keys": ["x"]}}, [], "not text"),
+        ({"metadata": {"namespace": NAMESPACE}, "data": {"keys": ["x"]}}, None, "not text"),
     ],
 )
 def test_a_gatherers_list_is_read_line_by_line(live, expected, reason):
-    assert [k.holder for k in published_keys.gathered(PLACE, live)] == expected, reason
+    keys = published_keys.gathered(PLACE, live)
+    assert (None if keys is None else [k.holder for k in keys]) == expected, reason
+
+
+def test_until_a_list_is_written_its_place_keeps_what_was_listed_before():
+    """A new list Object (an upgrade from the collections) must not empty the SuperLink's list until the next poll."""
+    fed = read.federation(xr(AUTH))
+    before = published_keys.authorized_keys(FED, NAMESPACE, {}, published_keys.gathered(PLACE, gathered_list(
+        publication(), publication(OTHER_KEY, uid="u1", holder="supernode-identity-fed-default-1"))))  # fmt: skip
+    elsewhere = f"{KEY[:-2]}Q= spoke/{NAMESPACE}/Pod/p -\n"  # another place's line: not this place's to keep
+    before["data"]["authorized-keys"] += elsewhere
+    observed = {resource_names.AUTHORIZED_KEYS: {"status": {"atProvider": {"manifest": before}}}}
+
+    def listed(extra: dict[str, Any]) -> str:
+        plan = compose.plan(fed, {**observed, **extra})
+        return plan.resources[resource_names.AUTHORIZED_KEYS].manifest["data"]["authorized-keys"]
+
+    made = {"metadata": {"namespace": NAMESPACE}}
+    kept = before["data"]["authorized-keys"].removesuffix(elsewhere)
+    assert listed({}) == kept, "the list not observed yet"
+    assert listed(observed_list(made)) == kept, "made, not written yet"
+    assert listed(observed_list(gathered_list(publication()))) == f"{KEY} default/{HOLDER} -\n", "then as written"
+    assert listed(observed_list({**made, "data": {"keys": ""}})) == "", "written empty: no key there"
 
 
 def test_authorized_keys_name_each_key_and_its_holder():

@@ -219,3 +219,16 @@ def test_the_federation_never_lists_a_remote_clusters_keys():
     eu = part_of("cluster-config-eu", federation_clusters(built)["cluster-config-eu"])
     plan = compose.plan(fed, observed_of(eu, KEY), None, TLS_SECRET)
     assert plan.resources[resource_names.AUTHORIZED_KEYS].manifest["data"][identity.AUTHORIZED_KEYS_FILE] == ""
+
+
+def test_a_cluster_keeps_reporting_its_keys_until_its_list_is_written():
+    """Its report is what its group lists: a list not observed yet (a new Object) takes no key away."""
+    _, built = federation()
+    composite = federation_clusters(built)["cluster-config-eu"]
+    eu = part_of("cluster-config-eu", composite)
+    lines = reported("cluster-config-eu", composite, observed_of(eu, KEY))
+    xr = {"metadata": {"name": "cluster-config-eu"}, **composite, "status": {"publishedKeys": lines}}
+    decided = outcome.decide(xr, {}, {}, ANY_NAMESPACE_POLICY)
+    assert decided.status["publishedKeys"] == lines
+    written_empty = observed_of(eu)
+    assert outcome.decide(xr, written_empty, {}, ANY_NAMESPACE_POLICY).status["publishedKeys"] == []
