@@ -82,6 +82,8 @@ class Publications:
         fresh: dict[str, key_publications.Publication] = {}
         refused = 0
         for item in items:
+            # A list's items carry no apiVersion or kind (the list says them once); a watch's objects do.
+            item = {"apiVersion": "v1", "kind": "ConfigMap", **item} if isinstance(item, dict) else item  # noqa: PLW2901
             publication = key_publications.checked(self.expected, item)
             if publication is not None:
                 if len(fresh) >= MOST_PUBLICATIONS:

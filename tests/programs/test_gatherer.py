@@ -112,3 +112,11 @@ def test_the_watch_selects_the_federations_publications_of_its_pools_there() -> 
         f"app.kubernetes.io/instance={FED},{identity.KEY_LABEL}=true,flower.flwr.ai/pool in (default)"
     )
     assert "pool" not in gather_program.selector(key_publications.Expected(NAMESPACE, {"a": "b"}, "pool"))
+
+
+def test_a_lists_items_count_though_they_carry_no_kind() -> None:
+    # The API server writes a list's apiVersion and kind once, not on each item (a watch's objects carry them).
+    listed = {k: v for k, v in publication().items() if k not in ("apiVersion", "kind")}
+    publications = gather_program.Publications(EXPECTED)
+    publications.replace([listed, {**publication(NEW_KEY, holder="p1"), "kind": "Secret"}])
+    assert publications.text() == (line(), "")
