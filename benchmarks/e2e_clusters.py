@@ -197,12 +197,8 @@ def publish_keys(spokes: list[Cluster], published: set[str]) -> int:
 
 def gathered_list(place: published_keys.Place, publications_there: list[dict[str, Any]]) -> dict[str, Any]:
     """The list place's keys gatherer writes, having seen publications_there, with the gatherer's own code."""
-    expected = publications.Expected(
-        place.namespace, {names.INSTANCE_LABEL: NAME, identity.KEY_LABEL: "true"}, names.POOL_LABEL, place.pools
-    )
-    seen = gather_program.Publications(expected)
-    seen.replace(publications_there)
-    return {"metadata": {"namespace": place.namespace}, "data": {gather_program.GATHERED_FIELD: seen.text()[0]}}
+    text = gather_program.listed(published_keys.expected(NAME, place), publications_there)
+    return {"metadata": {"namespace": place.namespace}, "data": {gather_program.GATHERED_FIELD: text}}
 
 
 def gather_keys(spokes: list[Cluster], written: dict[tuple[str, str], str]) -> int:

@@ -118,6 +118,13 @@ class Publications:
         return text, "; ".join(notes)
 
 
+def listed(expected: key_publications.Expected, items: list[Any]) -> str:
+    """The list a gatherer writes having seen items (a list's answer): what the tests and the benchmark play."""
+    publications = Publications(expected)
+    publications.replace(items)
+    return publications.text()[0]
+
+
 def selector(expected: key_publications.Expected) -> str:
     """The label selector of the namespace's publications of this Federation's pools there."""
     terms = [f"{k}={v}" for k, v in sorted(expected.labels.items())]

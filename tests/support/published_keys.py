@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from function.api import names
-from function.builders import identity
+from function.builders import identity, published_keys
 from function.composition import objects, resource_names
 from function.programs import gather_program, key_publications
 from support.helpers import BASE, spec
@@ -53,12 +52,8 @@ def gathered_list(
     *publications: dict[str, Any], namespace: str = NAMESPACE, pools: tuple[str, ...] = ("default",)
 ) -> dict[str, Any]:
     """The list a gatherer in namespace writes, having seen publications: the live ConfigMap its Object observes."""
-    expected = key_publications.Expected(
-        namespace, {names.INSTANCE_LABEL: FED, identity.KEY_LABEL: "true"}, names.POOL_LABEL, pools
-    )
-    seen = gather_program.Publications(expected)
-    seen.replace(list(publications))
-    text, _ = seen.text()
+    text = gather_program.listed(published_keys.expected(FED, published_keys.Place("", namespace, pools)),
+                                 list(publications))  # fmt: skip
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from function.api import names
 from function.builders import identity, published_keys
 from function.programs import flwr_control, gather_program, key_publications
 from support.podrunner import CrashLoopBackOff, PodRunner
@@ -210,12 +209,8 @@ def checked(runner: PodRunner, name: str, pods: list[str]) -> list[published_key
         labels = identity.publication_labels(name, "default")
         publications.append(key_publications.key_configmap(owner, NAMESPACE, labels, public_key(runner, pod)))
     # What the namespace's gatherer lists of them, with its own code; then the function's reading of the list.
-    expected = key_publications.Expected(
-        NAMESPACE, {names.INSTANCE_LABEL: name, identity.KEY_LABEL: "true"}, names.POOL_LABEL, ("default",)
-    )
-    seen = gather_program.Publications(expected)
-    seen.replace(publications)
-    listed = {"metadata": {"namespace": NAMESPACE}, "data": {gather_program.GATHERED_FIELD: seen.text()[0]}}
-    keys = published_keys.gathered(published_keys.Place("default", NAMESPACE, ("default",)), listed)
+    place = published_keys.Place("default", NAMESPACE, ("default",))
+    text = gather_program.listed(published_keys.expected(name, place), publications)
+    keys = published_keys.gathered(place, {"metadata": {"namespace": NAMESPACE}, "data": {"keys": text}})
     assert len(keys) == len(pods), keys
     return keys
