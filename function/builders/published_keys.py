@@ -4,17 +4,14 @@ Each SuperNode pod publishes its public key in its own cluster as a ConfigMap
 (function/programs/identity_program.py): Kubernetes' authorization is the
 proof that the key belongs to one of the pool's pods. Here:
 
-* collection: per cluster and pool namespace, a provider-kubernetes
-  ObservedObjectCollection of those ConfigMaps. The provider makes one
-  observe-only Object per ConfigMap it finds, labelled so the function can ask
-  Crossplane for them all as required resources.
-* published: the keys those Objects observed, each checked to come from a
-  collection of this Federation and to be a ConfigMap the pool's pods could
-  have made there (owned by a pod or a claim, in the collection's namespace).
+* gathered: per cluster and pool namespace, the list that namespace's keys
+  gatherer wrote (function/builders/key_gatherer.py), as its Object observed
+  it, each line checked again (listed_before: what a place keeps until its
+  list is written).
 * authorized_keys: the ConfigMap beside the SuperLink that lists them, one line
   per key, sorted: what the SuperLink's registrar will register.
 * shards: a Federation's remote clusters' keys do not pass through its own
-  call. Each FederationCluster reads only its own collections' Objects and
+  call. Each FederationCluster reads only its own gatherers' lists and
   reports the keys it checked in its status (reported); each
   FederationClusterGroup lists its clusters' reports in a ConfigMap of its
   own beside the SuperLink (shard, checked again by reported_lines). A
@@ -43,14 +40,8 @@ from function.api import names
 from function.builders import identity
 from function.programs import gather_program, key_publications
 
-COLLECTION_API = "kubernetes.crossplane.io/v1alpha1"
-NAMESPACED_COLLECTION_API = "kubernetes.m.crossplane.io/v1alpha1"
-COLLECTION_KIND = "ObservedObjectCollection"
-# The label provider-kubernetes puts on each member Object: the name of its collection.
-MEMBER_LABEL = "kubernetes.crossplane.io/owned-by-collection"
 # The label the collections' template puts on each member Object; its value names the Federation.
 CARRIED_LABEL = "flower.flwr.ai/federation-keys"
-REQUIREMENT = "supernode-keys"
 AUTHORIZED_KEYS = identity.AUTHORIZED_KEYS_FILE
 # Where the published keys are gathered, beside the SuperLink.
 OWNERS = key_publications.OWNERS
@@ -73,14 +64,9 @@ def carried_label(federation: str, namespace: str, cluster: str | None = None) -
     return f"{federation[:40]}-{_digest(*where)[:10]}"
 
 
-def collection_name(federation: str, namespace: str, cluster: str, pool_namespace: str) -> str:
-    """A collection's name, unique on the control plane, short enough for the member label (63)."""
-    return f"{federation[:30]}-keys-{_digest(namespace, federation, cluster, pool_namespace)[:12]}"
-
-
 @dataclasses.dataclass(frozen=True)
 class Place:
-    """One cluster and pool namespace whose published keys a collection observes, and the pools placed there.
+    """One cluster and pool namespace whose published keys a gatherer lists, and the pools placed there.
 
     pools: whose keys alone it observes: two ProviderConfigs naming one cluster (a test fleet, a
     cluster reached two ways) must not each observe, and claim as their own, the other's keys.
@@ -89,47 +75,6 @@ class Place:
     cluster: str
     namespace: str
     pools: tuple[str, ...] = ()
-
-
-def collection(
-    federation: str,
-    namespace: str,
-    place: Place,
-    provider_config: dict[str, str],
-    labels: dict[str, str],
-    *,
-    namespaced: bool,
-    carried: str,
-) -> dict[str, Any]:
-    """The ObservedObjectCollection of the keys the place's pools publish in its cluster and namespace.
-
-    carried: the label value its member Objects get (carried_label), which the reader of the keys selects.
-    """
-    metadata: dict[str, Any] = {
-        "name": collection_name(federation, namespace, place.cluster, place.namespace),
-        "labels": labels,
-    }
-    if namespaced:
-        metadata["namespace"] = namespace
-    selector = {names.INSTANCE_LABEL: federation, identity.KEY_LABEL: "true"}
-    return {
-        "apiVersion": NAMESPACED_COLLECTION_API if namespaced else COLLECTION_API,
-        "kind": COLLECTION_KIND,
-        "metadata": metadata,
-        "spec": {
-            "observeObjects": {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "namespace": place.namespace,
-                "selector": {
-                    "matchLabels": selector,
-                    "matchExpressions": [{"key": names.POOL_LABEL, "operator": "In", "values": sorted(place.pools)}],
-                },
-            },
-            "providerConfigRef": provider_config,
-            "objectTemplate": {"metadata": {"labels": {CARRIED_LABEL: carried}}},
-        },
-    }
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -148,35 +93,6 @@ class PublishedKey:
         another's node), so it is always `-`.
         """
         return f"{self.public_key} {self.holder} -"
-
-
-def published(
-    federation: str, namespace: str, places: dict[str, Place], members: list[dict[str, Any]], carried: str | None = None
-) -> list[PublishedKey]:
-    """The keys the collections' member Objects observed, each checked; sorted, one per key, one per holder.
-
-    places: the collections this Federation composes, by name. Anything else
-    is left out: an Object of another collection, a ConfigMap of another
-    namespace or Federation, one no pod or claim owns, or no P-384 key.
-    A holder (a pod, or a StatefulSet pod's claim) counts once: of the keys it
-    published, the newest (a rekeyed pod's new key, not the one it replaced),
-    so one holder is one SuperNode however many keys it publishes
-    (key_publications.counted).
-    carried: the members' label value (carried_label), the Federation's own by default.
-    """
-    carried = carried or carried_label(federation, namespace)
-    found = []
-    for member in members:
-        labels = (member.get("metadata") or {}).get("labels") or {}
-        place = places.get(str(labels.get(MEMBER_LABEL, "")))
-        manifest = ((member.get("status") or {}).get("atProvider") or {}).get("manifest")
-        if place is None or labels.get(CARRIED_LABEL) != carried:
-            continue
-        publication = key_publications.checked(expected(federation, place), manifest)
-        if publication is not None:
-            # Holders of many clusters in one list: each named with its cluster.
-            found.append(dataclasses.replace(publication, holder=f"{place.cluster}/{publication.holder}"))
-    return [PublishedKey(key, holder) for key, holder in key_publications.counted(found)]
 
 
 def expected(federation: str, place: Place) -> key_publications.Expected:
