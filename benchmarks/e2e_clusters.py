@@ -198,7 +198,7 @@ def publish_keys(spokes: list[Cluster], published: set[str]) -> int:
 def gathered_list(place: published_keys.Place, publications_there: list[dict[str, Any]]) -> dict[str, Any]:
     """The list place's keys gatherer writes, having seen publications_there, with the gatherer's own code."""
     text = gather_program.listed(published_keys.expected(NAME, place), publications_there)
-    return {"metadata": {"namespace": place.namespace}, "data": {gather_program.GATHERED_FIELD: text}}
+    return {"metadata": {"namespace": place.namespace}, "data": gather_program.list_data(text)}
 
 
 def gather_keys(spokes: list[Cluster], written: dict[tuple[str, str], str]) -> int:

@@ -20,7 +20,7 @@ from function.builders import (
     supernodes,
     tls,
 )
-from function.composition import children
+from function.composition import children, readiness
 from function.composition.kept import composed_manifest, kept_clusters, kept_objects, live
 from function.composition.objects import Composed, wrap
 from function.composition.placing import global_offsets, place_pool
@@ -127,7 +127,7 @@ def plan(
     resources = {
         **superlink_resources(fed, external),
         **pool_resources(fed, composed, external, ca, observed),
-        **key_gatherers(fed, composed, here),
+        **key_gatherers(fed, composed, here, observed),
         **authorized_keys(fed, here, observed),
         **registrations(fed),
         **(wanted_runs or {}),
@@ -155,7 +155,10 @@ def _plan_cluster(fed: Federation, observed: dict[str, Any], reported: Any) -> P
     ca = fed.part.ca if fed.spec.tls is not None else None
     pools = [place_pool(fed, pool, external, ca_known=ca is not None) for pool in fed.spec.supernodes.pools]
     composed = [p for p in pools if p.hold is None]
-    resources = {**pool_resources(fed, composed, external, ca, observed), **key_gatherers(fed, composed, pools)}
+    resources = {
+        **pool_resources(fed, composed, external, ca, observed),
+        **key_gatherers(fed, composed, pools, observed),
+    }
     keys = _published(fed, pools, observed, reported) if fed.registers_keys else None
     return Plan(resources, kept_objects(pools, observed), pools, external, ca is not None, keys=keys)
 
@@ -289,21 +292,37 @@ def api_endpoints(fed: Federation, pools: list[PlacedPool]) -> dict[str, Compose
     return out
 
 
-def key_gatherers(fed: Federation, pools: list[PlacedPool], every: list[PlacedPool]) -> dict[str, Composed]:
+def key_gatherers(
+    fed: Federation, pools: list[PlacedPool], every: list[PlacedPool], observed: Mapping[str, Any]
+) -> dict[str, Composed]:
     """Where pools publish keys, the gatherer that lists them in one ConfigMap (function/builders/key_gatherer.py).
 
     every: all pools, held back or not: a gatherer lists the keys of each one
     at its place. It runs the first (by name) composed pool's SuperNode image
-    there. Its list is made once and then written only by the gatherer.
+    there. Its list is made once and then written only by the gatherer; its
+    Object is Ready once the place's workloads are, as observed, and the list
+    holds a key for each of their SuperNodes (readiness.keys_list: the
+    provider polls it as often as them while they change).
     """
     out: dict[str, Composed] = {}
     for ref, namespace in key_places(fed, pools).values():
         place = _place(ref, namespace, every)
         image = fed.images.supernode(min(p.name for p in pools if _at(p, ref, namespace)))
         made = key_gatherer.manifests(fed.name, fed.namespace, ref.name, namespace, image, place.pools, fed.spec)
+        there = [p for p in every if _at(p, ref, namespace) and p.makes_identity]
+        seen = [_workload(fed, p, observed) for p in there]
+        keys = sum(readiness.expected_pods(fed.spec.mode, p.spec.replicas, o) for p, o in zip(there, seen, strict=True))
+        policy = readiness.keys_list(keys, settled=all(o.ready for o in seen))
         for resource, manifest in zip(key_gatherer_resources(ref.name, namespace), made, strict=True):
-            out[resource] = Composed(manifest, ref, create_only=manifest["kind"] == "ConfigMap")
+            listing = manifest["kind"] == "ConfigMap"
+            out[resource] = Composed(manifest, ref, create_only=listing, readiness=policy if listing else None)
     return out
+
+
+def _workload(fed: Federation, pool: PlacedPool, observed: Mapping[str, Any]) -> readiness.Observed:
+    """A pool's workload as observed: how many SuperNodes it runs, and whether all are ready and up to date."""
+    workload = {"kind": fed.spec.mode, "spec": {"replicas": pool.spec.replicas}}
+    return readiness.observe(workload, live(observed, pool_resource(pool.name)))
 
 
 def _at(pool: PlacedPool, ref: ProviderConfigRef, namespace: str) -> bool:
@@ -501,6 +520,7 @@ def desired(fed: Federation, built: Plan) -> dict[str, dict[str, Any]]:
             observe=c.observe,
             create_only=c.create_only,
             labels=c.labels,
+            readiness_policy=c.readiness,
         )
         for name, c in built.resources.items()
     }

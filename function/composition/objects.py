@@ -27,6 +27,8 @@ class Composed:
     create_only: bool = False
     # Labels of the Object itself, by which other composites' calls find it (not the manifest's).
     labels: dict[str, str] | None = None
+    # The Object's spec.readiness where the manifest's kind does not decide it (readiness.policy).
+    readiness: dict[str, str] | None = None
 
 
 def wrap(
@@ -37,6 +39,7 @@ def wrap(
     observe: bool = False,
     create_only: bool = False,
     labels: dict[str, str] | None = None,
+    readiness_policy: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A provider-kubernetes Object that applies manifest to the chosen cluster (or only observes it).
 
@@ -50,7 +53,7 @@ def wrap(
     if observe:
         spec["managementPolicies"] = ["Observe"]
     else:
-        spec["readiness"] = readiness.policy(manifest)
+        spec["readiness"] = readiness_policy or readiness.policy(manifest)
     if create_only:
         spec["managementPolicies"] = CREATE_ONLY
     out: dict[str, Any] = {"apiVersion": NAMESPACED_OBJECT_API if namespaced else OBJECT_API, "kind": "Object"}

@@ -50,6 +50,35 @@ CEL = {
 }
 
 
+def keys_list(keys: int, *, settled: bool) -> dict[str, str]:
+    """The spec.readiness of a keys gatherer's list: Ready once its place has settled and it holds a key each.
+
+    Not for the XR's sake (the status counts the keys awaited itself) but the provider's: it polls
+    an Object that is not Ready every 30 s and one that is at its --poll (10 minutes by default).
+    So the list is looked at as often as its place's workloads while their pods start, roll or
+    fail (settled False: each new pod publishes a key), and at the provider's poll after. keys: a
+    key for each SuperNode of the place, by its gatherer's count (gather_program.COUNT_FIELD).
+    """
+    if not settled:
+        return {"policy": "DeriveFromCelQuery", "celQuery": f"false {UNSETTLED}"}
+    if keys <= 0:
+        return {"policy": "SuccessfulCreate"}
+    count = "object.data.count"
+    query = f"has(object.data) && has({count}) && {count}.matches('^[0-9]{{1,9}}$') && int({count}) >= {keys}"
+    return {"policy": "DeriveFromCelQuery", "celQuery": query}
+
+
+# What a list's readiness says while its place's SuperNodes are not all ready and up to date.
+UNSETTLED = "// its SuperNodes are not all ready and up to date as last observed: not Ready until they are"
+
+
+def expected_pods(mode: str, replicas: int | None, o: Observed) -> int:
+    """How many pods a pool's workload runs: as observed, else what the spec asks (unknowable for a DaemonSet)."""
+    if o.desired is not None:
+        return o.desired
+    return (replicas or 0) if mode == "StatefulSet" else 0
+
+
 def policy(manifest: dict[str, Any]) -> dict[str, str]:
     """The Object's spec.readiness for a manifest the function composes."""
     kind = manifest["kind"]

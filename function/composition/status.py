@@ -63,11 +63,7 @@ def _condition(kind: str, judged: list[tuple[str, readiness.Observed]], ok_messa
 
 def _pool_entry(fed: Federation, pool: PoolSpec, o: readiness.Observed) -> PoolStatus:
     spec = fed.spec
-    if o.desired is not None:
-        desired, ready = o.desired, o.ready_count
-    else:
-        # Not observed yet: what the spec asks for (unknowable for a DaemonSet).
-        desired, ready = (pool.replicas or 0) if fed.spec.mode == "StatefulSet" else 0, 0
+    desired, ready = readiness.expected_pods(spec.mode, pool.replicas, o), o.ready_count
     member = fed.member(pool.name)
     return PoolStatus(
         name=pool.name,

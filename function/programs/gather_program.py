@@ -38,6 +38,10 @@ from function.programs.flwr_control import HTTP_OK, KubeApi, patch_configmap
 
 # The gathered list's field in its ConfigMap.
 GATHERED_FIELD = "keys"
+# How many lines the list holds, beside it: the list's Object on the hub is Ready once this reaches the
+# keys its place expects (composition/readiness.py), and provider-kubernetes polls an Object that is not
+# Ready every 30 s, one that is at its --poll; CEL, as the provider runs it, cannot count lines.
+COUNT_FIELD = "count"
 # A publication's ConfigMap is under 1 KiB; a pool namespace holds a few per SuperNode.
 MOST_PUBLICATIONS = 50_000
 # Room under a ConfigMap's 1 MiB for its metadata: some 4,000 lines of ~230 bytes.
@@ -118,6 +122,11 @@ class Publications:
         return text, "; ".join(notes)
 
 
+def list_data(text: str) -> dict[str, str]:
+    """The ConfigMap's fields the gatherer writes for a list's text."""
+    return {GATHERED_FIELD: text, COUNT_FIELD: str(text.count("\n"))}
+
+
 def listed(expected: key_publications.Expected, items: list[Any]) -> str:
     """The list a gatherer writes having seen items (a list's answer): what the tests and the benchmark play."""
     publications = Publications(expected)
@@ -183,7 +192,7 @@ def write_forever(api: KubeApi, publications: Publications, configmap: str, watc
             noted = note
         if text == written:
             continue
-        done, why = patch_configmap(api, publications.expected.namespace, configmap, {GATHERED_FIELD: text})
+        done, why = patch_configmap(api, publications.expected.namespace, configmap, list_data(text))
         if done:
             written = text
             print(f"gathered {text.count(chr(10))} keys into ConfigMap {configmap}", flush=True)

@@ -280,6 +280,64 @@ def test_a_gatherer_per_cluster_and_namespace_where_pools_publish():
     assert not built.direct, "no collection any more"
 
 
+GIVEN_KEY_POOL = {"name": "given", "replicas": 1, "authKeySecretRef": {"name": "k", "key": "k"}}
+GIVEN_AND_MADE = spec(AUTH, supernodes__pools=[{"name": "a", "replicas": 2}, GIVEN_KEY_POOL])
+TWO_POOLS = spec(AUTH, supernodes__pools=[{"name": "a", "replicas": 2}, {"name": "b", "replicas": 3}])
+
+
+def observed_workloads(**counts: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """Pools' workloads as provider-kubernetes reports them, with the status counts given, by pool."""
+    out = {}
+    for pool, status in counts.items():
+        live = {"metadata": {"generation": 1}, "status": {"observedGeneration": 1, **status}}
+        if "readyReplicas" in status:
+            live["spec"] = {"replicas": status["readyReplicas"]}
+        out[read.pool_resource(pool)] = {"status": {"atProvider": {"manifest": live}}}
+    return out
+
+
+def sts_ready(replicas: int) -> dict[str, int]:
+    return {"readyReplicas": replicas, "updatedReplicas": replicas}
+
+
+def ds_ready(nodes: int) -> dict[str, int]:
+    return {"desiredNumberScheduled": nodes, "numberReady": nodes, "updatedNumberScheduled": nodes}
+
+
+@pytest.mark.parametrize(
+    ("federation", "observed", "expected", "reason"),
+    [
+        (TWO_POOLS, observed_workloads(a=sts_ready(2), b=sts_ready(3)), 5,
+         "a key for each SuperNode of the place's pools, once they are ready"),
+        (TWO_POOLS, observed_workloads(a=sts_ready(2)), None, "a pool not observed yet: its pods are to start"),
+        (TWO_POOLS, observed_workloads(a=sts_ready(2), b={"readyReplicas": 3, "updatedReplicas": 2}), None,
+         "a pool rolling: its new pods publish new keys"),
+        (GIVEN_AND_MADE, observed_workloads(a=sts_ready(2)), 2,
+         "a pool whose key the user gives publishes none, and is not waited for"),
+        (spec(AUTH_DS), {}, None, "a DaemonSet not observed yet"),
+        (spec(AUTH_DS), observed_workloads(edge=ds_ready(4)), 4, "a DaemonSet ready on four nodes"),
+        (spec(AUTH_DS), observed_workloads(edge={**ds_ready(4), "numberReady": 3}), None, "a node's pod not ready"),
+        (spec(AUTH_DS), observed_workloads(edge=ds_ready(0)), 0, "a DaemonSet on no node: no key to wait for"),
+    ],
+)  # fmt: skip
+def test_a_gatherers_list_is_ready_once_its_place_settled_with_a_key_each(federation, observed, expected, reason):
+    # Ready, the provider polls it at its --poll (10 minutes by default); not yet, every 30 s.
+    fed = read.federation(xr(federation))
+    built = compose.plan(fed, observed)
+    name = resource_names.key_gathered_resource("default", NAMESPACE)
+    policy = compose.desired(fed, built)[name]["spec"]["readiness"]
+    assert built.resources[name].readiness == policy, reason
+    if expected is None:
+        assert policy["celQuery"].startswith("false "), reason
+    elif expected:
+        assert policy["policy"] == "DeriveFromCelQuery", reason
+        assert policy["celQuery"].endswith(f"int(object.data.count) >= {expected}"), reason
+    else:
+        assert policy == {"policy": "SuccessfulCreate"}, reason
+    gatherer = compose.desired(fed, built)[resource_names.key_gatherer_resources("default", NAMESPACE)[-1]]
+    assert gatherer["spec"]["readiness"] == {"policy": "SuccessfulCreate"}, "the rest keep their kind's policy"
+
+
 ENDPOINTS = {
     "addressType": "IPv4",
     "endpoints": [{"addresses": ["10.0.0.12"]}, {"addresses": ["10.0.0.11", "not-an-address"]}],

@@ -67,7 +67,7 @@ def test_each_remote_cluster_is_composed_by_its_part_as_the_federation_would_com
     composed = {n: c for n, c in composed.items() if n not in composed_gatherers}
     assert composed == {name: c for name, c in expected.items() if c.provider_config != fed.hub}
     # The keys gatherers too, each beside its own cluster's pools.
-    assert composed_gatherers == compose.key_gatherers(fed, handed, handed)
+    assert composed_gatherers == compose.key_gatherers(fed, handed, handed, case.observed)
     assert not direct, "no collection any more"
 
 

@@ -133,3 +133,50 @@ def test_a_certificate_not_issued_says_why_in_cert_managers_words():
     assert readiness.observe(CERT, {"status": {}}).detail == "not issued yet"
     garbled = readiness.observe(CERT, {"status": {"conditions": "Ready"}})
     assert (garbled.ready, garbled.unknown) == (False, True)
+
+
+def listing(**data):
+    return {"kind": "ConfigMap", "metadata": {"name": "fed-keys-0123456789ab"}, **({"data": data} if data else {})}
+
+
+# (keys expected, the live list, ready?): the list's count, as its gatherer writes it (gather_program.list_data).
+LIST_CASES = [
+    (3, listing(), False, "made by the function, not written by its gatherer yet"),
+    (3, listing(keys="k a/Pod/p\n"), False, "written without a count: a gatherer of an older release"),
+    (3, listing(keys="", count="0"), False, "written, no key yet"),
+    (3, listing(keys="...", count="2"), False, "a key still missing"),
+    (3, listing(keys="...", count="3"), True, "every key expected"),
+    (3, listing(keys="...", count="4"), True, "more: a pod replaced, its old key not dropped yet"),
+    (3, listing(keys="...", count="three"), False, "a count that is no number is not ready, not an error"),
+    (3, listing(keys="...", count="-4"), False, "nor a negative one"),
+    (3, listing(keys="...", count="99999999999999999999"), False, "nor one past an int's range"),
+    (12, listing(keys="...", count="12"), True, "two digits compare as numbers, not as text"),
+    (12, listing(keys="...", count="9"), False, "nine is fewer than twelve"),
+]  # fmt: skip
+
+
+def test_a_keys_list_is_ready_once_it_holds_a_key_for_each_supernode(celcheck):
+    checks = [
+        {"query": readiness.keys_list(n, settled=True)["celQuery"], "object": live} for n, live, _, _ in LIST_CASES
+    ]
+    proc = subprocess.run([celcheck], input=json.dumps(checks), capture_output=True, text=True, check=True)
+    for (n, live, expected, reason), result in zip(LIST_CASES, json.loads(proc.stdout), strict=True):
+        assert result == {"result": expected}, (reason, n, live, result)
+
+
+def test_a_keys_list_is_not_ready_while_its_place_changes(celcheck):
+    # Its pods start, roll or fail: each new one publishes a key, so the provider polls the list
+    # every 30 s (not Ready), whatever it holds, until its place's workloads are ready.
+    query = readiness.keys_list(3, settled=False)["celQuery"]
+    lists = [listing(), listing(keys="...", count="3"), listing(keys="...", count="4")]
+    checks = [{"query": query, "object": live} for live in lists]
+    proc = subprocess.run([celcheck], input=json.dumps(checks), capture_output=True, text=True, check=True)
+    assert json.loads(proc.stdout) == [{"result": False}] * len(lists)
+    assert "not all ready" in query, "the query says why, for whoever reads the Object"
+
+
+def test_a_keys_list_expecting_no_key_is_ready_once_made():
+    # A DaemonSet on no node: nothing to poll for; the list is looked at again once its
+    # place changes, since the query then changes.
+    assert readiness.keys_list(0, settled=True) == {"policy": "SuccessfulCreate"}
+    assert readiness.keys_list(2, settled=True)["policy"] == "DeriveFromCelQuery"

@@ -1530,6 +1530,9 @@ def check_gathered(  # noqa: PLR0913 - the scenario's seats, each its own value
     line = f"{public_key} {namespace}/PersistentVolumeClaim/{claim_name}"
     wait_for("the pool's key in the gathered list", lambda: line in listed().splitlines(), timeout=60)
     assert stray_key not in listed()
+    data = (hub.get("configmap", gatherer, namespace) or {}).get("data") or {}
+    lines = data[gather_program.GATHERED_FIELD].splitlines()
+    assert data.get(gather_program.COUNT_FIELD) == str(len(lines)), "its count, by which its Object is Ready"
 
     host, port, pool_credentials = api_credentials(hub, pool_token, work / "pool-seat")
     pool_api = flwr_control.KubeApi(host, port, pool_credentials)

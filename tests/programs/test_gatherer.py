@@ -120,3 +120,18 @@ def test_a_lists_items_count_though_they_carry_no_kind() -> None:
     publications = gather_program.Publications(EXPECTED)
     publications.replace([listed, {**publication(NEW_KEY, holder="p1"), "kind": "Secret"}])
     assert publications.text() == (line(), "")
+
+
+@pytest.mark.parametrize(
+    ("text", "count", "reason"),
+    [
+        ("", "0", "no key yet: an empty list, and a count that says so"),
+        ("k1 ns/Pod/a\n", "1", "one line"),
+        ("k1 ns/Pod/a\nk2 ns/Pod/b\nk3 ns/Pod/c\n", "3", "a line per key"),
+    ],
+)
+def test_the_list_is_written_with_how_many_keys_it_holds(text: str, count: str, reason: str) -> None:
+    # The count is what the list's Object's readiness reads (CEL, as the provider runs it, counts no lines).
+    assert gather_program.list_data(text) == {gather_program.GATHERED_FIELD: text, gather_program.COUNT_FIELD: count}, (
+        reason
+    )

@@ -58,7 +58,7 @@ def gathered_list(
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": "fed-keys-0123456789ab", "namespace": namespace},
-        "data": {gather_program.GATHERED_FIELD: text},
+        "data": gather_program.list_data(text),
     }
 
 
