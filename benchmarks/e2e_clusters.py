@@ -491,6 +491,31 @@ def idle(before: dict[str, int], after: dict[str, int], seconds: float) -> str:
     return f"reconciles in {seconds:.0f} s after Ready, nothing changing: {counts}"
 
 
+def versions(hub: Cluster) -> dict[str, tuple[str, str]]:
+    """The hub's Objects and composites by uid: what each is (an Object by the kind it carries), its resourceVersion."""
+    out = {}
+    for obj in hub.get("objects.kubernetes.crossplane.io"):
+        carried = obj["spec"]["forProvider"]["manifest"].get("kind", "?")
+        out[obj["metadata"]["uid"]] = (f"Object of {carried}", obj["metadata"]["resourceVersion"])
+    for kind in PARTS.split(","):
+        for part in hub.get(kind):
+            out[part["metadata"]["uid"]] = (kind.split(".")[0], part["metadata"]["resourceVersion"])
+    return out
+
+
+def changed(before: dict[str, tuple[str, str]], after: dict[str, tuple[str, str]], seconds: float) -> str:
+    """Which of them were written while nothing changed, by what they are, as a line to print.
+
+    A write that changes an object wakes whoever watches it: its composite, by realtime composition.
+    """
+    counts: dict[str, int] = {}
+    for uid, (what, version) in after.items():
+        if uid in before and before[uid][1] != version:
+            counts[what] = counts.get(what, 0) + 1
+    said = ", ".join(f"{what} {n}" for what, n in sorted(counts.items())) or "none"
+    return f"changed in {seconds:.0f} s after Ready, nothing changing: {said}"
+
+
 def circuits(text: str) -> list[str]:
     """Each composite kind's circuit breaker, as lines to print: opens, watch events allowed and dropped.
 
@@ -769,10 +794,12 @@ def outcome(progress: Progress, served: str, port: int, idle_seconds: float, hub
     print(f"every SuperNode Ready after {progress.ready_after:.0f} s")
     if idle_seconds:
         writes = hub_writes(hub.kubectl("get", "--raw", "/metrics", timeout=120))
+        versions_before = versions(hub)
         time.sleep(idle_seconds)
         print(idle(reconcile_counts(served), reconcile_counts(metrics(port)), idle_seconds), flush=True)
         writes = hub_writes(hub.kubectl("get", "--raw", "/metrics", timeout=120)) - writes
         print(f"hub writes in {idle_seconds:.0f} s after Ready, nothing changing: {writes}", flush=True)
+        print(changed(versions_before, versions(hub), idle_seconds), flush=True)
 
 
 def run(plane: ControlPlane, count: int, replicas: int, timeout: float, *, keys: bool = False,

@@ -203,6 +203,16 @@ def test_the_scale_benchmark_counts_each_kinds_reconciles_in_its_idle_window():
     )
 
 
+def test_the_scale_benchmark_says_which_objects_were_written_in_its_idle_window():
+    module = _e2e_clusters()
+    before = {"a": ("Object of ConfigMap", "10"), "b": ("Object of Role", "11"), "c": ("xfederationclusters", "12")}
+    after = {**before, "a": ("Object of ConfigMap", "20"), "c": ("xfederationclusters", "30"), "new": ("x", "1")}
+    assert module.changed(before, after, 60) == (
+        "changed in 60 s after Ready, nothing changing: Object of ConfigMap 1, xfederationclusters 1"
+    ), "written ones by what they are; one made in the window is not a change"
+    assert module.changed(before, before, 60).endswith(": none")
+
+
 def test_the_scale_benchmarks_timeline_says_when_each_stage_happened_from_the_apply():
     module = _e2e_clusters()
     started = module.calendar.timegm((2026, 11, 29, 12, 0, 0, 0, 0, 0))
