@@ -300,9 +300,9 @@ def key_gatherers(
     every: all pools, held back or not: a gatherer lists the keys of each one
     at its place. It runs the first (by name) composed pool's SuperNode image
     there. Its list is made once and then written only by the gatherer; its
-    Object is Ready once the place's workloads are, as observed, and the list
-    holds a key for each of their SuperNodes (readiness.keys_list: the
-    provider polls it as often as them while they change).
+    Object is Ready once the place's workloads are, as observed, no holder
+    there replaces a retired key, and the list holds a key for each of their
+    SuperNodes (readiness.keys_list: the provider polls it often till then).
     """
     out: dict[str, Composed] = {}
     for ref, namespace in key_places(fed, pools).values():
@@ -312,7 +312,9 @@ def key_gatherers(
         there = [p for p in every if _at(p, ref, namespace) and p.makes_identity]
         seen = [_workload(fed, p, observed) for p in there]
         keys = sum(readiness.expected_pods(fed.spec.mode, p.spec.replicas, o) for p, o in zip(there, seen, strict=True))
-        policy = readiness.keys_list(keys, settled=all(o.ready for o in seen))
+        # A retired key's holder makes a new one (identity_program.rekey_if_retired): one more to wait for.
+        settled = all(o.ready for o in seen) and not _retired_at(fed, ref, namespace, observed)
+        policy = readiness.keys_list(keys, settled=settled)
         for resource, manifest in zip(key_gatherer_resources(ref.name, namespace), made, strict=True):
             listing = manifest["kind"] == "ConfigMap"
             out[resource] = Composed(manifest, ref, create_only=listing, readiness=policy if listing else None)
@@ -389,19 +391,23 @@ def retired_keys(fed: Federation, pools: list[PlacedPool], observed: Mapping[str
 
     A holder reads `<cluster>/<namespace>/<kind>/<name>` (published_keys.PublishedKey).
     """
-    reported = identity.reported_retired(live(observed, REGISTRATIONS)) if fed.registers_keys else []
     labels = names.labels(fed.name, "supernode", "retired-keys")
     out: dict[str, Composed] = {}
     for ref, namespace in key_places(fed, pools).values():
-        if fed.part is not None:
-            # A FederationCluster is told its cluster's share of the report.
-            digests = fed.part.retired.get(namespace, [])
-        else:
-            digests = [digest for digest, holder in reported if holder.startswith(f"{ref.name}/{namespace}/")]
+        digests = _retired_at(fed, ref, namespace, observed)
         if digests:
             manifest = identity.retired_keys(fed.name, namespace, labels, digests)
             out[retired_keys_resource(ref.name, namespace)] = Composed(manifest, ref)
     return out
+
+
+def _retired_at(fed: Federation, ref: ProviderConfigRef, namespace: str, observed: Mapping[str, Any]) -> list[str]:
+    """The digests of the retired keys the registrar reports of holders in one cluster and namespace."""
+    if fed.part is not None:
+        # A FederationCluster is told its cluster's share of the report.
+        return fed.part.retired.get(namespace, [])
+    reported = identity.reported_retired(live(observed, REGISTRATIONS)) if fed.registers_keys else []
+    return [digest for digest, holder in reported if holder.startswith(f"{ref.name}/{namespace}/")]
 
 
 def workloads(fed: Federation, pools: list[PlacedPool], observed: Mapping[str, Any]) -> dict[str, Composed]:

@@ -55,9 +55,10 @@ def keys_list(keys: int, *, settled: bool) -> dict[str, str]:
 
     Not for the XR's sake (the status counts the keys awaited itself) but the provider's: it polls
     an Object that is not Ready every 30 s and one that is at its --poll (10 minutes by default).
-    So the list is looked at as often as its place's workloads while their pods start, roll or
-    fail (settled False: each new pod publishes a key), and at the provider's poll after. keys: a
-    key for each SuperNode of the place, by its gatherer's count (gather_program.COUNT_FIELD).
+    So the list is looked at as often as its place's workloads while their pods start, roll,
+    fail or replace a retired key (settled False: each publishes a new key), and at the
+    provider's poll after. keys: a key for each SuperNode of the place, by its gatherer's count
+    (gather_program.COUNT_FIELD).
     """
     if not settled:
         return {"policy": "DeriveFromCelQuery", "celQuery": f"false {UNSETTLED}"}
@@ -68,8 +69,11 @@ def keys_list(keys: int, *, settled: bool) -> dict[str, str]:
     return {"policy": "DeriveFromCelQuery", "celQuery": query}
 
 
-# What a list's readiness says while its place's SuperNodes are not all ready and up to date.
-UNSETTLED = "// its SuperNodes are not all ready and up to date as last observed: not Ready until they are"
+# What a list's readiness says while its place's SuperNodes change.
+UNSETTLED = (
+    "// its SuperNodes are not all ready and up to date, or one replaces a retired key, as last observed: "
+    "not Ready until they are done"
+)
 
 
 def expected_pods(mode: str, replicas: int | None, o: Observed) -> int:

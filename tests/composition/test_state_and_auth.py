@@ -319,11 +319,11 @@ def test_the_shipped_archive_runs_as_the_program(tmp_path):
     assert (keys / "supernode.pub").read_text().startswith("ecdsa-sha2-nistp384 ")
 
 
-def _with_report(s, report):
-    """The Federation composed with its registrar's report observed as it wrote it."""
+def _with_report(s, report, more=None):
+    """The Federation composed with its registrar's report observed as it wrote it (and more observed)."""
     fed = read.federation(xr(s))
     live = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"retired": report}}
-    observed = {resource_names.REGISTRATIONS: {"status": {"atProvider": {"manifest": live}}}}
+    observed = {resource_names.REGISTRATIONS: {"status": {"atProvider": {"manifest": live}}}, **(more or {})}
     return fed, compose.plan(fed, observed)
 
 
@@ -397,3 +397,24 @@ def test_retired_keys_go_back_to_the_namespace_of_their_holders(report, expected
             "namespace": "team-a",
             "labels": manifest["metadata"]["labels"],
         }, reason
+
+
+@pytest.mark.parametrize(
+    ("report", "settled", "reason"),
+    [
+        ("", True, "nothing retired: the list is Ready once it holds a key each"),
+        (f"{D1} default/team-a/Pod/q\n", False, "a holder there replaces a retired key: looked at every 30 s"),
+        (f"{D1} spoke/team-a/Pod/q\n", True, "a retired key of another place is not this list's to wait for"),
+    ],
+)
+def test_a_keys_list_is_looked_at_often_while_a_holder_there_replaces_a_retired_key(report, settled, reason):
+    # The pool's StatefulSet observed ready: only the report decides.
+    workload = {"metadata": {"generation": 1}, "spec": {"replicas": 2},
+                "status": {"observedGeneration": 1, "readyReplicas": 2, "updatedReplicas": 2}}  # fmt: skip
+    ready = {read.pool_resource("default"): {"status": {"atProvider": {"manifest": workload}}}}
+    _, built = _with_report(AUTH, report, ready)
+    policy = built.resources[resource_names.key_gathered_resource("default", "team-a")].readiness
+    assert policy is not None
+    assert policy["celQuery"].startswith("false ") is not settled, reason
+    if settled:
+        assert policy["celQuery"].endswith(">= 2"), reason
