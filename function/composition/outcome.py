@@ -49,13 +49,13 @@ from function.topology import clusters
 FEDERATION_TTL = dt.timedelta(minutes=1)
 GROUP_TTL = dt.timedelta(minutes=1)
 FEDERATION_CLUSTER_TTL = dt.timedelta(minutes=5)
-# But not while keys it expects are missing. Crossplane watches the key Objects it requires (one per key,
-# made by provider-kubernetes at its poll of their collection), yet its circuit breaker drops the events
-# of a FederationCluster whose Objects changed often (as its pods start): a key's Object made then woke
-# nothing, and waited for this TTL (measured at 25 clusters: two FederationClusters' circuits open, their
-# keys listed five minutes after the rest). So it looks each minute until every key is there. A key that
-# never comes (a pod that cannot publish) keeps its cluster looking each minute, as a group does: bounded,
-# and only for the clusters still waiting.
+# But not while keys it expects are missing. Crossplane watches its Objects, the keys gatherer's list among
+# them (read every 30 s while its place changes: readiness.keys_list), yet its circuit breaker drops the
+# events of a FederationCluster whose Objects changed often, as they do while its pods start: a list
+# written then woke nothing, and waited for this TTL (measured at 25 clusters, when keys came as Objects
+# of their own: two FederationClusters' circuits open, their keys listed five minutes after the rest). So
+# it looks each minute until every key is there. A key that never comes (a pod that cannot publish) keeps
+# its cluster looking each minute, as a group does: bounded, and only for the clusters still waiting.
 KEYS_AWAITED_TTL = dt.timedelta(minutes=1)
 # A FederationRun composes nothing, so no watch wakes it: it reads its entry of the runner's report
 # again this often while Flower works on it, and rarely once Flower is done with it.
