@@ -47,6 +47,14 @@ from function.topology import clusters
 # 32 groups each minute re-apply their clusters' FederationClusters, unchanged: at 1,000 clusters,
 # about 17 applies a second on an idle hub.
 FEDERATION_TTL = dt.timedelta(minutes=1)
+# But sooner while a pool waits (compose.Hold) for the CA to copy, which no watch tells of (a required
+# Secret), or for the SuperLink's external address: the events that would tell of them (the Certificate's
+# or Service's Object) come as the Federation's first Objects are made, when Crossplane's circuit breaker
+# drops most of its events, and every remote pool waited for this minute (measured at 100 clusters: the
+# FederationClusters made 59 s after the apply in one run of three, 2 s in the others). While pools wait
+# the Federation composes only what is beside the SuperLink, so looking every 10 s costs little, however
+# long a missing Secret keeps them waiting.
+HELD_TTL = dt.timedelta(seconds=10)
 GROUP_TTL = dt.timedelta(minutes=1)
 FEDERATION_CLUSTER_TTL = dt.timedelta(minutes=5)
 # But not while keys it expects are missing. Crossplane watches its Objects, the keys gatherer's list among
@@ -185,14 +193,14 @@ def _federation(
         list(report.conditions),
         list(report.warnings),
         [*_requirements(fed, built), *_run_requirements(fed, given_runs)],
-        _ttl(fed, report),
+        _ttl(fed, report, held=bool(built.held)),
     )
 
 
-def _ttl(fed: Federation, report: status.Report) -> dt.timedelta:
-    """How soon Crossplane composes it again with no event: a FederationCluster sooner while keys are awaited."""
+def _ttl(fed: Federation, report: status.Report, *, held: bool) -> dt.timedelta:
+    """How soon Crossplane composes it again with no event: sooner while pools wait or keys are awaited."""
     if fed.part is None:
-        return FEDERATION_TTL
+        return HELD_TTL if held else FEDERATION_TTL
     return KEYS_AWAITED_TTL if report.keys_awaited else FEDERATION_CLUSTER_TTL
 
 

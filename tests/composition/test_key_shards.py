@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from function.builders import identity, published_keys
+from function.builders import identity, published_keys, tls
 from function.composition import compose, groups, outcome, resource_names, status
 from function.federation import read
+from function.topology import clusters
 from support.children import CLUSTERS, SECURE, TLS_SECRET, Case, federation_clusters, planned, selected
 from support.helpers import ANY_NAMESPACE_POLICY, BASE, spec, xr
 from support.published_keys import AUTH, FED, KEY, NAMESPACE, OTHER_KEY, gathered_list, observed_list, publication
@@ -232,3 +233,19 @@ def test_a_cluster_keeps_reporting_its_keys_until_its_list_is_written():
     assert decided.status["publishedKeys"] == lines
     written_empty = observed_of(eu)
     assert outcome.decide(xr, written_empty, {}, ANY_NAMESPACE_POLICY).status["publishedKeys"] == []
+
+
+@pytest.mark.parametrize(
+    ("secrets", "ttl", "reason"),
+    [
+        ([], outcome.HELD_TTL, "its pools wait for the CA to copy, which no watch tells of: it looks every 10 s"),
+        ([TLS_SECRET], outcome.FEDERATION_TTL, "nothing waits: watches tell it the rest, and the minute the others"),
+    ],
+)
+def test_a_federation_whose_pools_wait_looks_again_soon(secrets, ttl, reason):
+    # The events that would tell of the CA come with the Federation's first Objects, when
+    # Crossplane's circuit breaker drops most of them: the TTL is what is left.
+    required = {clusters.requirement_key("gpu", "ProviderConfig"): CLUSTERS, tls.REQUIREMENT: secrets}
+    decided = outcome.decide(xr(SECURE), {}, required, ANY_NAMESPACE_POLICY)
+    assert decided.refusal is None, decided.refusal
+    assert decided.ttl == ttl, reason
