@@ -50,6 +50,13 @@ CEL = {
 }
 
 
+# What a list's readiness says while its place's SuperNodes change.
+UNSETTLED = (
+    "// its SuperNodes are not all ready and up to date, or one replaces a retired key, as last observed: "
+    "not Ready until they are done"
+)
+
+
 def keys_list(keys: int, *, settled: bool) -> dict[str, str]:
     """The spec.readiness of a keys gatherer's list: Ready once its place has settled and it holds a key each.
 
@@ -67,13 +74,6 @@ def keys_list(keys: int, *, settled: bool) -> dict[str, str]:
     count = "object.data.count"
     query = f"has(object.data) && has({count}) && {count}.matches('^[0-9]{{1,9}}$') && int({count}) >= {keys}"
     return {"policy": "DeriveFromCelQuery", "celQuery": query}
-
-
-# What a list's readiness says while its place's SuperNodes change.
-UNSETTLED = (
-    "// its SuperNodes are not all ready and up to date, or one replaces a retired key, as last observed: "
-    "not Ready until they are done"
-)
 
 
 def expected_pods(mode: str, replicas: int | None, o: Observed) -> int:

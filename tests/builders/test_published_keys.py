@@ -20,7 +20,20 @@ from function.federation.value import Hold
 from function.programs import identity_program
 from function.serving import fn
 from support.helpers import manifests, pod, spec, xr
-from support.published_keys import AUTH, FED, KEY, NAMESPACE, OTHER_KEY, TLS, gathered_list, observed_list, publication
+from support.published_keys import (
+    AUTH,
+    FED,
+    KEY,
+    NAMESPACE,
+    OTHER_KEY,
+    TLS,
+    ds_ready,
+    gathered_list,
+    observed_list,
+    observed_workloads,
+    publication,
+    sts_ready,
+)
 
 AUTH_DS = spec(AUTH, mode="DaemonSet", supernodes__pools=[{"name": "edge"}])
 PLACE = published_keys.Place("default", NAMESPACE, ("default",))
@@ -283,25 +296,6 @@ def test_a_gatherer_per_cluster_and_namespace_where_pools_publish():
 GIVEN_KEY_POOL = {"name": "given", "replicas": 1, "authKeySecretRef": {"name": "k", "key": "k"}}
 GIVEN_AND_MADE = spec(AUTH, supernodes__pools=[{"name": "a", "replicas": 2}, GIVEN_KEY_POOL])
 TWO_POOLS = spec(AUTH, supernodes__pools=[{"name": "a", "replicas": 2}, {"name": "b", "replicas": 3}])
-
-
-def observed_workloads(**counts: dict[str, int]) -> dict[str, dict[str, Any]]:
-    """Pools' workloads as provider-kubernetes reports them, with the status counts given, by pool."""
-    out = {}
-    for pool, status in counts.items():
-        live = {"metadata": {"generation": 1}, "status": {"observedGeneration": 1, **status}}
-        if "readyReplicas" in status:
-            live["spec"] = {"replicas": status["readyReplicas"]}
-        out[read.pool_resource(pool)] = {"status": {"atProvider": {"manifest": live}}}
-    return out
-
-
-def sts_ready(replicas: int) -> dict[str, int]:
-    return {"readyReplicas": replicas, "updatedReplicas": replicas}
-
-
-def ds_ready(nodes: int) -> dict[str, int]:
-    return {"desiredNumberScheduled": nodes, "numberReady": nodes, "updatedNumberScheduled": nodes}
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from function.builders import identity
 from function.composition import compose, resource_names
 from function.federation import read
 from support.helpers import BASE, container, manifests, pod, pool, spec, xr
+from support.published_keys import observed_workloads, sts_ready
 
 DURABLE = spec(BASE, superlink__persistence={"size": "5Gi", "storageClassName": "fast"})
 TLS = spec(BASE, tls={"secretName": "superlink-tls"})
@@ -409,10 +410,7 @@ def test_retired_keys_go_back_to_the_namespace_of_their_holders(report, expected
 )
 def test_a_keys_list_is_looked_at_often_while_a_holder_there_replaces_a_retired_key(report, settled, reason):
     # The pool's StatefulSet observed ready: only the report decides.
-    workload = {"metadata": {"generation": 1}, "spec": {"replicas": 2},
-                "status": {"observedGeneration": 1, "readyReplicas": 2, "updatedReplicas": 2}}  # fmt: skip
-    ready = {read.pool_resource("default"): {"status": {"atProvider": {"manifest": workload}}}}
-    _, built = _with_report(AUTH, report, ready)
+    _, built = _with_report(AUTH, report, observed_workloads(default=sts_ready(2)))
     policy = built.resources[resource_names.key_gathered_resource("default", "team-a")].readiness
     assert policy is not None
     assert policy["celQuery"].startswith("false ") is not settled, reason

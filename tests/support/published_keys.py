@@ -11,6 +11,7 @@ from typing import Any
 
 from function.builders import identity, published_keys
 from function.composition import objects, resource_names
+from function.federation import read
 from function.programs import gather_program, key_publications
 from support.helpers import BASE, spec
 
@@ -66,3 +67,22 @@ def observed_list(live: dict[str, Any], cluster: str = "default") -> dict[str, d
     """Observed composed resources: the Object of the gatherer's list in cluster, as provider-kubernetes reports it."""
     name = resource_names.key_gathered_resource(cluster, live["metadata"]["namespace"])
     return {name: {"apiVersion": objects.OBJECT_API, "kind": "Object", "status": {"atProvider": {"manifest": live}}}}
+
+
+def observed_workloads(**counts: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """Pools' workloads as provider-kubernetes reports them, with the status counts given, by pool."""
+    out = {}
+    for pool, status in counts.items():
+        live = {"metadata": {"generation": 1}, "status": {"observedGeneration": 1, **status}}
+        if "readyReplicas" in status:
+            live["spec"] = {"replicas": status["readyReplicas"]}
+        out[read.pool_resource(pool)] = {"status": {"atProvider": {"manifest": live}}}
+    return out
+
+
+def sts_ready(replicas: int) -> dict[str, int]:
+    return {"readyReplicas": replicas, "updatedReplicas": replicas}
+
+
+def ds_ready(nodes: int) -> dict[str, int]:
+    return {"desiredNumberScheduled": nodes, "numberReady": nodes, "updatedNumberScheduled": nodes}
