@@ -20,7 +20,17 @@ from function.federation import read
 from function.topology import clusters
 from support.children import CLUSTERS, SECURE, TLS_SECRET, Case, federation_clusters, planned, selected
 from support.helpers import ANY_NAMESPACE_POLICY, BASE, spec, xr
-from support.published_keys import AUTH, FED, KEY, NAMESPACE, OTHER_KEY, gathered_list, observed_list, publication
+from support.published_keys import (
+    AUTH,
+    FED,
+    KEY,
+    NAMESPACE,
+    OTHER_KEY,
+    gathered_list,
+    observed_list,
+    publication,
+    sts_ready,
+)
 
 POOLS = "flower-sites"
 
@@ -105,29 +115,54 @@ def test_without_node_authentication_a_cluster_reports_nothing():
         assert "publishedKeys" not in status.report(part, compose.plan(part), {}, 1).status.wire()
 
 
+def settled(part: Any, observed: dict[str, dict[str, Any]], *, short: int = 0) -> dict[str, dict[str, Any]]:
+    """observed, with every other Object the cluster composes there, its pools' pods ready but short of them."""
+    out = dict(observed)
+    for name, composed in compose.plan(part, observed).resources.items():
+        manifest = composed.manifest
+        live = {**manifest, "metadata": {**manifest["metadata"], "generation": 1}}
+        if manifest["kind"] == "StatefulSet":
+            replicas = manifest["spec"].get("replicas", 1)
+            live |= {"spec": {"replicas": replicas}, "status": {"observedGeneration": 1, **sts_ready(replicas)}}
+            live["status"]["readyReplicas"] -= short
+        out.setdefault(name, {"status": {"atProvider": {"manifest": live}}})
+    return out
+
+
 @pytest.mark.parametrize(
-    ("cluster", "keys", "ttl", "reason"),
+    ("cluster", "keys", "short", "ttl", "reason"),
     [
-        ("cluster-config-eu", [], outcome.KEYS_AWAITED_TTL, "its one SuperNode's key not seen yet"),
-        ("cluster-config-eu", [KEY], outcome.FEDERATION_CLUSTER_TTL, "every key there: watches tell it the rest"),
-        ("cluster-config-us", [OTHER_KEY], outcome.KEYS_AWAITED_TTL, "one of its two SuperNodes' keys missing"),
+        ("cluster-config-eu", [], 0, outcome.KEYS_AWAITED_TTL, "its one SuperNode's key not seen yet"),
+        ("cluster-config-eu", [KEY], 0, outcome.FEDERATION_CLUSTER_TTL, "every key there: watches tell it the rest"),
+        ("cluster-config-us", [OTHER_KEY], 0, outcome.KEYS_AWAITED_TTL, "one of its two SuperNodes' keys missing"),
+        ("cluster-config-eu", [KEY], 1, outcome.STARTING_CLUSTER_TTL, "every key there, but its pod not ready yet"),
+        ("cluster-config-us", [], 1, outcome.STARTING_CLUSTER_TTL, "a pod not ready and keys missing: the sooner"),
     ],
 )
-def test_a_cluster_awaiting_keys_is_composed_again_each_minute(cluster, keys, ttl, reason):
-    # Crossplane's circuit breaker may drop the event of a key's Object: the TTL is what is left.
+def test_a_cluster_not_ready_or_awaiting_keys_is_composed_again_sooner(cluster, keys, short, ttl, reason):
+    # Crossplane's circuit breaker may drop the event of a key's or a workload's Object: the TTL is what is left.
     _, built = federation()
     composite = federation_clusters(built)[cluster]
-    observed = observed_of(part_of(cluster, composite), *keys)
+    part = part_of(cluster, composite)
+    observed = settled(part, observed_of(part, *keys), short=short)
     decided = outcome.decide({"metadata": {"name": cluster}, **composite}, observed, {}, ANY_NAMESPACE_POLICY)
     assert decided.refusal is None, decided.refusal
     assert decided.ttl == ttl, reason
+
+
+def test_a_cluster_with_nothing_observed_yet_is_composed_again_within_the_providers_first_reads():
+    _, built = federation()
+    for name, composite in federation_clusters(built).items():
+        decided = outcome.decide({"metadata": {"name": name}, **composite}, {}, {}, ANY_NAMESPACE_POLICY)
+        assert decided.ttl == outcome.STARTING_CLUSTER_TTL, name
 
 
 def test_without_node_authentication_a_cluster_awaits_no_keys():
     plain = spec(selected(spec(BASE, supernodes__pools__0__name="gpu")), tls={"secretName": "superlink-tls"})
     _, built = planned(Case("plain", plain, CLUSTERS))
     for name, composite in federation_clusters(built).items():
-        decided = outcome.decide({"metadata": {"name": name}, **composite}, {}, {}, ANY_NAMESPACE_POLICY)
+        observed = settled(part_of(name, composite), {})
+        decided = outcome.decide({"metadata": {"name": name}, **composite}, observed, {}, ANY_NAMESPACE_POLICY)
         assert decided.ttl == outcome.FEDERATION_CLUSTER_TTL, name
 
 

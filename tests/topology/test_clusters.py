@@ -691,10 +691,11 @@ def test_a_selector_pool_with_node_authentication_needs_no_control_api_on_any_re
     assert str(fed.flower.superlink) == "1.25.0", "the case needs a release before 1.40"
 
 
-def test_a_federation_and_its_groups_are_composed_again_each_minute_and_its_clusters_every_five():
-    """Crossplane requeues a composite after its response's TTL: a FederationCluster, told of every change by
-    watches, waits longer (outcome.FEDERATION_CLUSTER_TTL); its Federation reads the ProviderConfigs unwatched, and
-    a group lists keys its clusters report in events Crossplane's circuit breaker may drop (outcome.GROUP_TTL)."""
+def test_a_federation_and_its_groups_are_composed_again_each_minute_and_a_new_cluster_every_30_s():
+    """Crossplane requeues a composite after its response's TTL: its Federation reads the ProviderConfigs unwatched,
+    and a group lists keys its clusters report in events Crossplane's circuit breaker may drop (outcome.GROUP_TTL); a
+    FederationCluster with nothing observed yet is not Ready, and looks as often as the provider reads its Objects
+    (outcome.STARTING_CLUSTER_TTL; once Ready it waits longer: tests/composition/test_key_shards.py)."""
     rsp = answer(SELECTED, {KEY: [config("eu")]}, SERVICE)
     assert rsp.meta.ttl.ToTimedelta() == dt.timedelta(minutes=1)
     parts = [(n, wire.to_dict(r.resource)) for n, r in rsp.desired.resources.items()]
@@ -714,4 +715,4 @@ def test_a_federation_and_its_groups_are_composed_again_each_minute_and_its_clus
         req.input.update(ANY_NAMESPACE_POLICY)
         cluster = fn.run(req)
         assert not [r.message for r in cluster.results if r.severity == fnv1.SEVERITY_FATAL], name
-        assert cluster.meta.ttl.ToTimedelta() == dt.timedelta(minutes=5), name
+        assert cluster.meta.ttl.ToTimedelta() == dt.timedelta(seconds=30), name
