@@ -58,6 +58,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterable
 from concurrent import futures
 from typing import Any
 
@@ -604,6 +605,63 @@ def hub_writes(text: str) -> int:
     return total
 
 
+def _writer(event: dict[str, Any]) -> str:
+    """Who made an audited write, and what it was: its program (user agent's name), verb and resource."""
+    agent = str(event.get("userAgent") or "?").split("/", 1)[0]
+    ref = event.get("objectRef") or {}
+    resource = ref.get("resource", "?") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+    return f"{agent} {event.get('verb', '?')} {resource}"
+
+
+def audited_writes(lines: Iterable[str], objects: list[dict[str, Any]], top: int = 8) -> list[str]:
+    """Who wrote to the hub, and what each Object's writes were, from the hub's audit log (--audit).
+
+    lines: the log's events, one JSON object a line (HUB_AUDIT_POLICY logs writes alone); objects: the
+    hub's Objects at the end, to say which kind each carried. A write counts once, when answered.
+    """
+    by_writer: dict[str, int] = {}
+    per_object: dict[tuple[str, str], dict[str, int]] = {}
+    for line in lines:
+        event = json.loads(line)
+        if event.get("stage") != "ResponseComplete":
+            continue
+        writer = _writer(event)
+        by_writer[writer] = by_writer.get(writer, 0) + 1
+        ref = event.get("objectRef") or {}
+        if ref.get("resource") == "objects" and ref.get("name"):
+            counts = per_object.setdefault((ref.get("namespace", ""), ref["name"]), {})
+            counts[writer] = counts.get(writer, 0) + 1
+    ranked = sorted(by_writer.items(), key=lambda kv: (-kv[1], kv[0]))
+    out = [f"hub writes by who (audit log): {', '.join(f'{w} {n}' for w, n in ranked[:top])}"]
+    if per_object:
+        mean: dict[str, float] = {}
+        for counts in per_object.values():
+            for writer, n in counts.items():
+                mean[writer] = mean.get(writer, 0) + n / len(per_object)
+        shares = ", ".join(f"{w} {n:.1f}" for w, n in sorted(mean.items(), key=lambda kv: (-kv[1], kv[0])))
+        out.append(f"an Object's writes (audit log), on average: {sum(mean.values()):.1f}: {shares}")
+        out += _writes_by_kind(per_object, objects)
+    return out
+
+
+def _writes_by_kind(per_object: dict[tuple[str, str], dict[str, int]], objects: list[dict[str, Any]]) -> list[str]:
+    """Each kind of Object's writes: p50 and most, by what it carries."""
+    carried = {}
+    for obj in objects:
+        spec, meta = obj.get("spec") or {}, obj.get("metadata") or {}
+        kind = ((spec.get("forProvider") or {}).get("manifest") or {}).get("kind", "?")
+        observed = " (observed)" if spec.get("managementPolicies") == ["Observe"] else ""
+        carried[(meta.get("namespace", ""), meta.get("name", ""))] = f"{kind}{observed}"
+    by_kind: dict[str, list[int]] = {}
+    for key, counts in per_object.items():
+        by_kind.setdefault(carried.get(key, "? (deleted)"), []).append(sum(counts.values()))
+    out = []
+    for kind, found in sorted(by_kind.items()):
+        found.sort()
+        out.append(f"writes to Objects of {kind}: {len(found)}, p50 {found[len(found) // 2]}, most {found[-1]}")
+    return out
+
+
 def _seconds(value: float | None) -> str:
     return "none" if value is None else f"{value:.0f}"
 
@@ -802,6 +860,14 @@ def outcome(progress: Progress, served: str, port: int, idle_seconds: float, hub
         print(changed(versions_before, versions(hub), idle_seconds), flush=True)
 
 
+def hub_audit(plane: ControlPlane, objects: list[dict[str, Any]]) -> list[str]:
+    """Who wrote what to the hub, from its audit log; nothing when it kept none (no --audit)."""
+    if not plane.hub_audit:
+        return []
+    with plane.hub_audit_log.open() as log:
+        return audited_writes(log, objects)
+
+
 def run(plane: ControlPlane, count: int, replicas: int, timeout: float, *, keys: bool = False,
         auth: bool = True, idle_seconds: float = IDLE_SECONDS) -> int:  # fmt: skip
     """Apply the Federation at once and report, the goal's figures last (Scale.line); the exit status.
@@ -852,7 +918,7 @@ def run(plane: ControlPlane, count: int, replicas: int, timeout: float, *, keys:
         # or answer the list itself with a timeout (the API server's, an error status).
         print(f"call sizes not measured: {err}: {getattr(err, 'stderr', '') or ''}"[:1000])
     objects = plane.hub.get("objects.kubernetes.crossplane.io")
-    for line in generations(objects):
+    for line in [*generations(objects), *hub_audit(plane, objects)]:
         print(line, flush=True)
     scale = Scale(count, progress.want, auth, progress.ready_after, progress.keys_after, sum(used.values()),
                   hub_writes(hub) - writes_before, len(objects))  # fmt: skip
@@ -895,6 +961,11 @@ def main() -> int:
     parser.add_argument("--keys", action="store_true", help="publish every SuperNode's key, wait for all listed")
     parser.add_argument("--no-auth", action="store_true", help="node authentication off (not with --keys)")
     parser.add_argument("--provider-poll", default=PROVIDER_POLL, help="provider-kubernetes' --poll")
+    parser.add_argument(
+        "--audit",
+        action="store_true",
+        help="log the hub's writes and say who made them, and each Object's (costs the hub CPU: not for the goal)",
+    )
     args = parser.parse_args()
     if args.keys and args.no_auth:
         parser.error("--keys publishes keys for node authentication: not with --no-auth")
@@ -926,6 +997,7 @@ def main() -> int:
         # The hub's API server holds every Object (each with its live manifest twice): at a thousand
         # clusters its heap, collected at a quarter of Go's default rate, outgrew this machine's memory.
         go_env={**GO_ENV, "GOMEMLIMIT": "6GiB"},
+        hub_audit=args.audit,
     )
     if args.spokes_alone and args.dry_run:
         manifests = spoke_manifests(args.clusters, args.replicas)

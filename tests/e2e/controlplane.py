@@ -677,6 +677,18 @@ def platform_policy(rules: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# Every write, once answered, with who made it and to what (no bodies: they would hold Secrets' data).
+HUB_AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived", "ResponseStarted", "Panic"],
+    "rules": [
+        {"level": "Metadata", "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
+        {"level": "None"},
+    ],
+}
+
+
 @dataclass
 class ControlPlane:
     """A hub cluster with Crossplane, provider-kubernetes and the function, and a spoke."""
@@ -724,6 +736,9 @@ class ControlPlane:
     provider_args: tuple[str, ...] = ()
     # The Go processes' environment (GO_ENV): a scale run bounds their heaps as well.
     go_env: dict[str, str] = field(default_factory=lambda: dict(GO_ENV))
+    # Whether the hub's API server logs every write it answers (HUB_AUDIT_POLICY), for a benchmark to say
+    # who wrote what; it costs the hub's API server CPU, so not for a run whose CPU is the figure.
+    hub_audit: bool = False
     function_rootfs: pathlib.Path = field(init=False)
     # The cgroup that holds the function to its container's CPU limit (None: no limit, or no cgroup this
     # machine lets us write, and then the function sees every CPU).
@@ -766,7 +781,7 @@ class ControlPlane:
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._cleanup_leftovers()
-        self.hub = self._cluster(f"e2e-{self.tag}-hub")
+        self.hub = self._cluster(f"e2e-{self.tag}-hub", audit=self.hub_audit)
         self.spoke = self._cluster(f"e2e-{self.tag}-spoke", self.spoke_volumes, unlimited=self.spokes_stand_in_for_many)
         self.sites = {"site-a": self.spoke}
         for site in SITES[1:]:
@@ -933,7 +948,17 @@ class ControlPlane:
             raise RuntimeError(msg)
         return proc.stdout
 
-    def _cluster(self, name: str, volumes: int = 24, *, unlimited: bool = False) -> Cluster:
+    @property
+    def hub_audit_log(self) -> pathlib.Path:
+        """Where the hub's API server logs its writes, with hub_audit (kwokctl's place for it)."""
+        return self.workdir / "kwok" / "clusters" / self.hub.name / "logs" / "audit.log"
+
+    def _cluster(self, name: str, volumes: int = 24, *, unlimited: bool = False, audit: bool = False) -> Cluster:
+        audit_args = []
+        if audit:
+            policy_file = self.workdir / "hub-audit-policy.yaml"
+            policy_file.write_text(yaml.safe_dump(HUB_AUDIT_POLICY))
+            audit_args = ["--kube-audit-policy", str(policy_file)]
         with _creating_clusters():
             started = time.time()
             self._kwokctl(
@@ -949,6 +974,7 @@ class ControlPlane:
                 "--extra-args", "kube-scheduler=leader-elect=false",
                 "--extra-args", "kube-controller-manager=leader-elect=false",
                 *(["--disable-qps-limits"] if unlimited else []),
+                *audit_args,
                 "--wait", "3m",
             )  # fmt: skip
         kubeconfig = self.workdir / f"{name}.kubeconfig"

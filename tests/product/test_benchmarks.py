@@ -9,6 +9,7 @@ process, this interpreter, from the repository's root.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import subprocess
 import sys
@@ -284,3 +285,34 @@ def test_the_scale_benchmark_reports_each_kinds_generations_composed_apart_from_
         "Objects of ConfigMap (observed): 1, generation p50 1, most 1",
         "Objects of StatefulSet: 3, generation p50 2, most 4",
     ]
+
+
+def test_the_scale_benchmark_says_who_wrote_to_the_hub_and_each_objects_writes_from_the_audit_log():
+    def event(agent: str, verb: str, resource: str, name: str, *, sub: str = "", stage: str = "ResponseComplete"):
+        ref = {"resource": resource, "namespace": "fl", "name": name, **({"subresource": sub} if sub else {})}
+        return json.dumps({"stage": stage, "verb": verb, "userAgent": f"{agent}/v1 (linux/amd64)", "objectRef": ref})
+
+    log = [
+        event("crossplane", "patch", "objects", "a"),
+        event("crossplane", "patch", "objects", "b"),
+        event("provider", "update", "objects", "a", sub="status"),
+        event("provider", "update", "objects", "a", sub="status"),
+        event("provider", "update", "objects", "a", sub="status", stage="ResponseStarted"),  # not answered yet
+        event("crossplane", "patch", "xfederationclusters", "c"),
+    ]
+
+    def obj(name: str, kind: str) -> dict:
+        return {"metadata": {"namespace": "fl", "name": name}, "spec": {"forProvider": {"manifest": {"kind": kind}}}}
+
+    assert _e2e_clusters().audited_writes(log, [obj("a", "StatefulSet"), obj("b", "Role")]) == [
+        (
+            "hub writes by who (audit log): crossplane patch objects 2, provider update objects/status 2, "
+            "crossplane patch xfederationclusters 1"
+        ),
+        (
+            "an Object's writes (audit log), on average: 2.0: "
+            "crossplane patch objects 1.0, provider update objects/status 1.0"
+        ),
+        "writes to Objects of Role: 1, p50 1, most 1",
+        "writes to Objects of StatefulSet: 1, p50 3, most 3",
+    ], "each write once, when answered; an Object's by who, and by the kind it carries"
