@@ -110,6 +110,13 @@ class FederationClusterStatus(CompositeStatus):
             "`<key> <holder> <node ID or ->` line each; its group lists them beside the SuperLink."
         ),
     )
+    keysAwaited: int | None = Field(
+        default=None,
+        description=(
+            "With node authentication: SuperNodes of its pools whose keys its gatherer has not listed yet; "
+            "its group looks at it each minute until there are none."
+        ),
+    )
 
 
 class FederationClusterGroupStatus(CompositeStatus):

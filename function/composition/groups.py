@@ -44,6 +44,9 @@ class Answer:
     desired: dict[str, dict[str, Any]]
     ready: dict[str, bool]
     status: FederationClusterGroupStatus
+    # Every FederationCluster Ready with every key it expects listed, as observed: what changes next
+    # reaches the group by watch, with nothing else waking it (outcome.SETTLED_GROUP_TTL).
+    settled: bool = False
 
     @property
     def condition(self) -> Condition:
@@ -82,11 +85,12 @@ def compose(xr: Mapping[str, Any], observed: Mapping[str, Any]) -> Answer:
     ready = {name: is_ready(observed.get(name)) for name in desired}
     generation = (xr.get("metadata") or {}).get("generation")
     status = rolled_up(desired, ready, observed, generation)
+    settled = all(ready.values()) and not any(_keys_awaited(observed.get(name)) for name in desired)
     if spec.authorizedKeys is not None:
         # Ready once made, as the Federation's own list: it gates nothing, the keys come when they come.
         desired[AUTHORIZED_KEYS] = _shard(spec, desired, observed, namespaced=namespaced)
         ready[AUTHORIZED_KEYS] = True
-    return Answer(desired, ready, status)
+    return Answer(desired, ready, status, settled)
 
 
 def _shard(
@@ -136,6 +140,17 @@ def _cut(carried: dict[str, Any], selectors: set[str]) -> dict[str, Any]:
         return carried  # refused by the FederationCluster's own call, which names the field
     mine = [p for p in pools if isinstance(p, dict) and p.get("name") in selectors]
     return {**carried, "supernodes": {**supernodes, "pools": mine}}
+
+
+def _keys_awaited(obj: Any) -> bool:
+    """Whether an observed FederationCluster reports SuperNodes whose keys are not listed yet.
+
+    None reported: no node authentication (or a release that did not report it). Not a count: awaited.
+    """
+    awaited = ((obj or {}).get("status") or {}).get("keysAwaited") if isinstance(obj, dict) else None
+    if awaited is None:
+        return False
+    return not isinstance(awaited, int) or isinstance(awaited, bool) or awaited != 0
 
 
 def is_ready(obj: Any) -> bool:

@@ -107,6 +107,7 @@ def report(fed: Federation, built: compose.Plan, observed: dict[str, Any], gener
         part = _part_status(entries, generation, built.keys)
         part.unreachableClusters = [u.entry() for u in unreached] or None
         awaited = _keys_awaited(fed, entries, built.keys)
+        part.keysAwaited = None if built.keys is None else awaited
         return Report(part, ready, conditions, _warnings(fed, built, manifests, pools), unreached, keys_awaited=awaited)
     # Its own Objects' clusters, and those its FederationClusters report through their groups.
     unreached = reachability.unreached(observed, _clusters(built))

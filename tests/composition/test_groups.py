@@ -220,3 +220,58 @@ def test_a_cluster_always_falls_in_the_same_group():
     assert len(set(shares)) == read.GROUPS
     # Not by position: a name's share does not depend on which others there are.
     assert read.group_resource("cluster-config-site-0500") == shares[500]
+
+
+def awaiting(part: dict[str, Any], *, keys: Any) -> dict[str, Any]:
+    """part, reporting keys SuperNodes whose keys its gatherer has not listed yet."""
+    return {**part, "status": {**part["status"], "keysAwaited": keys}}
+
+
+EU_READY, US_READY = ready_part(("gpu-eu", 3, 3)), ready_part(("gpu-us", 2, 2), ("cpu-us", 1, 1))
+
+
+@pytest.mark.parametrize(
+    ("observed", "ttl", "reason"),
+    [
+        ({}, outcome.GROUP_TTL, "nothing observed yet: its clusters start"),
+        ({"cluster-config-eu": EU_READY}, outcome.GROUP_TTL, "one cluster not made yet"),
+        (
+            {"cluster-config-eu": EU_READY, "cluster-config-us": ready_part(("gpu-us", 2, 1), ready=False)},
+            outcome.GROUP_TTL,
+            "one cluster not Ready",
+        ),
+        (
+            {"cluster-config-eu": EU_READY, "cluster-config-us": US_READY},
+            outcome.SETTLED_GROUP_TTL,
+            "every cluster Ready, without node authentication (no keys reported awaited)",
+        ),
+        (
+            {"cluster-config-eu": awaiting(EU_READY, keys=0), "cluster-config-us": awaiting(US_READY, keys=0)},
+            outcome.SETTLED_GROUP_TTL,
+            "every cluster Ready with every key listed",
+        ),
+        (
+            {"cluster-config-eu": awaiting(EU_READY, keys=0), "cluster-config-us": awaiting(US_READY, keys=2)},
+            outcome.GROUP_TTL,
+            "Ready, but two keys not listed yet: their report's event may be dropped",
+        ),
+        (
+            {"cluster-config-eu": awaiting(EU_READY, keys="2"), "cluster-config-us": US_READY},
+            outcome.GROUP_TTL,
+            "a count that is not one: taken as keys awaited",
+        ),
+        (
+            {"cluster-config-eu": awaiting(EU_READY, keys=True), "cluster-config-us": US_READY},
+            outcome.GROUP_TTL,
+            "a boolean is not a count either",
+        ),
+    ],
+)
+def test_a_group_looks_each_minute_until_its_clusters_are_ready_with_their_keys(observed, ttl, reason):
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.update(group())
+    for name, part in observed.items():
+        req.observed.resources[name].resource.update(part)
+    rsp = fn.run(req)
+    assert not [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL], reason
+    assert rsp.meta.ttl.ToTimedelta() == ttl, reason

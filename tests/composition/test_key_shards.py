@@ -112,7 +112,25 @@ def test_without_node_authentication_a_cluster_reports_nothing():
     _, built = planned(Case("plain", plain, CLUSTERS))
     for name, composite in federation_clusters(built).items():
         part = part_of(name, composite)
-        assert "publishedKeys" not in status.report(part, compose.plan(part), {}, 1).status.wire()
+        written = status.report(part, compose.plan(part), {}, 1).status.wire()
+        assert "publishedKeys" not in written and "keysAwaited" not in written, name
+
+
+@pytest.mark.parametrize(
+    ("cluster", "keys", "awaited", "reason"),
+    [
+        ("cluster-config-eu", [], 1, "its one SuperNode's key not listed yet"),
+        ("cluster-config-eu", [KEY], 0, "every key listed: its group may wait longer"),
+        ("cluster-config-us", [OTHER_KEY], 1, "one of its two SuperNodes' keys listed"),
+    ],
+)
+def test_a_cluster_reports_how_many_keys_it_awaits_for_its_group(cluster, keys, awaited, reason):
+    _, built = federation()
+    part = part_of(cluster, federation_clusters(built)[cluster])
+    observed = settled(part, observed_of(part, *keys))
+    assert status.report(part, compose.plan(part, observed), observed, 1).status.wire()["keysAwaited"] == awaited, (
+        reason
+    )
 
 
 def settled(part: Any, observed: dict[str, dict[str, Any]], *, short: int = 0) -> dict[str, dict[str, Any]]:
