@@ -34,6 +34,9 @@ federation needs). --spokes-alone measures the floor instead: what the
 FederationClusters would have applied, rendered in this process and applied
 straight to the spokes, with the time until every pod is Ready and the spokes'
 CPU; no run of the whole control plane can beat it on the same machine.
+--audit has the hub's API server log its writes and prints who made them
+and each Object's (by the kind it carries): where the writes per Object go.
+The log costs the hub's API server CPU, so its run's CPU is not the goal's.
 
 Needs `make e2e-tools package` (and root).
 
