@@ -58,8 +58,9 @@ HELD_TTL = dt.timedelta(seconds=10)
 GROUP_TTL = dt.timedelta(minutes=1)
 # But not once every FederationCluster of the group is Ready with every key it expects listed: what
 # changes next (a pod, a key, a spec) changes a FederationCluster's status, whose event reaches the group
-# (its circuit breaker, open while their pods start, has closed by then, as no events come). Then the
-# group's minute was most of a settled hub's writes (about 220 of 260 to 320 a minute at 100 clusters).
+# (its circuit breaker, open while their pods start, has closed by then, as no events come). The groups'
+# minute was most of a settled hub's writes: at 100 clusters, 59 writes in the minute after Ready with
+# this TTL, 260 to 321 without.
 SETTLED_GROUP_TTL = dt.timedelta(minutes=5)
 FEDERATION_CLUSTER_TTL = dt.timedelta(minutes=5)
 # But not while keys it expects are missing. Crossplane watches its Objects, the keys gatherer's list among
