@@ -572,6 +572,13 @@ def api_requests(text: str, top: int = 6) -> list[str]:
     return out
 
 
+def _carried(obj: dict[str, Any]) -> str:
+    """The kind an Object carries, `(observed)` after it when it only observes it."""
+    spec = obj.get("spec") or {}
+    kind = ((spec.get("forProvider") or {}).get("manifest") or {}).get("kind", "?")
+    return f"{kind} (observed)" if spec.get("managementPolicies") == ["Observe"] else kind
+
+
 def generations(objects: list[dict[str, Any]]) -> list[str]:
     """How often each kind of Object's spec changed: its metadata.generation, p50 and most, by what it carries.
 
@@ -582,10 +589,7 @@ def generations(objects: list[dict[str, Any]]) -> list[str]:
     """
     by_kind: dict[str, list[int]] = {}
     for obj in objects:
-        spec = obj.get("spec") or {}
-        carried = ((spec.get("forProvider") or {}).get("manifest") or {}).get("kind", "?")
-        observed = " (observed)" if spec.get("managementPolicies") == ["Observe"] else ""
-        by_kind.setdefault(f"{carried}{observed}", []).append(int(obj["metadata"].get("generation", 0)))
+        by_kind.setdefault(_carried(obj), []).append(int(obj["metadata"].get("generation", 0)))
     out = []
     for kind, found in sorted(by_kind.items()):
         found.sort()
@@ -651,10 +655,8 @@ def _writes_by_kind(per_object: dict[tuple[str, str], dict[str, int]], objects: 
     """Each kind of Object's writes: p50 and most, by what it carries."""
     carried = {}
     for obj in objects:
-        spec, meta = obj.get("spec") or {}, obj.get("metadata") or {}
-        kind = ((spec.get("forProvider") or {}).get("manifest") or {}).get("kind", "?")
-        observed = " (observed)" if spec.get("managementPolicies") == ["Observe"] else ""
-        carried[(meta.get("namespace", ""), meta.get("name", ""))] = f"{kind}{observed}"
+        meta = obj.get("metadata") or {}
+        carried[(meta.get("namespace", ""), meta.get("name", ""))] = _carried(obj)
     by_kind: dict[str, list[int]] = {}
     for key, counts in per_object.items():
         by_kind.setdefault(carried.get(key, "? (deleted)"), []).append(sum(counts.values()))
